@@ -1,0 +1,530 @@
+//===- Compiler.cpp - the compiler library's C API ------------------------===//
+//
+// Drives the stages of Pipeline.cpp over one MLIR module, keeps (and dumps) what was asked
+// for, and packs the result into an artifact: CUBINs, JIT-compiled host entries, metadata.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cute_torch/compiler.h"
+
+#include "DeviceCodegen.h"
+#include "Failure.h"
+#include "HostJit.h"
+#include "Pipeline.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+using namespace cute_torch;
+
+struct CuteArtifact {
+  std::string metadata;
+  std::vector<std::pair<std::string, std::string>> cubins; // gpu.module name, bytes
+  std::map<std::string, std::string> stages;
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+  std::map<std::string, void *> entries;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+struct Options {
+  CodegenOptions codegen;
+  std::vector<std::string> keep;
+  std::string sourceName = "<mlir>";
+  bool keeps(const std::string &stage) const {
+    return std::find(keep.begin(), keep.end(), stage) != keep.end();
+  }
+};
+
+[[noreturn]] void optionError(const std::string &message) {
+  throw CompileFailure{"options", message, {}, {}, {}};
+}
+
+Options parseOptions(const char *text) {
+  Options options;
+  options.codegen.name = "module";
+  const char *cudaHome = std::getenv("CUDA_HOME");
+  options.codegen.cudaHome = cudaHome && *cudaHome ? cudaHome : "/usr/local/cuda";
+  if (!text || !*text)
+    return options;
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  if (!parsed)
+    optionError("options are not valid JSON: " + llvm::toString(parsed.takeError()));
+  const llvm::json::Object *object = parsed->getAsObject();
+  if (!object)
+    optionError("options must be a JSON object");
+  static const std::set<std::string> known = {
+      "arch", "opt_level", "ptxas_options", "line_info", "cuda_home", "cubin_backend",
+      "nvjitlink_path", "keep", "dump_dir", "name", "source_name"};
+  for (const auto &entry : *object)
+    if (!known.count(entry.first.str()))
+      optionError("unknown option '" + entry.first.str() + "'");
+  auto string = [&](const char *key, std::string &into) {
+    if (const llvm::json::Value *value = object->get(key)) {
+      if (!value->getAsString())
+        optionError(std::string("option '") + key + "' must be a string");
+      into = value->getAsString()->str();
+    }
+  };
+  auto strings = [&](const char *key, std::vector<std::string> &into) {
+    if (const llvm::json::Array *array = object->getArray(key))
+      for (const llvm::json::Value &value : *array) {
+        if (!value.getAsString())
+          optionError(std::string("option '") + key + "' must be a list of strings");
+        into.push_back(value.getAsString()->str());
+      }
+  };
+  CodegenOptions &codegen = options.codegen;
+  string("arch", codegen.arch);
+  string("cuda_home", codegen.cudaHome);
+  string("cubin_backend", codegen.cubinBackend);
+  string("nvjitlink_path", codegen.nvJitLinkPath);
+  string("dump_dir", codegen.dumpDir);
+  string("name", codegen.name);
+  string("source_name", options.sourceName);
+  strings("ptxas_options", codegen.ptxasOptions);
+  strings("keep", options.keep);
+  if (std::optional<int64_t> level = object->getInteger("opt_level")) {
+    if (*level < 0 || *level > 3)
+      optionError("opt_level must be 0..3");
+    codegen.optLevel = int(*level);
+  }
+  if (std::optional<bool> lineInfo = object->getBoolean("line_info"))
+    codegen.lineInfo = *lineInfo;
+  static const std::set<std::string> stages = {"mlir", "nvvm", "llvm", "ptx",
+                                               "cubin", "host", "sass"};
+  for (const std::string &stage : options.keep)
+    if (!stages.count(stage))
+      optionError("unknown stage '" + stage + "' in keep; stages: mlir, nvvm, llvm, ptx, cubin, "
+                  "host, sass");
+  codegen.keepLLVM = options.keeps("llvm");
+  return options;
+}
+
+/// The first file:line:col inside a location (through names, call sites and fusions).
+std::optional<mlir::FileLineColLoc> fileLocation(mlir::Location loc) {
+  if (auto file = loc.dyn_cast<mlir::FileLineColLoc>())
+    return file;
+  if (auto name = loc.dyn_cast<mlir::NameLoc>())
+    return fileLocation(name.getChildLoc());
+  if (auto call = loc.dyn_cast<mlir::CallSiteLoc>())
+    return fileLocation(call.getCallee());
+  if (auto fused = loc.dyn_cast<mlir::FusedLoc>())
+    for (mlir::Location inner : fused.getLocations())
+      if (auto file = fileLocation(inner))
+        return file;
+  return std::nullopt;
+}
+
+/// Collects every diagnostic of a compilation, notes included, with its location.
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(mlir::MLIRContext &context)
+      : handler(&context, [this](mlir::Diagnostic &diag) {
+          record(diag);
+          for (mlir::Diagnostic &note : diag.getNotes())
+            record(note);
+          return mlir::success();
+        }) {}
+
+  [[noreturn]] void fail(const std::string &kind, const std::string &what) {
+    std::string message = what;
+    for (const Diagnostic &d : diagnostics)
+      message += "\n" + d.file + ":" + std::to_string(d.line) + ":" + std::to_string(d.col) +
+                 ": " + d.severity + ": " + d.message;
+    throw CompileFailure{kind, message, diagnostics, {}, {}};
+  }
+
+private:
+  void record(mlir::Diagnostic &diag) {
+    Diagnostic entry;
+    if (auto file = fileLocation(diag.getLocation())) {
+      entry.file = file->getFilename().str();
+      entry.line = int(file->getLine());
+      entry.col = int(file->getColumn());
+    }
+    switch (diag.getSeverity()) {
+    case mlir::DiagnosticSeverity::Error:
+      entry.severity = "error";
+      break;
+    case mlir::DiagnosticSeverity::Warning:
+      entry.severity = "warning";
+      break;
+    case mlir::DiagnosticSeverity::Note:
+      entry.severity = "note";
+      break;
+    case mlir::DiagnosticSeverity::Remark:
+      entry.severity = "remark";
+      break;
+    }
+    entry.message = diag.str();
+    diagnostics.push_back(entry);
+  }
+
+  std::vector<Diagnostic> diagnostics;
+  mlir::ScopedDiagnosticHandler handler;
+};
+
+std::string print(mlir::Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream stream(text);
+  op->print(stream);
+  return stream.str();
+}
+
+void runPasses(mlir::ModuleOp module, DiagnosticCollector &diagnostics, const char *stage,
+               void (*build)(mlir::OpPassManager &)) {
+  mlir::PassManager pm(module.getContext());
+  build(pm);
+  if (mlir::failed(pm.run(module)))
+    diagnostics.fail("pass", std::string("the ") + stage + " stage of the pipeline failed");
+}
+
+/// Launch sites tell what the metadata records of a kernel's launch shape when it is static.
+struct LaunchShape {
+  std::optional<std::array<int64_t, 3>> block;
+  std::array<int32_t, 3> cluster = {1, 1, 1};
+};
+
+std::map<std::string, LaunchShape> collectLaunchShapes(mlir::ModuleOp module) {
+  std::map<std::string, LaunchShape> shapes;
+  module.walk([&](mlir::gpu::LaunchFuncOp launch) {
+    LaunchShape &shape = shapes[launch.getKernelModuleName().str() + "::" +
+                                launch.getKernelName().str()];
+    mlir::gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
+    std::array<int64_t, 3> dims;
+    bool constant = true;
+    int i = 0;
+    for (mlir::Value v : {block.x, block.y, block.z}) {
+      auto cst = v.getDefiningOp<mlir::arith::ConstantIndexOp>();
+      constant &= bool(cst);
+      dims[i++] = cst ? cst.value() : 0;
+    }
+    if (constant)
+      shape.block = dims;
+    if (auto cluster = launch->getAttrOfType<mlir::DenseI32ArrayAttr>("cute.cluster"))
+      if (cluster.size() == 3)
+        std::copy(cluster.asArrayRef().begin(), cluster.asArrayRef().end(),
+                  shape.cluster.begin());
+  });
+  return shapes;
+}
+
+std::string disassemble(const std::string &cubin, const std::string &cudaHome) {
+  std::string tool;
+  std::vector<std::string> flags;
+  if (llvm::sys::fs::can_execute(cudaHome + "/bin/nvdisasm")) {
+    tool = cudaHome + "/bin/nvdisasm";
+    flags = {"-c"};
+  } else if (llvm::sys::fs::can_execute(cudaHome + "/bin/cuobjdump")) {
+    tool = cudaHome + "/bin/cuobjdump";
+    flags = {"--dump-sass"};
+  } else {
+    return "// no nvdisasm or cuobjdump under " + cudaHome + "/bin: SASS unavailable\n";
+  }
+  llvm::SmallString<128> in, out;
+  llvm::sys::fs::createTemporaryFile("cute", "cubin", in);
+  llvm::sys::fs::createTemporaryFile("cute", "sass", out);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream stream(in, ec);
+    stream << cubin;
+  }
+  std::vector<llvm::StringRef> args = {tool};
+  for (const std::string &flag : flags)
+    args.push_back(flag);
+  args.push_back(in);
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(out),
+                                                llvm::StringRef(out)};
+  llvm::sys::ExecuteAndWait(tool, args, std::nullopt, redirects);
+  auto buffer = llvm::MemoryBuffer::getFile(out);
+  std::string sass = buffer ? (*buffer)->getBuffer().str() : "";
+  llvm::sys::fs::remove(in);
+  llvm::sys::fs::remove(out);
+  return sass;
+}
+
+const std::map<std::string, std::string> &stageExtensions() {
+  static const std::map<std::string, std::string> ext = {
+      {"mlir", ".mlir"}, {"nvvm", ".nvvm.mlir"}, {"llvm", ".ll"},   {"ptx", ".ptx"},
+      {"cubin", ".cubin"}, {"host", ".host.mlir"}, {"sass", ".sass"}};
+  return ext;
+}
+
+void dumpStages(const CuteArtifact &artifact, const Options &options) {
+  const std::string &dir = options.codegen.dumpDir;
+  if (dir.empty())
+    return;
+  llvm::sys::fs::create_directories(dir);
+  for (const auto &[stage, text] : artifact.stages) {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(dir + "/" + options.codegen.name + stageExtensions().at(stage), ec);
+    if (!ec)
+      out << text;
+  }
+}
+
+std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &options,
+                                      const std::map<std::string, void *> &symbols) {
+  auto artifact = std::make_unique<CuteArtifact>();
+  llvm::json::Object timings;
+  auto total = Clock::now();
+
+  static mlir::DialectRegistry *registry = [] {
+    auto *r = new mlir::DialectRegistry();
+    registerDialects(*r);
+    return r;
+  }();
+  mlir::MLIRContext context(*registry, mlir::MLIRContext::Threading::DISABLED);
+  DiagnosticCollector diagnostics(context);
+
+  auto start = Clock::now();
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, options.sourceName),
+                               llvm::SMLoc());
+  mlir::ParserConfig config(&context);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, config);
+  if (!module)
+    diagnostics.fail("parse", "the MLIR input is invalid");
+  timings["parse"] = msSince(start);
+  if (options.keeps("mlir"))
+    artifact->stages["mlir"] = print(*module);
+
+  std::vector<KernelRef> kernels = collectKernels(*module);
+  std::map<std::string, LaunchShape> launches = collectLaunchShapes(*module);
+
+  start = Clock::now();
+  runPasses(*module, diagnostics, "common", buildCommonPipeline);
+  runPasses(*module, diagnostics, "device", buildDevicePipeline);
+  timings["device_passes"] = msSince(start);
+  if (options.keeps("nvvm"))
+    artifact->stages["nvvm"] = print(*module);
+
+  // Device code, one gpu.module at a time.
+  llvm::json::Array kernelInfo;
+  double llvmMs = 0, ptxMs = 0, cubinMs = 0;
+  std::string backend;
+  for (auto gpuModule : module->getOps<mlir::gpu::GPUModuleOp>()) {
+    std::vector<std::string> names;
+    for (const KernelRef &kernel : kernels)
+      if (kernel.module == gpuModule.getName())
+        names.push_back(kernel.name);
+    CodegenOptions codegen = options.codegen;
+    DeviceModule device;
+    try {
+      device = compileDeviceModule(gpuModule, names, codegen);
+    } catch (CompileFailure &failure) {
+      if (failure.diagnostics.empty() && failure.kind == "codegen")
+        diagnostics.fail("codegen", failure.message);
+      throw;
+    }
+    llvmMs += device.llvmMs;
+    ptxMs += device.ptxMs;
+    cubinMs += device.cubinMs;
+    backend = device.cubinBackend;
+    artifact->stages["llvm"] += device.llvmIR;
+    artifact->stages["ptx"] += device.ptx;
+    if (options.keeps("cubin") && artifact->stages.find("cubin") == artifact->stages.end())
+      artifact->stages["cubin"] = device.cubin;
+    if (options.keeps("sass"))
+      artifact->stages["sass"] += disassemble(device.cubin, options.codegen.cudaHome);
+    for (const std::string &name : names) {
+      size_t index = 0;
+      while (!(kernels[index].module == gpuModule.getName() && kernels[index].name == name))
+        ++index;
+      llvm::json::Array params;
+      for (const ParamInfo &param : device.params[name])
+        params.push_back(llvm::json::Object{
+            {"type", param.type}, {"size", param.size}, {"align", param.align}});
+      const KernelResources &res = device.resources[name];
+      const LaunchShape &shape = launches[gpuModule.getName().str() + "::" + name];
+      llvm::json::Value block = nullptr;
+      if (shape.block)
+        block = llvm::json::Array{(*shape.block)[0], (*shape.block)[1], (*shape.block)[2]};
+      kernelInfo.push_back(llvm::json::Object{
+          {"index", int64_t(index)},
+          {"module", gpuModule.getName().str()},
+          {"name", name},
+          {"params", std::move(params)},
+          {"registers", res.registers},
+          {"spill_stores", res.spillStores},
+          {"spill_loads", res.spillLoads},
+          {"stack_frame", res.stackFrame},
+          {"static_smem", res.staticSmem},
+          {"block_dims", std::move(block)},
+          {"cluster_dims", llvm::json::Array{shape.cluster[0], shape.cluster[1], shape.cluster[2]}},
+      });
+    }
+    artifact->cubins.emplace_back(gpuModule.getName().str(), std::move(device.cubin));
+  }
+  if (!options.keeps("llvm"))
+    artifact->stages.erase("llvm");
+  if (!options.keeps("ptx"))
+    artifact->stages.erase("ptx");
+  timings["llvm"] = llvmMs;
+  timings["ptx"] = ptxMs;
+  timings["cubin"] = cubinMs;
+
+  // Host code.
+  start = Clock::now();
+  runPasses(*module, diagnostics, "host", buildHostPipeline);
+  if (options.keeps("host"))
+    artifact->stages["host"] = print(*module);
+  llvm::json::Array hostFunctions;
+  std::vector<std::string> entryNames;
+  for (auto func : module->getOps<mlir::LLVM::LLVMFuncOp>()) {
+    if (func.isExternal() || func.isPrivate())
+      continue;
+    llvm::json::Array args, results;
+    for (mlir::Type type : func.getFunctionType().getParams()) {
+      std::string name;
+      llvm::raw_string_ostream stream(name);
+      type.print(stream);
+      args.push_back(stream.str());
+    }
+    mlir::Type result = func.getFunctionType().getReturnType();
+    std::string resultName;
+    if (!result.isa<mlir::LLVM::LLVMVoidType>()) {
+      llvm::raw_string_ostream stream(resultName);
+      result.print(stream);
+    }
+    hostFunctions.push_back(llvm::json::Object{
+        {"name", func.getName().str()}, {"args", std::move(args)}, {"result", resultName}});
+    entryNames.push_back(func.getName().str());
+  }
+  if (!entryNames.empty()) {
+    artifact->engine = jitHostModule(*module, options.codegen.optLevel, symbols);
+    for (const std::string &name : entryNames) {
+      auto entry = artifact->engine->lookupPacked(name);
+      if (!entry)
+        throw CompileFailure{"jit", "host entry " + name + " not found after JIT: " +
+                                        llvm::toString(entry.takeError()),
+                             {}, {}, {}};
+      artifact->entries[name] = reinterpret_cast<void *>(*entry);
+    }
+  }
+  timings["host"] = msSince(start);
+  timings["total"] = msSince(total);
+
+  llvm::json::Object metadata{
+      {"arch", options.codegen.arch},
+      {"cubin_backend", backend},
+      {"kernels", std::move(kernelInfo)},
+      {"host_functions", std::move(hostFunctions)},
+      {"timings_ms", std::move(timings)},
+      {"stages", [&] {
+         llvm::json::Array kept;
+         for (const auto &entry : artifact->stages)
+           kept.push_back(entry.first);
+         return kept;
+       }()},
+  };
+  artifact->metadata = llvm::formatv("{0}", llvm::json::Value(std::move(metadata))).str();
+  dumpStages(*artifact, options);
+  return artifact;
+}
+
+char *copyString(const std::string &text) {
+  char *copy = static_cast<char *>(std::malloc(text.size() + 1));
+  std::memcpy(copy, text.c_str(), text.size() + 1);
+  return copy;
+}
+
+std::string failureJson(const CompileFailure &failure) {
+  llvm::json::Array diagnostics;
+  for (const Diagnostic &d : failure.diagnostics)
+    diagnostics.push_back(llvm::json::Object{{"file", d.file},
+                                             {"line", d.line},
+                                             {"col", d.col},
+                                             {"severity", d.severity},
+                                             {"message", d.message}});
+  llvm::json::Object object{{"kind", failure.kind},
+                            {"message", failure.message},
+                            {"diagnostics", std::move(diagnostics)},
+                            {"ptx_path", failure.ptxPath},
+                            {"command", failure.command}};
+  return llvm::formatv("{0}", llvm::json::Value(std::move(object))).str();
+}
+
+} // namespace
+
+extern "C" {
+
+CuteArtifact *cute_compile(const char *mlir, size_t mlirSize, const char *optionsJson,
+                           const char *const *symbolNames, void *const *symbolAddresses,
+                           size_t numSymbols, char **errorJson) {
+  try {
+    Options options = parseOptions(optionsJson);
+    std::map<std::string, void *> symbols;
+    for (size_t i = 0; i < numSymbols; ++i)
+      symbols[symbolNames[i]] = symbolAddresses[i];
+    return compile(llvm::StringRef(mlir, mlirSize), options, symbols).release();
+  } catch (const CompileFailure &failure) {
+    if (errorJson)
+      *errorJson = copyString(failureJson(failure));
+  } catch (const std::exception &e) {
+    if (errorJson)
+      *errorJson = copyString(failureJson({"internal", e.what(), {}, {}, {}}));
+  }
+  return nullptr;
+}
+
+const char *cute_artifact_metadata(const CuteArtifact *artifact) {
+  return artifact->metadata.c_str();
+}
+
+size_t cute_artifact_num_cubins(const CuteArtifact *artifact) { return artifact->cubins.size(); }
+
+const void *cute_artifact_cubin(const CuteArtifact *artifact, size_t index, size_t *size,
+                                const char **moduleName) {
+  if (index >= artifact->cubins.size())
+    return nullptr;
+  const auto &[name, bytes] = artifact->cubins[index];
+  if (size)
+    *size = bytes.size();
+  if (moduleName)
+    *moduleName = name.c_str();
+  return bytes.data();
+}
+
+const char *cute_artifact_stage(const CuteArtifact *artifact, const char *stage, size_t *size) {
+  auto found = artifact->stages.find(stage);
+  if (found == artifact->stages.end())
+    return nullptr;
+  if (size)
+    *size = found->second.size();
+  return found->second.data();
+}
+
+void *cute_artifact_host_entry(const CuteArtifact *artifact, const char *function) {
+  auto found = artifact->entries.find(function);
+  return found == artifact->entries.end() ? nullptr : found->second;
+}
+
+void cute_artifact_destroy(CuteArtifact *artifact) { delete artifact; }
+
+void cute_free_string(char *string) { std::free(string); }
+
+const char *cute_compiler_version(void) { return "cute_torch-compiler 0.1 (LLVM/MLIR 16)"; }
+
+} // extern "C"

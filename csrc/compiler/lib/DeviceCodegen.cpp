@@ -1,0 +1,197 @@
+//===- DeviceCodegen.cpp - gpu.module -> LLVM IR -> PTX -------------------===//
+//
+// LLVM 16's NVPTX backend knows sm_90 and PTX 7.8 at most: sm_90a modules are compiled for
+// sm_90 and their PTX header is retargeted before assembly (Hopper-only instructions arrive as
+// inline PTX, which LLVM passes through untouched).
+//
+//===----------------------------------------------------------------------===//
+
+#include "DeviceCodegen.h"
+
+#include "Failure.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Linker/Linker.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+
+#include <chrono>
+#include <mutex>
+#include <set>
+
+namespace cute_torch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+[[noreturn]] void fail(const std::string &kind, const std::string &message) {
+  throw CompileFailure{kind, message, {}, {}, {}};
+}
+
+void initializeNVPTX() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+  });
+}
+
+const std::set<std::string> &supportedArchs() {
+  static const std::set<std::string> archs = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"};
+  return archs;
+}
+
+std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &arch, int optLevel) {
+  initializeNVPTX();
+  if (!supportedArchs().count(arch))
+    fail("options", "unsupported arch '" + arch + "'; supported: sm_80, sm_86, sm_89, sm_90, sm_90a");
+  std::string triple = "nvptx64-nvidia-cuda", error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    fail("codegen", "NVPTX target unavailable: " + error);
+  // LLVM 16 has no sm_90a; the header is retargeted afterwards.
+  std::string cpu = arch == "sm_90a" ? "sm_90" : arch;
+  auto level = optLevel <= 0   ? llvm::CodeGenOpt::None
+               : optLevel == 1 ? llvm::CodeGenOpt::Less
+               : optLevel == 2 ? llvm::CodeGenOpt::Default
+                               : llvm::CodeGenOpt::Aggressive;
+  return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+      triple, cpu, "+ptx78", llvm::TargetOptions(), std::nullopt, std::nullopt, level));
+}
+
+/// Links the functions of libdevice the module calls (`__nv_*`, emitted for math ops) and
+/// makes them internal so that the optimizer drops what is not used.
+void linkLibdevice(llvm::Module &module, const std::string &cudaHome) {
+  bool needed = false;
+  std::set<std::string> ownDefinitions;
+  for (llvm::Function &fn : module) {
+    if (fn.isDeclaration() && fn.getName().startswith("__nv_"))
+      needed = true;
+    else if (!fn.isDeclaration())
+      ownDefinitions.insert(fn.getName().str());
+  }
+  if (!needed)
+    return;
+  std::string path = cudaHome + "/nvvm/libdevice/libdevice.10.bc";
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    fail("toolkit", "the module uses math functions from libdevice, but " + path +
+                        " cannot be read; set CUDA_HOME to the CUDA toolkit root");
+  auto libdevice = llvm::parseBitcodeFile((*buffer)->getMemBufferRef(), module.getContext());
+  if (!libdevice)
+    fail("toolkit", "cannot parse " + path + ": " + llvm::toString(libdevice.takeError()));
+  (*libdevice)->setTargetTriple(module.getTargetTriple());
+  (*libdevice)->setDataLayout(module.getDataLayout());
+  if (llvm::Linker::linkModules(module, std::move(*libdevice),
+                                llvm::Linker::Flags::LinkOnlyNeeded))
+    fail("codegen", "linking libdevice failed");
+  for (llvm::Function &fn : module)
+    if (!fn.isDeclaration() && !ownDefinitions.count(fn.getName().str()))
+      fn.setLinkage(llvm::GlobalValue::InternalLinkage);
+  // libdevice asks __nvvm_reflect("__CUDA_FTZ"); answer "no flush to zero".
+  module.addModuleFlag(llvm::Module::Override, "nvvm-reflect-ftz", uint32_t(0));
+}
+
+void optimize(llvm::Module &module, llvm::TargetMachine &machine, int optLevel) {
+  if (optLevel <= 0)
+    return;
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder builder(&machine);
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::OptimizationLevel level = optLevel == 1   ? llvm::OptimizationLevel::O1
+                                  : optLevel == 2 ? llvm::OptimizationLevel::O2
+                                                  : llvm::OptimizationLevel::O3;
+  builder.buildPerModuleDefaultPipeline(level).run(module, mam);
+}
+
+std::string emitPtx(llvm::Module &module, llvm::TargetMachine &machine) {
+  llvm::SmallString<0> ptx;
+  llvm::raw_svector_ostream stream(ptx);
+  llvm::legacy::PassManager pm;
+  if (machine.addPassesToEmitFile(pm, stream, nullptr, llvm::CGFT_AssemblyFile))
+    fail("codegen", "the NVPTX backend cannot emit assembly");
+  pm.run(module);
+  return std::string(ptx.str());
+}
+
+std::string printType(llvm::Type *type) {
+  std::string text;
+  llvm::raw_string_ostream stream(text);
+  type->print(stream);
+  return stream.str();
+}
+
+} // namespace
+
+DeviceModule compileDeviceModule(mlir::gpu::GPUModuleOp gpuModule,
+                                 const std::vector<std::string> &kernelNames,
+                                 const CodegenOptions &options) {
+  DeviceModule result;
+  auto start = Clock::now();
+  std::unique_ptr<llvm::TargetMachine> machine =
+      createTargetMachine(options.arch, options.optLevel);
+
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> module =
+      mlir::translateModuleToLLVMIR(gpuModule, context, gpuModule.getName());
+  if (!module)
+    fail("codegen", "translating gpu.module @" + gpuModule.getName().str() +
+                        " to LLVM IR failed (see diagnostics)");
+  module->setTargetTriple(machine->getTargetTriple().str());
+  module->setDataLayout(machine->createDataLayout());
+  linkLibdevice(*module, options.cudaHome);
+  optimize(*module, *machine, options.optLevel);
+  if (options.keepLLVM) {
+    llvm::raw_string_ostream stream(result.llvmIR);
+    module->print(stream, nullptr);
+  }
+  const llvm::DataLayout &layout = module->getDataLayout();
+  for (const std::string &name : kernelNames) {
+    llvm::Function *fn = module->getFunction(name);
+    if (!fn)
+      fail("codegen", "kernel @" + name + " vanished during lowering");
+    std::vector<ParamInfo> &params = result.params[name];
+    for (llvm::Argument &arg : fn->args())
+      params.push_back({printType(arg.getType()),
+                        unsigned(layout.getTypeAllocSize(arg.getType())),
+                        unsigned(layout.getABITypeAlign(arg.getType()).value())});
+  }
+  result.llvmMs = msSince(start);
+
+  start = Clock::now();
+  result.ptx = emitPtx(*module, *machine);
+  std::string version = minimumPtxVersion(options.arch);
+  if (!version.empty() && !retargetPtx(result.ptx, version, options.arch))
+    fail("codegen", "the PTX has no .version/.target header to retarget");
+  result.ptxMs = msSince(start);
+
+  start = Clock::now();
+  std::string report;
+  result.cubin = assembleCubin(result.ptx, options, result.cubinBackend, report);
+  result.resources = parsePtxasReport(report);
+  result.cubinMs = msSince(start);
+  return result;
+}
+
+} // namespace cute_torch

@@ -1,0 +1,35 @@
+//===- PtxUtils.h - PTX text and ptxas report helpers ------------*- C++ -*-===//
+//
+// Plain string functions (no LLVM) so they can be unit tested on their own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CUTE_TORCH_PTXUTILS_H
+#define CUTE_TORCH_PTXUTILS_H
+
+#include <map>
+#include <string>
+
+namespace cute_torch {
+
+/// The target a PTX module must carry for `arch` ("sm_90a" -> "sm_90a"), and the PTX ISA
+/// version it needs at least ("sm_90a" -> "8.0"); empty when LLVM's own header is fine.
+std::string minimumPtxVersion(const std::string &arch);
+
+/// Rewrites the `.version` and `.target` lines LLVM 16 emitted (it knows sm_90 and PTX 7.8 at
+/// most) to `version` and `target`. Returns false if the header lines are missing.
+bool retargetPtx(std::string &ptx, const std::string &version, const std::string &target);
+
+/// Per-kernel resource usage read off `ptxas -v` (or nvJitLink's info log).
+struct KernelResources {
+  int registers = -1;
+  int spillStores = 0, spillLoads = 0, stackFrame = 0;
+  int staticSmem = 0;
+};
+
+/// Parses the "Compiling entry function 'k'" / "Used N registers" / "spill stores" lines.
+std::map<std::string, KernelResources> parsePtxasReport(const std::string &report);
+
+} // namespace cute_torch
+
+#endif // CUTE_TORCH_PTXUTILS_H

@@ -1,0 +1,29 @@
+//===- CuteDialect.td - the cute dialect -------------------*- tablegen -*-===//
+//
+// The `cute` dialect: CuTe layouts, pointers and the algebra over them. Static parts of a
+// layout live in its type; dynamic leaves (later) are SSA operands.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CUTE_DIALECT
+#define CUTE_DIALECT
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Cute_Dialect : Dialect {
+  let name = "cute";
+  let summary = "CuTe layouts, pointers and layout algebra";
+  let cppNamespace = "::mlir::cute";
+  let useDefaultTypePrinterParser = 1;
+  let useFoldAPI = kEmitFoldAdaptorFolder;
+  let hasConstantMaterializer = 1;
+  let extraClassDeclaration = [{
+    void registerTypes();
+  }];
+}
+
+class Cute_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Cute_Dialect, mnemonic, traits>;
+
+#endif // CUTE_DIALECT
