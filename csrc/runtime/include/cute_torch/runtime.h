@@ -1,0 +1,82 @@
+//===- runtime.h - loads CUBINs and launches kernels --------------*- C++ -*-===//
+//
+// The CUDA driver is loaded with dlopen on first use, so importing the package works on a
+// machine without a GPU or a driver. Launches go to the stream the caller names, in the
+// caller's device's primary context (the one torch uses).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CUTE_TORCH_RUNTIME_H
+#define CUTE_TORCH_RUNTIME_H
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cute_torch::runtime {
+
+/// A CUDA driver call failed, or there is no driver; the message says which call and why.
+struct CudaError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Whether libcuda loads and initializes; if not, `why` says what failed.
+bool driverAvailable(std::string *why = nullptr);
+/// "sm_80", "sm_86", "sm_89", "sm_90a" (Hopper gets its architecture-specific target).
+std::string deviceArch(int device);
+int deviceCount();
+
+struct KernelDesc {
+  std::string module, name;
+};
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+};
+
+/// The CUBINs of one artifact, loaded lazily into each context that launches them.
+class LoadedArtifact {
+public:
+  LoadedArtifact(std::map<std::string, std::string> cubins, std::vector<KernelDesc> kernels);
+  ~LoadedArtifact();
+  LoadedArtifact(const LoadedArtifact &) = delete;
+  LoadedArtifact &operator=(const LoadedArtifact &) = delete;
+
+  /// Runs a packed host entry (`void entry(void **args)`) whose launches go to `stream` on
+  /// `device`. Throws CudaError naming the kernel if a launch failed.
+  void call(void (*entry)(void **), void **args, int device, uintptr_t stream);
+
+  /// Launches one kernel directly. Throws CudaError naming the kernel.
+  void launch(int kernel, Dim3 grid, Dim3 block, Dim3 cluster, uint32_t smem, void **params,
+              int device, uintptr_t stream);
+
+  const std::vector<KernelDesc> &kernels() const { return kernelList; }
+
+  /// Used by the launch entry that host code calls; see runtime.cpp.
+  void launchInCurrentContext(int kernel, Dim3 grid, Dim3 block, Dim3 cluster, uint32_t smem,
+                              void **params, uintptr_t stream);
+
+private:
+  struct PerContext;
+  PerContext &loadedIn(void *context);
+
+  std::map<std::string, std::string> cubins;
+  std::vector<KernelDesc> kernelList;
+  std::mutex mutex;
+  std::map<void *, std::unique_ptr<PerContext>> contexts;
+};
+
+} // namespace cute_torch::runtime
+
+/// What JIT-compiled host code calls for each gpu.launch_func (see LowerLaunches.cpp).
+/// Returns 0 on success; a failure is recorded for LoadedArtifact::call to raise.
+extern "C" int cute_rt_launch(int32_t kernel, int64_t gx, int64_t gy, int64_t gz, int64_t bx,
+                              int64_t by, int64_t bz, int32_t cx, int32_t cy, int32_t cz,
+                              int32_t smem, void **params);
+
+#endif // CUTE_TORCH_RUNTIME_H
