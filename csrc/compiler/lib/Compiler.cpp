@@ -199,34 +199,49 @@ void runPasses(mlir::ModuleOp module, DiagnosticCollector &diagnostics, const ch
     diagnostics.fail("pass", std::string("the ") + stage + " stage of the pipeline failed");
 }
 
-/// Launch sites tell what the metadata records of a kernel's launch shape when it is static.
+/// What the launch sites say of a kernel's block and cluster dims, when they are constants
+/// and all sites agree (otherwise the metadata says null).
 struct LaunchShape {
-  std::optional<std::array<int64_t, 3>> block;
-  std::array<int32_t, 3> cluster = {1, 1, 1};
+  bool seen = false;
+  std::optional<std::array<int64_t, 3>> block, cluster;
 };
 
 std::map<std::string, LaunchShape> collectLaunchShapes(mlir::ModuleOp module) {
   std::map<std::string, LaunchShape> shapes;
   module.walk([&](mlir::gpu::LaunchFuncOp launch) {
+    std::optional<std::array<int64_t, 3>> block = std::array<int64_t, 3>{};
+    mlir::gpu::KernelDim3 dims = launch.getBlockSizeOperandValues();
+    int i = 0;
+    for (mlir::Value v : {dims.x, dims.y, dims.z}) {
+      auto cst = v.getDefiningOp<mlir::arith::ConstantIndexOp>();
+      if (!cst) {
+        block.reset();
+        break;
+      }
+      (*block)[i++] = cst.value();
+    }
+    std::optional<std::array<int64_t, 3>> cluster = std::array<int64_t, 3>{1, 1, 1};
+    if (auto attr = launch->getAttrOfType<mlir::DenseI32ArrayAttr>("cute.cluster"))
+      if (attr.size() == 3)
+        cluster = {attr[0], attr[1], attr[2]};
     LaunchShape &shape = shapes[launch.getKernelModuleName().str() + "::" +
                                 launch.getKernelName().str()];
-    mlir::gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
-    std::array<int64_t, 3> dims;
-    bool constant = true;
-    int i = 0;
-    for (mlir::Value v : {block.x, block.y, block.z}) {
-      auto cst = v.getDefiningOp<mlir::arith::ConstantIndexOp>();
-      constant &= bool(cst);
-      dims[i++] = cst ? cst.value() : 0;
+    if (!shape.seen) {
+      shape = {true, block, cluster};
+      return;
     }
-    if (constant)
-      shape.block = dims;
-    if (auto cluster = launch->getAttrOfType<mlir::DenseI32ArrayAttr>("cute.cluster"))
-      if (cluster.size() == 3)
-        std::copy(cluster.asArrayRef().begin(), cluster.asArrayRef().end(),
-                  shape.cluster.begin());
+    if (shape.block != block)
+      shape.block.reset();
+    if (shape.cluster != cluster)
+      shape.cluster.reset();
   });
   return shapes;
+}
+
+llvm::json::Value dimsJson(const std::optional<std::array<int64_t, 3>> &dims) {
+  if (!dims)
+    return nullptr;
+  return llvm::json::Array{(*dims)[0], (*dims)[1], (*dims)[2]};
 }
 
 std::string disassemble(const std::string &cubin, const std::string &cudaHome) {
@@ -358,9 +373,6 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
             {"type", param.type}, {"size", param.size}, {"align", param.align}});
       const KernelResources &res = device.resources[name];
       const LaunchShape &shape = launches[gpuModule.getName().str() + "::" + name];
-      llvm::json::Value block = nullptr;
-      if (shape.block)
-        block = llvm::json::Array{(*shape.block)[0], (*shape.block)[1], (*shape.block)[2]};
       kernelInfo.push_back(llvm::json::Object{
           {"index", int64_t(index)},
           {"module", gpuModule.getName().str()},
@@ -371,8 +383,8 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
           {"spill_loads", res.spillLoads},
           {"stack_frame", res.stackFrame},
           {"static_smem", res.staticSmem},
-          {"block_dims", std::move(block)},
-          {"cluster_dims", llvm::json::Array{shape.cluster[0], shape.cluster[1], shape.cluster[2]}},
+          {"block_dims", dimsJson(shape.block)},
+          {"cluster_dims", dimsJson(shape.cluster)},
       });
     }
     artifact->cubins.emplace_back(gpuModule.getName().str(), std::move(device.cubin));

@@ -9,7 +9,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def Cute_StaticLayoutOp : Cute_Op<"static_layout", [Pure, ConstantLike]> {
   let summary = "Materializes a static layout as a value";
   let results = (outs Cute_LayoutType:$result);
-  let assemblyFormat = "attr-dict `:` type($result)";
+  let assemblyFormat = "attr-dict `:` qualified(type($result))";
   let hasFolder = 1;
 }
 
@@ -17,7 +17,7 @@ def Cute_SizeOp : Cute_Op<"size", [Pure]> {
   let summary = "The number of coordinates of a layout (the product of its shape)";
   let arguments = (ins Cute_LayoutType:$layout);
   let results = (outs Index:$result);
-  let assemblyFormat = "$layout attr-dict `:` type($layout)";
+  let assemblyFormat = "$layout attr-dict `:` qualified(type($layout))";
   let hasFolder = 1;
 }
 
@@ -25,7 +25,7 @@ def Cute_CosizeOp : Cute_Op<"cosize", [Pure]> {
   let summary = "One past the largest offset a layout maps to";
   let arguments = (ins Cute_LayoutType:$layout);
   let results = (outs Index:$result);
-  let assemblyFormat = "$layout attr-dict `:` type($layout)";
+  let assemblyFormat = "$layout attr-dict `:` qualified(type($layout))";
   let hasFolder = 1;
 }
 
@@ -38,7 +38,7 @@ def Cute_Crd2IdxOp : Cute_Op<"crd2idx", [Pure]> {
   }];
   let arguments = (ins Variadic<Index>:$coords, Cute_LayoutType:$layout);
   let results = (outs Index:$result);
-  let assemblyFormat = "`(` $coords `)` `,` $layout attr-dict `:` type($layout)";
+  let assemblyFormat = "`(` $coords `)` `,` $layout attr-dict `:` qualified(type($layout))";
   let hasVerifier = 1;
   let hasFolder = 1;
 }

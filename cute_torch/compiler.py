@@ -1,0 +1,115 @@
+"""The low-level entry: MLIR text in, a callable compiled module out.
+
+    mod = cute_torch.compile_mlir(text, arch="sm_90a")
+    mod.vector_add(a, b, c, n)          # launches on the tensors' current torch stream
+    mod.__ptx__, mod.__cubin__, mod.metadata["kernels"]
+
+The DSL front end builds on this; tests use it directly until then.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from . import _C
+from .env import STAGES, knobs
+from .errors import CompileError
+from .launch import resolve_device_and_stream
+from .toolkit import nvjitlink_path, target_arch
+
+
+class HostFunction:
+    """A host `func.func` of a compiled module, callable from Python."""
+
+    def __init__(self, module: "CompiledModule", name: str, arg_types: list[str]):
+        self._module = module
+        self.name = name
+        self.arg_types = arg_types
+
+    def __call__(self, *args: Any, stream: Any = None, device: int | None = None) -> None:
+        device, stream = resolve_device_and_stream(args, stream, device)
+        self._module._artifact.call(self.name, args, device, stream)
+
+    def __repr__(self) -> str:
+        return f"<host function {self.name}({', '.join(self.arg_types)})>"
+
+
+class CompiledModule:
+    """CUBINs, JIT-compiled host entries and metadata of one compiled MLIR module."""
+
+    def __init__(self, artifact: Any):
+        self._artifact = artifact
+        self.metadata: dict = json.loads(artifact.metadata)
+        self.functions = {
+            fn["name"]: HostFunction(self, fn["name"], fn["args"]) for fn in self.metadata["host_functions"]
+        }
+
+    @property
+    def kernels(self) -> list[dict]:
+        return self.metadata["kernels"]
+
+    @property
+    def cubins(self) -> dict[str, bytes]:
+        return dict(self._artifact.cubins())
+
+    def stage(self, name: str) -> bytes | None:
+        """A kept stage (see `keep=`), or None if it was not kept."""
+        if name not in STAGES:
+            raise ValueError(f"unknown stage {name!r}; stages: {', '.join(STAGES)}")
+        return self._artifact.stage(name)
+
+    def _text(self, name: str) -> str | None:
+        data = self.stage(name)
+        return None if data is None else data.decode()
+
+    # The CuTe DSL spelling of the kept stages.
+    __mlir__ = property(lambda self: self._text("mlir"))
+    __ptx__ = property(lambda self: self._text("ptx"))
+    __sass__ = property(lambda self: self._text("sass"))
+    __cubin__ = property(lambda self: next(iter(self.cubins.values()), None))
+
+    def __getattr__(self, name: str) -> HostFunction:
+        functions = self.__dict__.get("functions", {})
+        if name in functions:
+            return functions[name]
+        raise AttributeError(f"no host function {name!r}; this module has: {', '.join(functions) or 'none'}")
+
+
+def compile_mlir(
+    text: str,
+    *,
+    arch: str | None = None,
+    opt_level: int | None = None,
+    ptxas_options: Iterable[str] | None = None,
+    line_info: bool | None = None,
+    keep: Iterable[str] | None = None,
+    dump_dir: str | None = None,
+    cubin_backend: str | None = None,
+    name: str = "module",
+    source_name: str = "<mlir>",
+) -> CompiledModule:
+    """Compile a module of host `func.func`s and `gpu.module`s. Unset options come from the
+    CUTE_TORCH_* knobs (cute_torch.env). Raises CompileError (ToolkitError, PtxasError)."""
+    k = knobs()
+    options = {
+        "arch": target_arch(arch),
+        "opt_level": k.opt_level if opt_level is None else opt_level,
+        "ptxas_options": list(k.ptxas_options if ptxas_options is None else ptxas_options),
+        "line_info": k.line_info if line_info is None else line_info,
+        # PTX is always kept: it is cheap and what a failing launch is debugged with.
+        "keep": sorted(set(k.keep if keep is None else keep) | {"ptx"}),
+        "cuda_home": k.cuda_home,
+        "cubin_backend": cubin_backend or k.cubin_backend,
+        "name": name,
+        "source_name": source_name,
+    }
+    if dump_dir or k.dump_dir:
+        options["dump_dir"] = dump_dir or k.dump_dir
+    library = nvjitlink_path()
+    if library:
+        options["nvjitlink_path"] = library
+    artifact, error = _C.compile(text, json.dumps(options))
+    if error is not None:
+        raise CompileError.from_json(error)
+    return CompiledModule(artifact)

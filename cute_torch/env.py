@@ -1,0 +1,50 @@
+"""Every CUTE_TORCH_* knob, typed, in one place. Read at call time, so tests can set them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+STAGES = ("mlir", "nvvm", "llvm", "ptx", "cubin", "host", "sass")
+
+
+def _list(name: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Knobs:
+    cuda_home: str = "/usr/local/cuda"  # CUDA_HOME: toolkit root (ptxas, libdevice, nvJitLink)
+    arch: str | None = None  # CUTE_TORCH_ARCH: target when none is given (e.g. sm_90a)
+    keep: list[str] = field(default_factory=list)  # CUTE_TORCH_KEEP=ptx,sass: stages to keep
+    dump_dir: str | None = None  # CUTE_TORCH_DUMP_DIR: write kept stages there
+    cubin_backend: str = "auto"  # CUTE_TORCH_CUBIN_BACKEND: auto | ptxas | nvjitlink
+    nvjitlink: str | None = None  # CUTE_TORCH_NVJITLINK: path of libnvJitLink.so
+    opt_level: int = 3  # CUTE_TORCH_OPT_LEVEL: LLVM and ptxas optimization level
+    ptxas_options: list[str] = field(default_factory=list)  # CUTE_TORCH_PTXAS_OPTIONS=a,b
+    line_info: bool = False  # CUTE_TORCH_LINE_INFO=1: keep source lines in CUBINs
+
+
+def knobs() -> Knobs:
+    keep = _list("CUTE_TORCH_KEEP")
+    unknown = [stage for stage in keep if stage not in STAGES]
+    if unknown:
+        raise ValueError(f"CUTE_TORCH_KEEP names unknown stages {unknown}; stages: {', '.join(STAGES)}")
+    opt = os.environ.get("CUTE_TORCH_OPT_LEVEL", "3")
+    if opt not in ("0", "1", "2", "3"):
+        raise ValueError(f"CUTE_TORCH_OPT_LEVEL must be 0..3, got {opt!r}")
+    return Knobs(
+        cuda_home=os.environ.get("CUDA_HOME") or "/usr/local/cuda",
+        arch=os.environ.get("CUTE_TORCH_ARCH") or None,
+        keep=keep,
+        dump_dir=os.environ.get("CUTE_TORCH_DUMP_DIR") or None,
+        cubin_backend=os.environ.get("CUTE_TORCH_CUBIN_BACKEND") or "auto",
+        nvjitlink=os.environ.get("CUTE_TORCH_NVJITLINK") or None,
+        opt_level=int(opt),
+        ptxas_options=_list("CUTE_TORCH_PTXAS_OPTIONS"),
+        line_info=_flag("CUTE_TORCH_LINE_INFO"),
+    )

@@ -1,0 +1,41 @@
+"""Where the CUDA toolkit pieces are, and which GPU architecture to compile for."""
+
+from __future__ import annotations
+
+import glob
+import os
+import sysconfig
+
+from . import _C
+from .env import knobs
+
+SUPPORTED_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
+
+
+def nvjitlink_path() -> str | None:
+    """libnvJitLink from CUTE_TORCH_NVJITLINK, the toolkit, or the nvidia-nvjitlink wheel."""
+    k = knobs()
+    if k.nvjitlink:
+        return k.nvjitlink
+    candidates = sorted(glob.glob(os.path.join(k.cuda_home, "lib64", "libnvJitLink.so*")))
+    site = sysconfig.get_paths()["purelib"]
+    candidates += sorted(glob.glob(os.path.join(site, "nvidia", "cu1*", "lib", "libnvJitLink.so*")))
+    candidates += sorted(glob.glob(os.path.join(site, "nvidia", "nvjitlink", "lib", "libnvJitLink.so*")))
+    return candidates[0] if candidates else None
+
+
+def gpu_available() -> bool:
+    ok, _ = _C.driver_available()
+    return ok and _C.device_count() > 0
+
+
+def target_arch(explicit: str | None = None, device: int | None = None) -> str:
+    """The architecture to compile for: explicit, else CUTE_TORCH_ARCH, else the device's,
+    else sm_90a (the project's main target)."""
+    arch = explicit or knobs().arch
+    if arch is None and gpu_available():
+        arch = _C.device_arch(device or 0)
+    arch = arch or "sm_90a"
+    if arch not in SUPPORTED_ARCHS:
+        raise ValueError(f"unsupported arch {arch!r}; supported: {', '.join(SUPPORTED_ARCHS)}")
+    return arch

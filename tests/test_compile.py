@@ -1,0 +1,127 @@
+"""Compile tier: MLIR -> CUBIN without a GPU (ptxas/nvJitLink run on the CPU)."""
+
+import os
+import shlex
+import subprocess
+
+import pytest
+from conftest import read_mlir
+
+import cute_torch
+from cute_torch.toolkit import nvjitlink_path
+
+BACKENDS = ["ptxas"] + (["nvjitlink"] if nvjitlink_path() else [])
+ELF_MAGIC = b"\x7fELF"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("arch", cute_torch.SUPPORTED_ARCHS)
+def test_vector_add_compiles_for_every_arch(vector_add_mlir, arch, backend):
+    module = cute_torch.compile_mlir(vector_add_mlir, arch=arch, cubin_backend=backend)
+    assert module.metadata["arch"] == arch
+    assert module.metadata["cubin_backend"] == backend
+    cubin = module.cubins["kernels"]
+    assert cubin.startswith(ELF_MAGIC) and len(cubin) > 512
+    ptx = module.__ptx__
+    assert f".target {arch}\n" in ptx
+    assert ".visible .entry vadd(" in ptx
+    # LLVM 16 emits PTX 7.8; only the "a" target needs its header raised to 8.0.
+    assert (".version 8.0\n" if arch == "sm_90a" else ".version 7.8\n") in ptx
+
+
+def test_metadata_describes_kernels_and_host_functions(vector_add_mlir):
+    module = cute_torch.compile_mlir(vector_add_mlir)
+    (kernel,) = module.kernels
+    assert (kernel["index"], kernel["module"], kernel["name"]) == (0, "kernels", "vadd")
+    assert [(p["type"], p["size"]) for p in kernel["params"]] == [("ptr", 8)] * 3 + [("i32", 4)]
+    assert 0 < kernel["registers"] < 64
+    assert kernel["spill_stores"] == kernel["spill_loads"] == 0
+    assert kernel["block_dims"] == [256, 1, 1]
+    assert kernel["cluster_dims"] == [1, 1, 1]
+    assert module.functions["vector_add"].arg_types == ["!llvm.ptr", "!llvm.ptr", "!llvm.ptr", "i32"]
+    timings = module.metadata["timings_ms"]
+    assert set(timings) >= {"parse", "device_passes", "llvm", "ptx", "cubin", "host", "total"}
+
+
+def test_launch_shapes_that_differ_between_sites_are_not_recorded():
+    module = cute_torch.compile_mlir(read_mlir("smem_reverse.mlir"))
+    (kernel,) = module.kernels
+    assert kernel["block_dims"] is None  # run-time block size
+    assert kernel["cluster_dims"] is None  # one site has clusters, one does not
+    assert set(module.functions) == {"reverse_blocks", "reverse_clusters"}
+
+
+def test_sm90a_wgmma_fence_compiles():
+    module = cute_torch.compile_mlir(read_mlir("wgmma_fence.mlir"), arch="sm_90a")
+    assert "wgmma.fence.sync.aligned;" in module.__ptx__
+    assert module.cubins["hopper"].startswith(ELF_MAGIC)
+
+
+def test_math_links_libdevice_and_inlines_it():
+    module = cute_torch.compile_mlir(read_mlir("math_exp.mlir"), keep=["llvm"])
+    assert "__nv_expf" not in module.__ptx__  # linked and inlined, not called
+    assert "ex2.approx" in module.__ptx__
+    assert "define" in module.stage("llvm").decode()
+
+
+def test_every_stage_can_be_kept_and_dumped(vector_add_mlir, tmp_path):
+    stages = ["mlir", "nvvm", "llvm", "ptx", "cubin", "host", "sass"]
+    module = cute_torch.compile_mlir(vector_add_mlir, keep=stages, dump_dir=str(tmp_path), name="vadd")
+    assert "gpu.launch_func" in module.__mlir__
+    assert "nvvm.read.ptx.sreg.tid.x" in module.stage("nvvm").decode()
+    assert "llvm.call @cute_rt_launch" in module.stage("host").decode()
+    assert module.stage("cubin") == module.cubins["kernels"]
+    assert module.__sass__  # the SASS, or a line saying there is no disassembler
+    files = sorted(os.listdir(tmp_path))
+    assert files == sorted(
+        ["vadd.mlir", "vadd.nvvm.mlir", "vadd.ll", "vadd.ptx", "vadd.cubin", "vadd.host.mlir", "vadd.sass"]
+    )
+    assert (tmp_path / "vadd.ptx").read_text() == module.__ptx__
+
+
+def test_keep_from_environment(vector_add_mlir, monkeypatch):
+    monkeypatch.setenv("CUTE_TORCH_KEEP", "mlir,llvm")
+    module = cute_torch.compile_mlir(vector_add_mlir)
+    assert module.__mlir__ and module.stage("llvm") and module.stage("nvvm") is None
+    monkeypatch.setenv("CUTE_TORCH_KEEP", "mlir,bogus")
+    with pytest.raises(ValueError, match="bogus"):
+        cute_torch.compile_mlir(vector_add_mlir)
+
+
+def test_arch_comes_from_the_environment_when_not_given(vector_add_mlir, monkeypatch):
+    monkeypatch.setenv("CUTE_TORCH_ARCH", "sm_86")
+    assert cute_torch.compile_mlir(vector_add_mlir).metadata["arch"] == "sm_86"
+    with pytest.raises(ValueError, match="unsupported arch 'sm_70'"):
+        cute_torch.compile_mlir(vector_add_mlir, arch="sm_70")
+
+
+def test_host_entry_refuses_wrong_arguments(vector_add_mlir):
+    module = cute_torch.compile_mlir(vector_add_mlir)
+    with pytest.raises(TypeError, match="takes 4 arguments, got 2"):
+        module.vector_add(1, 2)
+    with pytest.raises(TypeError, match="argument 3 must be i32"):
+        module.vector_add(1, 2, 3, "four")
+    with pytest.raises(AttributeError, match="no host function 'nope'"):
+        module.nope
+
+
+def test_ptxas_failure_keeps_ptx_and_gives_a_reproducer(tmp_path):
+    # wgmma needs sm_90a: for sm_90 the assembler refuses it.
+    with pytest.raises(cute_torch.PtxasError) as info:
+        cute_torch.compile_mlir(read_mlir("wgmma_fence.mlir"), arch="sm_90", cubin_backend="ptxas",
+                                dump_dir=str(tmp_path), name="fence")
+    error = info.value
+    assert error.kind == "ptxas"
+    assert "wgmma.fence" in error.message and "not supported on .target 'sm_90'" in error.message
+    assert os.path.dirname(error.ptx_path) == str(tmp_path) and os.path.exists(error.ptx_path)
+    assert error.ptx_path in error.message and error.command in error.message
+    rerun = subprocess.run(shlex.split(error.command), capture_output=True, text=True)
+    assert rerun.returncode != 0 and "wgmma.fence" in rerun.stderr
+
+
+@pytest.mark.skipif("nvjitlink" not in BACKENDS, reason="nvJitLink not installed")
+def test_nvjitlink_failure_is_reported_like_ptxas():
+    with pytest.raises(cute_torch.PtxasError) as info:
+        cute_torch.compile_mlir(read_mlir("wgmma_fence.mlir"), arch="sm_90", cubin_backend="nvjitlink")
+    assert "nvJitLink failed for sm_90" in info.value.message
+    assert os.path.exists(info.value.ptx_path)
