@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Builds everything native in place: the compiler library, cute-opt, cute-compile, the C++ unit
+# tests, the runtime, cute_torch._C and the torch extension (see setup.py for the knobs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+${PYTHON:-python3} setup.py -q build_ext --inplace

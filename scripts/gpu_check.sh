@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# On the GPU machine (no LLVM/MLIR there): builds the runtime, cute_torch._C and the torch
+# extension against the carried compiler bundle, runs the whole test suite (GPU tier included)
+# and the benchmarks, and prints a short summary. Logs go to $OUT when it is set.
+#   scripts/gpu_check.sh [bundle-dir]      (see docs/gpu.md)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export CUTE_TORCH_PREBUILT_COMPILER=${1:-bundle}
+export CUTE_TORCH_BUILD_DIR=build/gpu
+export PYTHONUNBUFFERED=1
+LOG=${OUT:-/tmp}
+PYTHON=${PYTHON:-python3}
+
+[[ -f "$CUTE_TORCH_PREBUILT_COMPILER/lib/libcute_compiler.so" ]] || {
+  echo "gpu_check: no bundle at $CUTE_TORCH_PREBUILT_COMPILER; run scripts/build_bundle.sh on the build machine" >&2
+  exit 1
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+"$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+
+start=$(date +%s)
+"$PYTHON" setup.py -q build_ext --inplace >"$LOG/build.log" 2>&1 || { tail -40 "$LOG/build.log"; exit 1; }
+echo "build: ok in $(( $(date +%s) - start )) s"
+
+"$PYTHON" -m pytest tests -q -rs -p no:cacheprovider 2>&1 | tee "$LOG/pytest.log" | tail -25
+tests_rc=${PIPESTATUS[0]}
+"$PYTHON" -m pytest tests -q -m gpu -p no:cacheprovider 2>&1 | tail -1 | sed 's/^/gpu tier: /'
+
+for bench in benchmarks/compile_latency.py; do
+  echo "== $bench"
+  "$PYTHON" "$bench" 2>&1 | tee -a "$LOG/benchmarks.log"
+done
+for example in examples/*.py; do
+  echo "== $example"
+  "$PYTHON" "$example" 2>&1 | tail -5
+done
+exit $tests_rc

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need, only what is missing (quick when all is there).
+#   Debian: LLVM/MLIR 16 dev packages and tools, zstd, ninja, ccache, googletest, cmake 3.25
+#   PyPI (pinned): torch 2.13.0 (the CPU build on these machines: never loosen this pin, a looser
+#   one pulls gigabytes of CUDA wheels), pybind11, pytest, numpy, hypothesis, lit, nvJitLink
+# and checks the CUDA toolkit at $CUDA_HOME (default /usr/local/cuda).
+set -euo pipefail
+
+DEBIAN_PACKAGES=(llvm-16-dev libmlir-16-dev mlir-16-tools libzstd-dev ninja-build ccache
+                 googletest libgtest-dev cmake)
+PYTHON=${PYTHON:-python3}
+PIP_PINS=(torch==2.13.0 pybind11==3.1.0 pytest==9.0.3 numpy==2.4.6 hypothesis==6.155.2
+          lit==18.1.8 nvidia-nvjitlink==13.0.88)
+
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "install_deps: apt-get install ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# pip only for what is absent or at another version.
+need=$("$PYTHON" - "${PIP_PINS[@]}" <<'PY'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+for pin in sys.argv[1:]:
+    name, wanted = pin.split("==")
+    try:
+        if version(name) == wanted:
+            continue
+    except PackageNotFoundError:
+        pass
+    print(pin)
+PY
+)
+if [[ -n "$need" ]]; then
+  echo "install_deps: pip install" $need
+  "$PYTHON" -m pip install -q --disable-pip-version-check $need
+fi
+
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [[ ! -x "$CUDA_HOME/bin/ptxas" || ! -f "$CUDA_HOME/include/cuda.h" ]]; then
+  echo "install_deps: no CUDA toolkit at CUDA_HOME=$CUDA_HOME (need bin/ptxas and include/cuda.h);" \
+       "set CUDA_HOME to the toolkit root" >&2
+  exit 1
+fi
+echo "install_deps: ok (LLVM $(/usr/lib/llvm-16/bin/llvm-config --version), CUDA at $CUDA_HOME)"
