@@ -174,7 +174,7 @@ py::tuple compile(const std::string &mlir, const std::string &options) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "cute_torch native module: the compiler library and the runtime";
-  static py::exception<CudaError> cudaError(m, "CudaError", PyExc_RuntimeError);
+  py::register_exception<CudaError>(m, "CudaError", PyExc_RuntimeError);
 
   py::class_<Artifact, std::shared_ptr<Artifact>>(m, "Artifact")
       .def_property_readonly("metadata", &Artifact::metadata)

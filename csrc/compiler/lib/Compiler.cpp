@@ -238,6 +238,11 @@ std::map<std::string, LaunchShape> collectLaunchShapes(mlir::ModuleOp module) {
   return shapes;
 }
 
+/// A number the assembler's report gave, or null when it gave none.
+llvm::json::Value unknownUnless(bool known, int value) {
+  return known ? llvm::json::Value(value) : llvm::json::Value(nullptr);
+}
+
 llvm::json::Value dimsJson(const std::optional<std::array<int64_t, 3>> &dims) {
   if (!dims)
     return nullptr;
@@ -379,9 +384,9 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
           {"name", name},
           {"params", std::move(params)},
           {"registers", res.registers},
-          {"spill_stores", res.spillStores},
-          {"spill_loads", res.spillLoads},
-          {"stack_frame", res.stackFrame},
+          {"spill_stores", unknownUnless(res.reported, res.spillStores)},
+          {"spill_loads", unknownUnless(res.reported, res.spillLoads)},
+          {"stack_frame", unknownUnless(res.reported, res.stackFrame)},
           {"static_smem", res.staticSmem},
           {"block_dims", dimsJson(shape.block)},
           {"cluster_dims", dimsJson(shape.cluster)},

@@ -18,6 +18,7 @@
 #include "llvm/IR/Module.h"
 #include "llvm/Linker/Linker.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
@@ -142,6 +143,58 @@ std::string printType(llvm::Type *type) {
   return stream.str();
 }
 
+/// Registers, stack frame and static shared memory straight from the CUBIN (ELF), whatever the
+/// assembler's report says (some nvJitLink builds report nothing). `.text.<kernel>` names the
+/// kernel's symbol in sh_info; `.nv.info` holds (format 4, attribute, size, {symbol, value})
+/// records, of which EIATTR_REGCOUNT (0x2f) and EIATTR_FRAME_SIZE (0x11) are read;
+/// `.nv.shared.<kernel>` is the kernel's static shared memory.
+void readCubinResources(const std::string &cubin,
+                        std::map<std::string, KernelResources> &resources) {
+  auto object = llvm::object::ELF64LEObjectFile::create(
+      llvm::MemoryBufferRef(llvm::StringRef(cubin.data(), cubin.size()), "cubin"));
+  if (!object) {
+    llvm::consumeError(object.takeError());
+    return;
+  }
+  constexpr uint8_t kFormatSized = 4, kRegCount = 0x2f, kFrameSize = 0x11;
+  std::map<uint32_t, std::string> kernelBySymbol;
+  llvm::StringRef info;
+  for (const llvm::object::SectionRef &section : object->sections()) {
+    llvm::Expected<llvm::StringRef> name = section.getName();
+    if (!name) {
+      llvm::consumeError(name.takeError());
+      continue;
+    }
+    if (name->startswith(".text.")) {
+      auto header = object->getSection(section.getRawDataRefImpl());
+      kernelBySymbol[header->sh_info] = name->drop_front(6).str();
+    } else if (name->startswith(".nv.shared.")) {
+      resources[name->drop_front(11).str()].staticSmem = int(section.getSize());
+    } else if (*name == ".nv.info") {
+      if (llvm::Expected<llvm::StringRef> contents = section.getContents())
+        info = *contents;
+      else
+        llvm::consumeError(contents.takeError());
+    }
+  }
+  auto u16 = [&](size_t at) { return uint16_t(uint8_t(info[at]) | uint8_t(info[at + 1]) << 8); };
+  auto u32 = [&](size_t at) { return uint32_t(u16(at)) | uint32_t(u16(at + 2)) << 16; };
+  for (size_t at = 0; at + 4 <= info.size();) {
+    uint8_t format = uint8_t(info[at]), attribute = uint8_t(info[at + 1]);
+    size_t size = format == kFormatSized ? u16(at + 2) : 0;
+    if (format == kFormatSized && size == 8 && at + 12 <= info.size()) {
+      auto kernel = kernelBySymbol.find(u32(at + 4));
+      if (kernel != kernelBySymbol.end()) {
+        if (attribute == kRegCount)
+          resources[kernel->second].registers = int(u32(at + 8));
+        else if (attribute == kFrameSize)
+          resources[kernel->second].stackFrame = int(u32(at + 8));
+      }
+    }
+    at += 4 + size;
+  }
+}
+
 } // namespace
 
 DeviceModule compileDeviceModule(mlir::gpu::GPUModuleOp gpuModule,
@@ -190,6 +243,7 @@ DeviceModule compileDeviceModule(mlir::gpu::GPUModuleOp gpuModule,
   std::string report;
   result.cubin = assembleCubin(result.ptx, options, result.cubinBackend, report);
   result.resources = parsePtxasReport(report);
+  readCubinResources(result.cubin, result.resources);
   result.cubinMs = msSince(start);
   return result;
 }

@@ -63,7 +63,7 @@ std::map<std::string, KernelResources> parsePtxasReport(const std::string &repor
   while (std::getline(lines, line)) {
     if (std::regex_search(line, match, function) || std::regex_search(line, match, properties)) {
       current = match[1];
-      kernels[current];
+      kernels[current].reported = true;
       continue;
     }
     if (current.empty())

@@ -22,6 +22,7 @@ bool retargetPtx(std::string &ptx, const std::string &version, const std::string
 
 /// Per-kernel resource usage read off `ptxas -v` (or nvJitLink's info log).
 struct KernelResources {
+  bool reported = false; // the assembler's report named this kernel (spills are known)
   int registers = -1;
   int spillStores = 0, spillLoads = 0, stackFrame = 0;
   int staticSmem = 0;
