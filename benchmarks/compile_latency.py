@@ -2,7 +2,9 @@
 
     python benchmarks/compile_latency.py [--repeats 30] [--arch sm_90a]
 
-Prints one table row per backend with the median and the stage breakdown the compiler reports
+"same" compiles the identical module each time; "fresh" adds a uniquely named device function
+each time, so no cache below us (nvJitLink's, the driver's) can serve it.
+Prints one table row per backend and module kind with the median and the stage breakdown the compiler reports
 (timings_ms in the artifact's metadata). Target (issue 2): at most 30 ms.
 """
 
@@ -22,12 +24,20 @@ from cute_torch.toolkit import nvjitlink_path  # noqa: E402
 SOURCE = os.path.join(os.path.dirname(__file__), "..", "tests", "mlir", "vector_add.mlir")
 
 
-def measure(text: str, backend: str, arch: str, repeats: int) -> tuple[float, dict]:
+def fresh(text: str, i: int) -> str:
+    """The same module plus a uniquely named device function, so that its PTX differs from every
+    earlier one and no assembler-side cache can answer."""
+    marker = "  gpu.module @kernels {\n"
+    return text.replace(marker, marker + f"    llvm.func @unique_{i}() {{ llvm.return }}\n", 1)
+
+
+def measure(text: str, backend: str, arch: str, repeats: int, unique: bool) -> tuple[float, dict]:
     cute_torch.compile_mlir(text, arch=arch, cubin_backend=backend)  # warm: libraries loaded
     walls, stages = [], []
-    for _ in range(repeats):
+    for i in range(repeats):
+        source = fresh(text, i) if unique else text
         start = time.perf_counter()
-        module = cute_torch.compile_mlir(text, arch=arch, cubin_backend=backend)
+        module = cute_torch.compile_mlir(source, arch=arch, cubin_backend=backend)
         walls.append((time.perf_counter() - start) * 1e3)
         stages.append(module.metadata["timings_ms"])
     median_stages = {k: statistics.median(s[k] for s in stages) for k in stages[0]}
@@ -42,11 +52,12 @@ def main() -> None:
     text = open(SOURCE).read()
     backends = ["ptxas"] + (["nvjitlink"] if nvjitlink_path() else [])
     print(f"vector add, MLIR -> CUBIN + host JIT, arch {args.arch}, median of {args.repeats} (warm process)")
-    print(f"{'backend':<10} {'total ms':>9} {'parse':>6} {'passes':>7} {'llvm':>6} {'ptx':>6} {'cubin':>7} {'host':>6}")
+    print(f"{'backend':<10} {'module':<7} {'total ms':>9} {'parse':>6} {'passes':>7} {'llvm':>6} {'ptx':>6} {'cubin':>7} {'host':>6}")
     for backend in backends:
-        wall, s = measure(text, backend, args.arch, args.repeats)
-        print(f"{backend:<10} {wall:9.2f} {s['parse']:6.2f} {s['device_passes']:7.2f} {s['llvm']:6.2f} "
-              f"{s['ptx']:6.2f} {s['cubin']:7.2f} {s['host']:6.2f}")
+        for unique in (False, True):
+            wall, s = measure(text, backend, args.arch, args.repeats, unique)
+            print(f"{backend:<10} {'fresh' if unique else 'same':<7} {wall:9.2f} {s['parse']:6.2f} {s['device_passes']:7.2f} {s['llvm']:6.2f} "
+                  f"{s['ptx']:6.2f} {s['cubin']:7.2f} {s['host']:6.2f}")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ def test_metadata_describes_kernels_and_host_functions(vector_add_mlir):
     assert (kernel["index"], kernel["module"], kernel["name"]) == (0, "kernels", "vadd")
     assert [(p["type"], p["size"]) for p in kernel["params"]] == [("ptr", 8)] * 3 + [("i32", 4)]
     assert 0 < kernel["registers"] < 64
-    assert kernel["spill_stores"] == kernel["spill_loads"] == 0
+    # Spills come from the assembler's report; some nvJitLink builds give none (null).
+    unknown = module.metadata["cubin_backend"] == "nvjitlink" and kernel["spill_stores"] is None
+    assert unknown or kernel["spill_stores"] == kernel["spill_loads"] == 0
     assert kernel["block_dims"] == [256, 1, 1]
     assert kernel["cluster_dims"] == [1, 1, 1]
     assert module.functions["vector_add"].arg_types == ["!llvm.ptr", "!llvm.ptr", "!llvm.ptr", "i32"]
