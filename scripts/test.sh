@@ -11,7 +11,7 @@ scripts/install_deps.sh
 scripts/build.sh
 
 echo "== lit (dialect, passes, pipeline, PTX)"
-"$PYTHON" -m lit -sv build/dialect/test
+"$PYTHON" -c "import sys, lit.main; sys.exit(lit.main.main())" -sv build/dialect/test
 
 echo "== C++ unit tests"
 build/bin/cute-unittests --gtest_brief=1
