@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import sysconfig
@@ -15,9 +16,13 @@ SUPPORTED_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 def nvjitlink_path() -> str | None:
     """libnvJitLink from CUTE_TORCH_NVJITLINK, the toolkit, or the nvidia-nvjitlink wheel."""
     k = knobs()
-    if k.nvjitlink:
-        return k.nvjitlink
-    candidates = sorted(glob.glob(os.path.join(k.cuda_home, "lib64", "libnvJitLink.so*")))
+    return k.nvjitlink or _find_nvjitlink(k.cuda_home)
+
+
+@functools.lru_cache(maxsize=None)
+def _find_nvjitlink(cuda_home: str) -> str | None:
+    # Searched once per toolkit root: compile_mlir asks on every compile.
+    candidates = sorted(glob.glob(os.path.join(cuda_home, "lib64", "libnvJitLink.so*")))
     site = sysconfig.get_paths()["purelib"]
     candidates += sorted(glob.glob(os.path.join(site, "nvidia", "cu1*", "lib", "libnvJitLink.so*")))
     candidates += sorted(glob.glob(os.path.join(site, "nvidia", "nvjitlink", "lib", "libnvJitLink.so*")))
