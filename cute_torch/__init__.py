@@ -1,9 +1,19 @@
 """cute_torch: a Python DSL for GPU kernels in the style of CuTe DSL, compiled by a C++
 MLIR/LLVM pipeline, run inside PyTorch.
 
-This is the foundation: `compile_mlir` turns MLIR (host functions + gpu.modules) into CUBINs and
-JIT-compiled host entries that launch on the current torch stream. The DSL front end
-(`@cute.jit`, `@cute.kernel`) is built on it.
+    import cute_torch as cute
+
+    @cute.kernel
+    def add(a, b, c):
+        i = cute.arch.block_idx()[0] * 256 + cute.arch.thread_idx()[0]
+        if i < cute.size(a):
+            c[i] = a[i] + b[i]
+
+    @cute.jit
+    def vector_add(a, b, c):
+        add(a, b, c).launch(grid=((cute.size(a) + 255) // 256, 1, 1), block=(256, 1, 1))
+
+`compile_mlir` is the low-level entry underneath: MLIR text in, CUBINs and host entries out.
 """
 
 from . import env
@@ -12,9 +22,23 @@ from .compiler import CompiledModule, HostFunction, compile_mlir
 from .errors import CompileError, Diagnostic, PtxasError, ToolkitError
 from .toolkit import SUPPORTED_ARCHS, gpu_available, target_arch
 
+# The DSL, under CuTe DSL's names.
+from .dsl import arch, math
+from .dsl.control import const_expr, range, range_constexpr
+from .dsl.diagnostics import DSLError
+from .dsl.jit import CompiledFunction, Constexpr, compile, jit, kernel
+from .dsl.numeric import (BFloat16, Boolean, Float, Float8E4M3FN, Float8E5M2, Float16, Float32, Float64, Int8, Int16,
+                          Int32, Int64, Integer, Numeric, Uint8, Uint16, Uint32, Uint64, full_like, where)
+from .dsl.printing import printf
+from .dsl.tensor import Layout, Tensor, TensorArg, from_dlpack, make_layout, size
+
 __version__ = "0.1.0"
 
 __all__ = [
+    "BFloat16", "Boolean", "CompiledFunction", "Constexpr", "DSLError", "Float", "Float16", "Float32", "Float64",
+    "Float8E4M3FN", "Float8E5M2", "Int16", "Int32", "Int64", "Int8", "Integer", "Layout", "Numeric", "Tensor",
+    "TensorArg", "Uint16", "Uint32", "Uint64", "Uint8", "arch", "compile", "const_expr", "from_dlpack",
+    "full_like", "jit", "kernel", "make_layout", "math", "printf", "range", "range_constexpr", "size", "where",
     "CompileError",
     "CompiledModule",
     "CudaError",

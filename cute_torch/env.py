@@ -27,6 +27,10 @@ class Knobs:
     opt_level: int = 3  # CUTE_TORCH_OPT_LEVEL: LLVM and ptxas optimization level
     ptxas_options: list[str] = field(default_factory=list)  # CUTE_TORCH_PTXAS_OPTIONS=a,b
     line_info: bool = False  # CUTE_TORCH_LINE_INFO=1: keep source lines in CUBINs
+    cache_dir: str = ""  # CUTE_TORCH_CACHE_DIR: disk cache root (default ~/.cache/cute_torch)
+    no_cache: bool = False  # CUTE_TORCH_NO_CACHE=1: never read or write the disk cache
+    print_after_preprocess: bool = False  # CUTE_TORCH_PRINT_AFTER_PREPROCESS=1: rewritten source
+    print_ir: bool = False  # CUTE_TORCH_PRINT_IR=1: the traced IR of each compile
 
 
 def knobs() -> Knobs:
@@ -47,4 +51,9 @@ def knobs() -> Knobs:
         opt_level=int(opt),
         ptxas_options=_list("CUTE_TORCH_PTXAS_OPTIONS"),
         line_info=_flag("CUTE_TORCH_LINE_INFO"),
+        cache_dir=os.environ.get("CUTE_TORCH_CACHE_DIR")
+        or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cute_torch"),
+        no_cache=_flag("CUTE_TORCH_NO_CACHE"),
+        print_after_preprocess=_flag("CUTE_TORCH_PRINT_AFTER_PREPROCESS"),
+        print_ir=_flag("CUTE_TORCH_PRINT_IR"),
     )

@@ -152,22 +152,56 @@ private:
   std::map<std::string, HostFunction> functions;
 };
 
-/// Compiles MLIR text. Returns (Artifact, None) or (None, error JSON).
-py::tuple compile(const std::string &mlir, const std::string &options) {
-  const char *names[] = {"cute_rt_launch"};
-  void *addresses[] = {reinterpret_cast<void *>(&cute_rt_launch)};
-  char *error = nullptr;
-  CuteArtifact *handle;
-  {
-    py::gil_scoped_release release;
-    handle = cute_compile(mlir.data(), mlir.size(), options.c_str(), names, addresses, 1, &error);
-  }
+/// What host code may call: the runtime's launch entry.
+const char *const hostSymbolNames[] = {"cute_rt_launch"};
+void *const hostSymbolAddresses[] = {reinterpret_cast<void *>(&cute_rt_launch)};
+
+py::tuple artifactOrError(CuteArtifact *handle, char *error) {
   if (!handle) {
     std::string message = error ? error : "{}";
     cute_free_string(error);
     return py::make_tuple(py::none(), message);
   }
   return py::make_tuple(std::make_shared<Artifact>(handle), py::none());
+}
+
+/// Compiles MLIR text. Returns (Artifact, None) or (None, error JSON).
+py::tuple compile(const std::string &mlir, const std::string &options) {
+  char *error = nullptr;
+  CuteArtifact *handle;
+  {
+    py::gil_scoped_release release;
+    handle = cute_compile(mlir.data(), mlir.size(), options.c_str(), hostSymbolNames,
+                          hostSymbolAddresses, 1, &error);
+  }
+  return artifactOrError(handle, error);
+}
+
+/// Rebuilds an artifact from a cached host stage, metadata and [(module name, CUBIN)].
+py::tuple load(const std::string &host, const std::string &metadata, const py::list &cubins) {
+  std::vector<std::string> names, blobs;
+  for (py::handle entry : cubins) {
+    py::tuple pair = entry.cast<py::tuple>();
+    names.push_back(pair[0].cast<std::string>());
+    blobs.push_back(pair[1].cast<std::string>());
+  }
+  std::vector<const char *> namePtrs;
+  std::vector<const void *> blobPtrs;
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < names.size(); ++i) {
+    namePtrs.push_back(names[i].c_str());
+    blobPtrs.push_back(blobs[i].data());
+    sizes.push_back(blobs[i].size());
+  }
+  char *error = nullptr;
+  CuteArtifact *handle;
+  {
+    py::gil_scoped_release release;
+    handle = cute_load_artifact(host.data(), host.size(), metadata.c_str(), blobPtrs.data(),
+                                sizes.data(), namePtrs.data(), names.size(), hostSymbolNames,
+                                hostSymbolAddresses, 1, &error);
+  }
+  return artifactOrError(handle, error);
 }
 
 } // namespace
@@ -184,6 +218,8 @@ PYBIND11_MODULE(_C, m) {
            py::arg("stream"), "Run a host function; its launches go to `stream` on `device`");
 
   m.def("compile", &compile, py::arg("mlir"), py::arg("options_json"));
+  m.def("load", &load, py::arg("host_mlir"), py::arg("metadata_json"), py::arg("cubins"),
+        "Rebuild an artifact from a kept host stage, its metadata and its CUBINs");
   m.def("compiler_version", [] { return std::string(cute_compiler_version()); });
   m.def("driver_available", [] {
     std::string why;

@@ -303,18 +303,68 @@ void dumpStages(const CuteArtifact &artifact, const Options &options) {
   }
 }
 
+const mlir::DialectRegistry &dialectRegistry() {
+  static mlir::DialectRegistry *registry = [] {
+    auto *r = new mlir::DialectRegistry();
+    registerDialects(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+/// Name, argument and result types of every public host function (an llvm.func by now).
+llvm::json::Array describeHostFunctions(mlir::ModuleOp module) {
+  llvm::json::Array hostFunctions;
+  auto spell = [](mlir::Type type) {
+    std::string name;
+    llvm::raw_string_ostream stream(name);
+    type.print(stream);
+    return stream.str();
+  };
+  for (auto func : module.getOps<mlir::LLVM::LLVMFuncOp>()) {
+    if (func.isExternal() || func.isPrivate())
+      continue;
+    llvm::json::Array args;
+    for (mlir::Type type : func.getFunctionType().getParams())
+      args.push_back(spell(type));
+    mlir::Type result = func.getFunctionType().getReturnType();
+    hostFunctions.push_back(llvm::json::Object{
+        {"name", func.getName().str()},
+        {"args", std::move(args)},
+        {"result", result.isa<mlir::LLVM::LLVMVoidType>() ? std::string() : spell(result)}});
+  }
+  return hostFunctions;
+}
+
+/// JIT-compiles the host module (LLVM dialect) and records its public functions' entries.
+/// Host code only computes launch shapes and calls the runtime, so it is compiled without
+/// optimization: that halves JIT time and costs nothing measurable per call.
+void jitHostEntries(mlir::ModuleOp module, CuteArtifact &artifact,
+                    const std::map<std::string, void *> &symbols) {
+  std::vector<std::string> names;
+  for (auto func : module.getOps<mlir::LLVM::LLVMFuncOp>())
+    if (!func.isExternal() && !func.isPrivate())
+      names.push_back(func.getName().str());
+  if (names.empty())
+    return;
+  artifact.engine = jitHostModule(module, /*optLevel=*/0, symbols);
+  for (const std::string &name : names) {
+    auto entry = artifact.engine->lookupPacked(name);
+    if (!entry)
+      throw CompileFailure{"jit", "host entry " + name + " not found after JIT: " +
+                                      llvm::toString(entry.takeError()),
+                           {}, {}, {}};
+    artifact.entries[name] = reinterpret_cast<void *>(*entry);
+  }
+}
+
 std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &options,
                                       const std::map<std::string, void *> &symbols) {
   auto artifact = std::make_unique<CuteArtifact>();
   llvm::json::Object timings;
   auto total = Clock::now();
 
-  static mlir::DialectRegistry *registry = [] {
-    auto *r = new mlir::DialectRegistry();
-    registerDialects(*r);
-    return r;
-  }();
-  mlir::MLIRContext context(*registry, mlir::MLIRContext::Threading::DISABLED);
+  mlir::MLIRContext context(dialectRegistry(), mlir::MLIRContext::Threading::DISABLED);
   DiagnosticCollector diagnostics(context);
 
   auto start = Clock::now();
@@ -407,39 +457,8 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
   runPasses(*module, diagnostics, "host", buildHostPipeline);
   if (options.keeps("host"))
     artifact->stages["host"] = print(*module);
-  llvm::json::Array hostFunctions;
-  std::vector<std::string> entryNames;
-  for (auto func : module->getOps<mlir::LLVM::LLVMFuncOp>()) {
-    if (func.isExternal() || func.isPrivate())
-      continue;
-    llvm::json::Array args, results;
-    for (mlir::Type type : func.getFunctionType().getParams()) {
-      std::string name;
-      llvm::raw_string_ostream stream(name);
-      type.print(stream);
-      args.push_back(stream.str());
-    }
-    mlir::Type result = func.getFunctionType().getReturnType();
-    std::string resultName;
-    if (!result.isa<mlir::LLVM::LLVMVoidType>()) {
-      llvm::raw_string_ostream stream(resultName);
-      result.print(stream);
-    }
-    hostFunctions.push_back(llvm::json::Object{
-        {"name", func.getName().str()}, {"args", std::move(args)}, {"result", resultName}});
-    entryNames.push_back(func.getName().str());
-  }
-  if (!entryNames.empty()) {
-    artifact->engine = jitHostModule(*module, options.codegen.optLevel, symbols);
-    for (const std::string &name : entryNames) {
-      auto entry = artifact->engine->lookupPacked(name);
-      if (!entry)
-        throw CompileFailure{"jit", "host entry " + name + " not found after JIT: " +
-                                        llvm::toString(entry.takeError()),
-                             {}, {}, {}};
-      artifact->entries[name] = reinterpret_cast<void *>(*entry);
-    }
-  }
+  llvm::json::Array hostFunctions = describeHostFunctions(*module);
+  jitHostEntries(*module, *artifact, symbols);
   timings["host"] = msSince(start);
   timings["total"] = msSince(total);
 
@@ -458,6 +477,25 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
   };
   artifact->metadata = llvm::formatv("{0}", llvm::json::Value(std::move(metadata))).str();
   dumpStages(*artifact, options);
+  return artifact;
+}
+
+/// Rebuilds an artifact from what the disk cache stored: the host stage (LLVM dialect), the
+/// CUBINs and the metadata. Only the host code is JIT-compiled again.
+std::unique_ptr<CuteArtifact> load(llvm::StringRef hostText, const char *metadata,
+                                   std::vector<std::pair<std::string, std::string>> cubins,
+                                   const std::map<std::string, void *> &symbols) {
+  auto artifact = std::make_unique<CuteArtifact>();
+  mlir::MLIRContext context(dialectRegistry(), mlir::MLIRContext::Threading::DISABLED);
+  DiagnosticCollector diagnostics(context);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(hostText, mlir::ParserConfig(&context));
+  if (!module)
+    diagnostics.fail("parse", "the cached host code is invalid");
+  jitHostEntries(*module, *artifact, symbols);
+  artifact->metadata = metadata;
+  artifact->cubins = std::move(cubins);
+  artifact->stages["host"] = hostText.str();
   return artifact;
 }
 
@@ -496,6 +534,31 @@ CuteArtifact *cute_compile(const char *mlir, size_t mlirSize, const char *option
     for (size_t i = 0; i < numSymbols; ++i)
       symbols[symbolNames[i]] = symbolAddresses[i];
     return compile(llvm::StringRef(mlir, mlirSize), options, symbols).release();
+  } catch (const CompileFailure &failure) {
+    if (errorJson)
+      *errorJson = copyString(failureJson(failure));
+  } catch (const std::exception &e) {
+    if (errorJson)
+      *errorJson = copyString(failureJson({"internal", e.what(), {}, {}, {}}));
+  }
+  return nullptr;
+}
+
+CuteArtifact *cute_load_artifact(const char *hostMlir, size_t hostSize, const char *metadataJson,
+                                 const void *const *cubins, const size_t *cubinSizes,
+                                 const char *const *moduleNames, size_t numCubins,
+                                 const char *const *symbolNames, void *const *symbolAddresses,
+                                 size_t numSymbols, char **errorJson) {
+  try {
+    std::map<std::string, void *> symbols;
+    for (size_t i = 0; i < numSymbols; ++i)
+      symbols[symbolNames[i]] = symbolAddresses[i];
+    std::vector<std::pair<std::string, std::string>> blobs;
+    for (size_t i = 0; i < numCubins; ++i)
+      blobs.emplace_back(moduleNames[i],
+                         std::string(static_cast<const char *>(cubins[i]), cubinSizes[i]));
+    return load(llvm::StringRef(hostMlir, hostSize), metadataJson, std::move(blobs), symbols)
+        .release();
   } catch (const CompileFailure &failure) {
     if (errorJson)
       *errorJson = copyString(failureJson(failure));

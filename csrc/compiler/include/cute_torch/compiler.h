@@ -45,6 +45,16 @@ cute_compile(const char *mlir, size_t mlir_size, const char *options_json,
              const char *const *symbol_names, void *const *symbol_addresses,
              size_t num_symbols, char **error_json);
 
+/* Rebuilds an artifact from a kept "host" stage (LLVM dialect MLIR), the metadata JSON and the
+ * CUBINs of an earlier compile (what the disk cache stores); only the host code is JIT-compiled.
+ * Errors as for cute_compile. */
+CUTE_COMPILER_API CuteArtifact *
+cute_load_artifact(const char *host_mlir, size_t host_size, const char *metadata_json,
+                   const void *const *cubins, const size_t *cubin_sizes,
+                   const char *const *module_names, size_t num_cubins,
+                   const char *const *symbol_names, void *const *symbol_addresses,
+                   size_t num_symbols, char **error_json);
+
 /* Metadata as JSON: kernels (module, name, index, params [{type,size,align}], registers,
  * spill_stores, spill_loads, static_smem, stack_frame, max_threads, cluster_dims), host functions
  * (name, args [types]), arch, cubin backend, per-stage timings in ms. Owned by the artifact. */

@@ -1,0 +1,75 @@
+"""The disk cache of compiled specializations.
+
+An entry is content-addressed by (DSL source fingerprint, specialization key, compiler version,
+options, arch) and holds what the compiler's `load` needs: the host stage (LLVM dialect), the
+metadata and the CUBINs. Writes go to a temporary file renamed into place (atomic on POSIX, so
+concurrent processes and ranks never see half an entry); every read verifies a SHA-256 of the
+payload, and a corrupt entry is deleted and recompiled, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+import warnings
+
+MAGIC = b"CUTECACHE1\n"
+_HEADER = struct.Struct("<32sQ")  # sha256 of payload, length of the JSON part
+
+
+def _path(root: str, digest: str) -> str:
+    return os.path.join(root, digest[:2], digest + ".bin")
+
+
+def load(root: str, digest: str) -> tuple[str, str, list[tuple[str, bytes]]] | None:
+    """(host MLIR, metadata JSON, [(module, CUBIN)]) or None on a miss or a corrupt entry."""
+    path = _path(root, digest)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        if not data.startswith(MAGIC):
+            raise ValueError("bad magic")
+        checksum, json_len = _HEADER.unpack_from(data, len(MAGIC))
+        payload = memoryview(data)[len(MAGIC) + _HEADER.size:]
+        if hashlib.sha256(payload).digest() != checksum:
+            raise ValueError("checksum mismatch")
+        header = json.loads(bytes(payload[:json_len]))
+        offset = json_len
+        cubins = []
+        for name, size in header["cubins"]:
+            cubins.append((name, bytes(payload[offset:offset + size])))
+            offset += size
+        return header["host"], header["metadata"], cubins
+    except (ValueError, KeyError, struct.error, json.JSONDecodeError) as e:
+        warnings.warn(f"cute_torch: discarding corrupt cache entry {path} ({e}); recompiling", stacklevel=3)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return None
+
+
+def store(root: str, digest: str, host: str, metadata: str, cubins: list[tuple[str, bytes]]) -> None:
+    header = json.dumps({"host": host, "metadata": metadata,
+                         "cubins": [(name, len(blob)) for name, blob in cubins]}).encode()
+    payload = header + b"".join(blob for _, blob in cubins)
+    data = MAGIC + _HEADER.pack(hashlib.sha256(payload).digest(), len(header)) + payload
+    path = _path(root, digest)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as e:  # a read-only or full disk must not fail the compile
+        warnings.warn(f"cute_torch: could not write cache entry {path}: {e}", stacklevel=3)
+
+
+def digest(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()

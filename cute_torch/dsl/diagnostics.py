@@ -1,0 +1,111 @@
+"""DSL errors with a stable code, the user's file:line:col, the source line and a suggestion.
+
+Locations come from the user's own frames: the preprocessor compiles rewritten functions under
+their original file name and line numbers, so the innermost frame outside this package is the
+line the user wrote.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from dataclasses import dataclass
+
+from ..errors import CompileError
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The error catalogue (docs/language.md lists the same codes).
+EARLY_EXIT = "CUTE-E101"  # return/break/continue inside dynamic control flow
+LOOP_ELSE = "CUTE-E102"  # for/while ... else on a dynamic loop
+UNDEFINED_AFTER_REGION = "CUTE-E103"  # first defined inside a dynamic region, read after it
+TYPE_CHANGE = "CUTE-E104"  # a carried variable changes type
+NOT_CONSTEXPR = "CUTE-E105"  # a dynamic value where a compile-time one is needed
+UNSUPPORTED_BUILTIN = "CUTE-E106"  # int()/float()/len()/hash()... of a dynamic value
+UNREWRITTEN_CONTROL_FLOW = "CUTE-E107"  # dynamic value in Python control flow nobody rewrote
+PYTHON_CALLS_KERNEL = "CUTE-E108"
+KERNEL_CALLS_KERNEL = "CUTE-E109"
+ARGUMENT_MISMATCH = "CUTE-E110"  # wrong device, dtype, rank or type at call time
+MLIR_ERROR = "CUTE-E111"  # verifier/lowering error mapped back to the user's line
+WRONG_CONTEXT = "CUTE-E112"  # device-only operation on the host or the reverse
+INVALID_LAUNCH = "CUTE-E113"  # bad grid/block/cluster/smem
+UNSUPPORTED_TYPE = "CUTE-E114"  # an operation a type does not support
+UNSUPPORTED_SYNTAX = "CUTE-E115"  # Python syntax the preprocessor cannot turn into IR
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int
+    col: int = 0  # 0-based, as Python's AST counts
+
+    def mlir(self) -> str:
+        escaped = self.file.replace("\\", "\\\\").replace('"', '\\"')
+        return f'loc("{escaped}":{self.line}:{self.col + 1})'
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col + 1}"
+
+
+def _frame_column(frame) -> int:
+    try:
+        positions = list(frame.f_code.co_positions())
+        col = positions[frame.f_lasti // 2][2]
+        return col or 0
+    except (AttributeError, IndexError):
+        return 0
+
+
+def is_internal(filename: str) -> bool:
+    return filename.startswith(_PACKAGE_DIR)
+
+
+def user_location(skip: int = 1) -> Location | None:
+    """The innermost frame that is not cute_torch's own code."""
+    frame = sys._getframe(skip)
+    while frame is not None and (is_internal(frame.f_code.co_filename) or frame.f_code.co_filename.startswith("<")):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return Location(frame.f_code.co_filename, frame.f_lineno, _frame_column(frame))
+
+
+class DSLError(CompileError):
+    """An error in user DSL code: `code` (stable, e.g. CUTE-E101), `location` (file:line:col of
+    the user's line), `source_line`, `suggestion`."""
+
+    def __init__(self, code: str, message: str, location: Location | None = None, suggestion: str = "",
+                 diagnostics=()):
+        self.code = code
+        self.user_location = location if location is not None else user_location(2)
+        self.suggestion = suggestion
+        loc = self.user_location
+        self.source_line = linecache.getline(loc.file, loc.line).rstrip("\n") if loc else ""
+        super().__init__("dsl", message, diagnostics)
+        self.args = (self._render(),)
+
+    @property
+    def file(self) -> str | None:
+        return self.user_location.file if self.user_location else None
+
+    @property
+    def line(self) -> int | None:
+        return self.user_location.line if self.user_location else None
+
+    def _render(self) -> str:
+        text = f"error[{self.code}]: {self.message}"
+        loc = self.user_location
+        if loc is not None:
+            text += f"\n  --> {loc}"
+            if self.source_line:
+                number = str(loc.line)
+                pad = " " * len(number)
+                stripped = self.source_line.expandtabs()
+                text += f"\n{pad} |\n{number} | {stripped}\n{pad} | {' ' * loc.col}^"
+        if self.suggestion:
+            text += f"\n  = help: {self.suggestion}"
+        return text
+
+    def __str__(self) -> str:
+        return self.args[0]

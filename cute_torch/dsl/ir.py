@@ -1,0 +1,167 @@
+"""The IR the tracer writes: MLIR text, one op per line, every op with the user's location.
+
+Text is the boundary on purpose: the compiler library takes MLIR text through its C API (no MLIR
+type crosses into Python), parsing costs well under a millisecond, and `__mlir__` is exactly what
+was compiled. Names are unique per module; regions are captured into their own line lists and
+spliced into the op that owns them.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+from .diagnostics import WRONG_CONTEXT, DSLError, Location, user_location
+
+
+class Value:
+    """An SSA value: its name (`%v3`, `%v4#1`) and MLIR type (`i32`, `!llvm.ptr<1>`)."""
+
+    __slots__ = ("name", "type")
+
+    def __init__(self, name: str, type: str):
+        self.name = name
+        self.type = type
+
+    def __repr__(self) -> str:
+        return f"{self.name} : {self.type}"
+
+
+def indent(lines: list[str], by: str = "  ") -> str:
+    return "\n".join(by + line.replace("\n", "\n" + by) for line in lines)
+
+
+class FunctionBuilder:
+    """Ops of one function body (a host func.func or a device gpu.func)."""
+
+    def __init__(self, module: "ModuleBuilder", kind: str, name: str):
+        self.module = module
+        self.kind = kind  # "host" or "device"
+        self.name = name
+        self._blocks: list[list[str]] = [[]]
+        self.uses_dynamic_smem = False
+
+    @property
+    def lines(self) -> list[str]:
+        return self._blocks[0]
+
+    def loc(self) -> str:
+        location = user_location(2)
+        return location.mlir() if location else "loc(unknown)"
+
+    def emit(self, text: str, loc: str | None = None) -> None:
+        self._blocks[-1].append(f"{text} {loc or self.loc()}")
+
+    def op(self, text: str, result_type: str, loc: str | None = None) -> Value:
+        name = self.module.fresh()
+        self.emit(f"{name} = {text}", loc)
+        return Value(name, result_type)
+
+    def op_results(self, text: str, result_types: list[str], loc: str | None = None) -> list[Value]:
+        if not result_types:
+            self.emit(text, loc)
+            return []
+        if len(result_types) == 1:
+            return [self.op(text, result_types[0], loc)]
+        name = self.module.fresh()
+        self.emit(f"{name}:{len(result_types)} = {text}", loc)
+        return [Value(f"{name}#{i}", t) for i, t in enumerate(result_types)]
+
+    def block_arg(self, type: str) -> Value:
+        return Value(self.module.fresh("a"), type)
+
+    @contextmanager
+    def region(self) -> Iterator[list[str]]:
+        """Ops emitted inside go to a new list (a region's single block)."""
+        lines: list[str] = []
+        self._blocks.append(lines)
+        try:
+            yield lines
+        finally:
+            self._blocks.pop()
+
+    @contextmanager
+    def reopen(self, lines: list[str]) -> Iterator[None]:
+        """Append to a region captured earlier (its terminator is written last)."""
+        self._blocks.append(lines)
+        try:
+            yield
+        finally:
+            self._blocks.pop()
+
+    def mark(self) -> tuple[int, int]:
+        return len(self._blocks), len(self._blocks[-1])
+
+    def rollback(self, mark: tuple[int, int]) -> None:
+        """Forget ops emitted since `mark` (a trial trace that turned out to be static)."""
+        depth, length = mark
+        del self._blocks[depth - 1][length:]
+
+
+class ModuleBuilder:
+    """Host functions, kernels and device globals of one compile."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._counter = 0
+        self.host_functions: list[str] = []
+        self.device_functions: list[str] = []
+        self.device_globals: list[str] = []
+        self.kernels: dict = {}  # specialization key -> kernel symbol
+        self.kernel_dims: dict = {}
+
+    def fresh(self, prefix: str = "v") -> str:
+        self._counter += 1
+        return f"%{prefix}{self._counter}"
+
+    def unique_symbol(self, base: str) -> str:
+        self._counter += 1
+        return f"{base}_{self._counter}"
+
+    def text(self) -> str:
+        parts = ["module attributes {gpu.container_module} {"]
+        if self.device_functions or self.device_globals:
+            body = self.device_globals + self.device_functions
+            parts.append(f"  gpu.module @{self.name}_kernels {{\n{indent(body, '    ')}\n  }}")
+        parts += [indent([f]) for f in self.host_functions]
+        parts.append("}")
+        return "\n".join(parts) + "\n"
+
+
+class _TraceState(threading.local):
+    def __init__(self):
+        self.stack: list[FunctionBuilder] = []
+
+
+_state = _TraceState()
+
+
+def current() -> FunctionBuilder | None:
+    return _state.stack[-1] if _state.stack else None
+
+
+def require(kind: str | None = None, what: str = "this operation") -> FunctionBuilder:
+    """The active builder; errors if there is none or it is the wrong side (host/device)."""
+    builder = current()
+    if builder is None:
+        raise DSLError(WRONG_CONTEXT, f"{what} can only be used inside a @cute.jit or @cute.kernel function",
+                       suggestion="call it from DSL code")
+    if kind is not None and builder.kind != kind:
+        where = "a @cute.kernel (device code)" if kind == "device" else "a @cute.jit function (host code)"
+        raise DSLError(WRONG_CONTEXT, f"{what} is only available in {where}",
+                       suggestion="move it into a @cute.kernel" if kind == "device" else "move it to the host")
+    return builder
+
+
+@contextmanager
+def building(builder: FunctionBuilder) -> Iterator[FunctionBuilder]:
+    _state.stack.append(builder)
+    try:
+        yield builder
+    finally:
+        _state.stack.pop()
+
+
+def location_of(loc: Location | None) -> str:
+    return loc.mlir() if loc else "loc(unknown)"

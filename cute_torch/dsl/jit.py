@@ -1,0 +1,629 @@
+"""`@cute.jit`, `@cute.kernel`, launches, `cute.compile`, and the specialization caches.
+
+Calling convention (the seed talk): Python -> jit compiles (once per specialization) and runs;
+Python -> kernel is an error; jit -> jit and jit/kernel -> plain Python function are inlined at
+trace time; jit -> kernel is a launch; kernel -> kernel is an error.
+
+A call computes its specialization key from the arguments alone (tensors: dtype, shape, strides
+unless marked dynamic, 16-byte alignment, device; scalars: their DSL type; Constexpr values:
+themselves). A hit in the in-memory cache goes straight to the compiled host entry; a miss
+tries the disk cache, else traces and compiles, then stores.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import os
+import sys
+import types
+from typing import Any, Callable
+
+from .. import _C
+from ..compiler import CompiledModule, compile_mlir
+from ..env import knobs
+from ..errors import CompileError
+from ..toolkit import target_arch
+from . import cache, control, ir
+from .diagnostics import (ARGUMENT_MISMATCH, INVALID_LAUNCH, KERNEL_CALLS_KERNEL, MLIR_ERROR, PYTHON_CALLS_KERNEL,
+                          DSLError, Location, user_location)
+from .numeric import Float32, Float64, Int32, Numeric, as_numeric, convert, index_of, python_type
+from .preprocess import preprocess
+from .tensor import Tensor, TensorArg, tensor_from_key, tensor_key, tensor_param_types
+
+
+class Constexpr:
+    """Annotation for compile-time parameters: `def f(x, n: cute.Constexpr)` (or
+    `cute.Constexpr[int]`). Their values are part of the specialization key."""
+
+    def __class_getitem__(cls, item):
+        return cls
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+# -- argument kinds and keys ---------------------------------------------------------------------
+
+TENSOR, TENSOR_ARG, SCALAR, CONSTEXPR, STREAM = range(5)
+
+
+def _is_constexpr_annotation(annotation) -> bool:
+    return annotation is Constexpr or (isinstance(annotation, str) and "Constexpr" in annotation)
+
+
+def _is_stream(value) -> bool:
+    torch = _torch()
+    return torch is not None and hasattr(torch, "cuda") and isinstance(value, torch.cuda.Stream)
+
+
+def _constexpr_key(value):
+    try:
+        hash(value)
+        return (type(value), value)
+    except TypeError:
+        return (type(value), id(value))
+
+
+def _stable(value) -> str | None:
+    """A spelling of a compile-time value that is the same in every process, or None."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        parts = [_stable(v) for v in value]
+        return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
+    if isinstance(value, type) or inspect.isfunction(value):
+        return f"{value.__module__}.{value.__qualname__}"
+    if isinstance(value, (JitFunction, KernelFunction)):
+        return f"{value.fn.__module__}.{value.fn.__qualname__}"
+    return None
+
+
+class _Signature:
+    """Per-parameter annotations of a DSL function, read once."""
+
+    def __init__(self, fn: Callable):
+        self.signature = inspect.signature(fn)
+        self.params = list(self.signature.parameters.values())
+        self.annotations = [p.annotation for p in self.params]
+
+    def bind(self, args, kwargs) -> tuple:
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise DSLError(ARGUMENT_MISMATCH, str(e), user_location(3)) from None
+        bound.apply_defaults()
+        return tuple(bound.arguments.values())
+
+
+def _arg_key(value, annotation) -> tuple:
+    if _is_constexpr_annotation(annotation):
+        return (CONSTEXPR, _constexpr_key(value))
+    torch = _torch()
+    if torch is not None and isinstance(value, torch.Tensor):
+        return (TENSOR,) + tensor_key(value)
+    if isinstance(value, TensorArg):
+        return (TENSOR_ARG,) + value.key()
+    if isinstance(annotation, type) and issubclass(annotation, Numeric):
+        if not isinstance(value, (Numeric, bool, int, float)):
+            raise DSLError(ARGUMENT_MISMATCH, f"expected a {annotation.__name__} scalar, got {type(value).__name__}",
+                           user_location(4))
+        return (SCALAR, annotation)
+    if isinstance(value, Numeric):
+        return (SCALAR, type(value))
+    if isinstance(value, (bool, int, float)):
+        return (SCALAR, python_type(value))
+    if _is_stream(value):
+        return (STREAM,)
+    if hasattr(value, "__dlpack__") and torch is not None:
+        raise DSLError(ARGUMENT_MISMATCH, "DLPack tensors other than torch's must go through cute.from_dlpack(t)",
+                       user_location(4), "wrap the argument: cute.from_dlpack(x)")
+    return (CONSTEXPR, _constexpr_key(value))
+
+
+# Host ABI of scalars: what the packed host entry reads (narrow floats travel as f32).
+def _abi_type(t: type[Numeric]) -> str:
+    if t.is_float:
+        return "f64" if t is Float64 else "f32"
+    return t.mlir
+
+
+def _abi_value(value) -> Any:
+    if isinstance(value, Numeric):
+        if value._const is None:
+            raise DSLError(ARGUMENT_MISMATCH, "a DSL value made inside one trace cannot be an argument of another call",
+                           user_location(4))
+        return value._const
+    return value
+
+
+# -- specializations ------------------------------------------------------------------------------
+
+class Specialization:
+    """One compiled variant of a @cute.jit function: its host entry and how to pass arguments."""
+
+    def __init__(self, module: CompiledModule, entry: str, keys: tuple, source: Callable):
+        self.module = module
+        self._call = module._artifact.call
+        self._entry = entry
+        self.keys = keys
+        self._kinds = tuple(k[0] for k in keys)
+        self._simple = all(k in (TENSOR, SCALAR) for k in self._kinds)
+        devices = {k[6] for k in keys if k[0] in (TENSOR, TENSOR_ARG)}
+        self.device = next(iter(devices)) if devices else None
+        self._source = source
+
+    def _check_device(self) -> int:
+        device = self.device
+        if device is None:
+            torch = _torch()
+            return torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else 0
+        if device < 0:
+            raise DSLError(ARGUMENT_MISMATCH, "tensor arguments must be CUDA tensors, got CPU tensors",
+                           user_location(3), "move them with .cuda(); CPU tensors can only be used to compile "
+                           "(cute.compile) without running")
+        return device
+
+    def run(self, args: tuple) -> None:
+        if self._simple and not any(isinstance(a, Numeric) for a in args):
+            flat = args
+            stream = None
+        else:
+            flat, stream = [], None
+            for value, kind in zip(args, self._kinds):
+                if kind == TENSOR:
+                    flat.append(value)
+                elif kind == TENSOR_ARG:
+                    flat.append(value.tensor)
+                    flat.extend(value.dynamic_values())
+                elif kind == SCALAR:
+                    flat.append(_abi_value(value))
+                elif kind == STREAM:
+                    stream = value.cuda_stream
+        device = self.device if self.device is not None and self.device >= 0 else self._check_device()
+        if stream is None:
+            stream = _current_stream(device)
+        try:
+            self._call(self._entry, flat, device, stream)
+        except TypeError as e:
+            raise DSLError(ARGUMENT_MISMATCH, f"{self._source.__name__}: {e}", user_location(3)) from None
+
+
+@functools.lru_cache(maxsize=None)
+def _stream_getter():
+    torch = _torch()
+    if torch is None or not torch.cuda.is_available():
+        return lambda device: 0
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+def _current_stream(device: int) -> int:
+    return _stream_getter()(device)
+
+
+class CompiledFunction:
+    """What `cute.compile` returns: call it like the function (no key, no tracing), and read
+    `__mlir__`, `__ptx__`, `__cubin__`, `__sass__` (with keep=["sass"] and a disassembler)."""
+
+    def __init__(self, spec: Specialization, name: str):
+        self._spec = spec
+        self._run = spec.run
+        self._nargs = len(spec.keys)
+        self.__name__ = name
+        self.metadata = spec.module.metadata
+
+    def __call__(self, *args):
+        if len(args) != self._nargs:
+            raise DSLError(ARGUMENT_MISMATCH, f"{self.__name__} was compiled for {self._nargs} arguments, got "
+                           f"{len(args)}", user_location(2))
+        self._run(args)
+
+    def check_args(self, *args) -> None:
+        """Raise CUTE-E110 if `args` do not match what this function was compiled for."""
+        for i, (value, key) in enumerate(zip(args, self._spec.keys)):
+            got = _arg_key(value, None)
+            if key[0] in (TENSOR, TENSOR_ARG) and got[1:] != key[1:]:
+                raise DSLError(ARGUMENT_MISMATCH, f"argument {i}: compiled for {_describe(key)}, got {_describe(got)}",
+                               user_location(2), "compile again for these arguments, or mark the layout dynamic")
+
+    __mlir__ = property(lambda self: self._spec.module.__mlir__)
+    __ptx__ = property(lambda self: self._spec.module.__ptx__)
+    __sass__ = property(lambda self: self._spec.module.__sass__)
+    __cubin__ = property(lambda self: self._spec.module.__cubin__)
+
+    @property
+    def kernels(self) -> list[dict]:
+        return self._spec.module.kernels
+
+
+def _describe(key: tuple) -> str:
+    if key[0] in (TENSOR, TENSOR_ARG):
+        _, _, dtype, shape, stride, align, device, _ = key
+        where = f"cuda:{device}" if device >= 0 else "cpu"
+        return f"{dtype.__name__} tensor of shape {shape}, strides {stride}, on {where}"
+    return repr(key)
+
+
+# -- tracing -------------------------------------------------------------------------------------------
+
+def _symbol(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+class _DSLFunction:
+    def __init__(self, fn: Callable, preprocess_mode: bool):
+        self.fn = fn
+        self.preprocess = preprocess_mode
+        self._rewritten = None
+        functools.update_wrapper(self, fn)
+
+    def traced_callable(self) -> Callable:
+        """The function the tracer runs: the preprocessed one, or the original (tracing mode)."""
+        if not self.preprocess:
+            return self.fn
+        if self._rewritten is None:
+            self._rewritten = preprocess(self.fn)
+            if knobs().print_after_preprocess:
+                print(f"# {self.fn.__qualname__} after preprocessing\n{self._rewritten.source}", file=sys.stderr)
+        return self._rewritten.instantiate(control)
+
+
+class JitFunction(_DSLFunction):
+    """A host function (`@cute.jit`): called from Python it compiles and runs; called from DSL
+    code it is inlined."""
+
+    def __init__(self, fn: Callable, preprocess_mode: bool = True, options: dict | None = None):
+        super().__init__(fn, preprocess_mode)
+        self.options = dict(options or {})
+        self._sig = _Signature(fn)
+        self._annotations = self._sig.annotations
+        self._cache: dict[tuple, Specialization] = {}
+        self._fingerprint: str | None = None
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else types.MethodType(self, obj)
+
+    def __call__(self, *args, **kwargs):
+        if ir.current() is not None:
+            return self.traced_callable()(*args, **kwargs)
+        if kwargs or len(args) != len(self._annotations):
+            args = self._sig.bind(args, kwargs)
+        key = tuple(map(_arg_key, args, self._annotations))
+        spec = self._cache.get(key)
+        if spec is None:
+            spec = self._cache[key] = self._specialize(args, key, self.options)
+        spec.run(args)
+
+    def compile(self, *args, options: dict | None = None, **kwargs) -> CompiledFunction:
+        args = self._sig.bind(args, kwargs)
+        key = tuple(map(_arg_key, args, self._annotations))
+        merged = {**self.options, **(options or {})}
+        spec = self._cache.get(key) if not options else None
+        if spec is None:
+            spec = self._specialize(args, key, merged)
+            if not options:
+                self._cache[key] = spec
+        return CompiledFunction(spec, self.fn.__name__)
+
+    # -- a miss: disk cache, else trace and compile ---------------------------------------------
+    def _specialize(self, args: tuple, key: tuple, options: dict) -> Specialization:
+        k = knobs()
+        devices = {kk[6] for kk in key if kk[0] in (TENSOR, TENSOR_ARG)}
+        if len(devices) > 1:
+            raise DSLError(ARGUMENT_MISMATCH, f"tensor arguments are on different devices: {sorted(devices)}",
+                           user_location(3), "move all tensors to one GPU")
+        device = next(iter(devices), -1)
+        arch = options.get("arch") or (_C.device_arch(device) if device >= 0 and _C.driver_available()[0] else None)
+        arch = target_arch(arch)
+        compile_options = {kk: v for kk, v in options.items() if kk != "arch"}
+        name = _symbol(self.fn.__name__)
+        digest = None
+        stable = self._stable_key(key)
+        if stable is not None and not k.no_cache:
+            digest = cache.digest("cute_torch-dsl-1", _C.compiler_version(), self._source_fingerprint(), stable,
+                                  sorted(compile_options.items()), arch, name)
+            found = cache.load(k.cache_dir, digest)
+            if found is not None:
+                artifact, error = _C.load(*found)
+                if artifact is not None:
+                    return Specialization(CompiledModule(artifact), name, key, self.fn)
+        text = self.trace(args, key, name)
+        module = _compile_traced(text, arch, name, compile_options, keep_host=digest is not None)
+        if digest is not None:
+            host = module.stage("host")
+            cache.store(k.cache_dir, digest, host.decode(), json.dumps(module.metadata), list(module.cubins.items()))
+        return Specialization(module, name, key, self.fn)
+
+    def trace(self, args: tuple, key: tuple, name: str) -> str:
+        """Run the function on DSL stand-ins for its arguments; the module's MLIR text."""
+        module = ir.ModuleBuilder(name)
+        host = ir.FunctionBuilder(module, "host", name)
+        params: list[ir.Value] = []
+        dsl_args = []
+        for value, kk in zip(args, key):
+            kind = kk[0]
+            if kind in (TENSOR, TENSOR_ARG):
+                values = [host.block_arg(t) for t in tensor_param_types(kk[1:])]
+                params += values
+                dsl_args.append(tensor_from_key(kk[1:], values))
+            elif kind == SCALAR:
+                t = kk[1]
+                v = host.block_arg(_abi_type(t))
+                params.append(v)
+                dsl_args.append((Float32 if v.type == "f32" else Float64 if v.type == "f64" else t)._wrap(v))
+            elif kind == STREAM:
+                dsl_args.append(value)
+            else:
+                dsl_args.append(value)
+        fn = self.traced_callable()
+        with ir.building(host):
+            converted = []
+            for value, kk in zip(dsl_args, key):
+                if kk[0] == SCALAR and type(value) is not kk[1]:
+                    value = convert(value, kk[1])  # Float16 etc. arrive as f32
+                converted.append(value)
+            result = fn(*converted)
+        if result is not None:
+            raise DSLError(ARGUMENT_MISMATCH, f"@cute.jit function {self.fn.__name__} returned a value; host functions "
+                           "called from Python return nothing", Location(self.fn.__code__.co_filename,
+                                                                           self.fn.__code__.co_firstlineno),
+                           "write results into tensor arguments")
+        signature = ", ".join(f"{p.name}: {p.type}" for p in params)
+        body = ir.indent(host.lines + ["return"])
+        module.host_functions.append(f"func.func @{name}({signature}) {{\n{body}\n}}")
+        text = module.text()
+        if knobs().print_ir:
+            print(f"// {self.fn.__qualname__}\n{text}", file=sys.stderr)
+        return text
+
+    def _stable_key(self, key: tuple) -> list | None:
+        out = []
+        for kk in key:
+            if kk[0] in (TENSOR, TENSOR_ARG):
+                out.append(["T", kk[2].__name__, kk[3], kk[4], kk[5], kk[7]])
+            elif kk[0] == SCALAR:
+                out.append(["S", kk[1].__name__])
+            elif kk[0] == STREAM:
+                out.append(["stream"])
+            else:
+                stable = _stable(kk[1][1])
+                if stable is None:
+                    return None  # an object without a stable spelling: memory cache only
+                out.append(["C", stable])
+        return out
+
+    def _source_fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = _fingerprint(self.fn)
+        return self._fingerprint
+
+
+def _compile_traced(text: str, arch: str, name: str, options: dict, keep_host: bool) -> CompiledModule:
+    known = {"opt_level", "ptxas_options", "line_info", "keep", "dump_dir", "cubin_backend"}
+    unknown = set(options) - known
+    if unknown:
+        raise DSLError(ARGUMENT_MISMATCH, f"unknown compile options {sorted(unknown)}", user_location(4),
+                       f"options are: arch, {', '.join(sorted(known))}")
+    keep = set(options.get("keep") or knobs().keep) | {"mlir"}
+    if keep_host:
+        keep.add("host")
+    try:
+        return compile_mlir(text, arch=arch, name=name, keep=sorted(keep), source_name=f"<{name}>",
+                            **{k: v for k, v in options.items() if k != "keep"})
+    except CompileError as e:
+        if isinstance(e, DSLError):
+            raise
+        where = e.location
+        if where is None or where.file.startswith("<"):
+            raise
+        raise DSLError(MLIR_ERROR, f"{e.kind} error: {where.message}",
+                       Location(where.file, where.line, max(0, where.col - 1)),
+                       "this is where the IR the compiler rejected came from; CUTE_TORCH_PRINT_IR=1 prints it",
+                       diagnostics=e.diagnostics) from None
+
+
+_DSL_SOURCES: str | None = None
+
+
+def _fingerprint(fn: Callable) -> str:
+    """A hash of the files defining `fn` and the user functions/classes it reaches through its
+    globals, plus the DSL's own sources (they decide what IR a trace produces)."""
+    global _DSL_SOURCES
+    if _DSL_SOURCES is None:
+        h = hashlib.sha256()
+        here = os.path.dirname(os.path.abspath(__file__))
+        for file in sorted(os.listdir(here)):
+            if file.endswith(".py"):
+                with open(os.path.join(here, file), "rb") as f:
+                    h.update(f.read())
+        _DSL_SOURCES = h.hexdigest()
+    files: set[str] = set()
+    seen: set[int] = set()
+
+    def visit(obj, depth: int):
+        obj = getattr(obj, "fn", obj)
+        if id(obj) in seen or depth > 8:
+            return
+        seen.add(id(obj))
+        code = getattr(obj, "__code__", None)
+        if code is None:
+            return
+        if "site-packages" in code.co_filename or code.co_filename.startswith("<"):
+            return
+        files.add(code.co_filename)
+        names = set()
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            names.update(c.co_names)
+            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        for n in names:
+            target = obj.__globals__.get(n)
+            if isinstance(target, (JitFunction, KernelFunction)) or inspect.isfunction(target):
+                visit(target, depth + 1)
+            elif isinstance(target, type) and target.__module__ in sys.modules:
+                module_file = getattr(sys.modules[target.__module__], "__file__", None)
+                if module_file and "site-packages" not in module_file:
+                    files.add(module_file)
+
+    visit(fn, 0)
+    h = hashlib.sha256(_DSL_SOURCES.encode())
+    for file in sorted(files):
+        try:
+            with open(file, "rb") as f:
+                h.update(file.encode() + b"\0" + f.read())
+        except OSError:
+            h.update(file.encode())
+    return h.hexdigest()
+
+
+# -- kernels and launches -------------------------------------------------------------------------------
+
+class KernelFunction(_DSLFunction):
+    """A device function (`@cute.kernel`): `kernel(args).launch(grid=, block=, ...)` from a
+    @cute.jit function."""
+
+    def __init__(self, fn: Callable, preprocess_mode: bool = True):
+        super().__init__(fn, preprocess_mode)
+        self._sig = _Signature(fn)
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else types.MethodType(self, obj)
+
+    def __call__(self, *args, **kwargs):
+        b = ir.current()
+        if b is None:
+            raise DSLError(PYTHON_CALLS_KERNEL, f"@cute.kernel {self.fn.__name__} cannot be called from Python",
+                           user_location(2), f"launch it from a @cute.jit function: "
+                           f"{self.fn.__name__}(...).launch(grid=..., block=...)")
+        if b.kind == "device":
+            raise DSLError(KERNEL_CALLS_KERNEL, f"@cute.kernel {self.fn.__name__} is called from device code",
+                           user_location(2), "kernels are launched from @cute.jit host functions; to share device "
+                           "code, make it a @cute.jit function or a plain Python function")
+        return KernelLaunch(self, self._sig.bind(args, kwargs))
+
+
+def _dims(value, what: str) -> list:
+    dims = list(value) if isinstance(value, (tuple, list)) else [value]
+    if not 1 <= len(dims) <= 3:
+        raise DSLError(INVALID_LAUNCH, f"{what} must have 1 to 3 dimensions, got {len(dims)}", user_location(4))
+    for d in dims:
+        if isinstance(d, int) and d < 1:
+            raise DSLError(INVALID_LAUNCH, f"{what} dimensions must be positive, got {tuple(dims)}", user_location(4))
+        if not isinstance(d, (int, Numeric)) or (isinstance(d, Numeric) and type(d).is_float):
+            raise DSLError(INVALID_LAUNCH, f"{what} dimensions must be integers, got {type(d).__name__}",
+                           user_location(4))
+    return dims + [1] * (3 - len(dims))
+
+
+class KernelLaunch:
+    def __init__(self, kernel: KernelFunction, args: tuple):
+        self.kernel = kernel
+        self.args = args
+
+    def launch(self, *, grid=(1, 1, 1), block=(1, 1, 1), smem=0, stream=None, cluster=None) -> None:
+        host = ir.require("host", "a kernel launch")
+        grid, block = _dims(grid, "grid"), _dims(block, "block")
+        if all(isinstance(d, int) for d in block):
+            threads = block[0] * block[1] * block[2]
+            if threads > 1024:
+                raise DSLError(INVALID_LAUNCH, f"block {tuple(block)} has {threads} threads; the limit is 1024",
+                               user_location(2))
+        if stream is not None and not _is_stream(stream):
+            raise DSLError(INVALID_LAUNCH, "launch(stream=...) takes the torch.cuda.Stream passed to the @cute.jit "
+                           "function", user_location(2), "pass the stream as an argument of the @cute.jit function")
+        if isinstance(smem, int) and smem < 0:
+            raise DSLError(INVALID_LAUNCH, f"smem must be >= 0 bytes, got {smem}", user_location(2))
+        symbol, operands = self._specialize(host)
+        g = [index_of(d) for d in grid]
+        t = [index_of(d) for d in block]
+        s = convert(as_numeric(smem, Int32), Int32)
+        args = ", ".join(f"{v.name} : {v.type}" for v in operands)
+        attrs = ""
+        if cluster is not None:
+            dims = _dims(cluster, "cluster")
+            if not all(isinstance(d, int) for d in dims):
+                raise DSLError(INVALID_LAUNCH, "cluster dimensions must be compile-time", user_location(2))
+            attrs = f" {{cute.cluster = array<i32: {dims[0]}, {dims[1]}, {dims[2]}>}}"
+        host.emit(f"gpu.launch_func @{host.module.name}_kernels::@{symbol} blocks in ({g[0].name}, {g[1].name}, "
+                  f"{g[2].name}) threads in ({t[0].name}, {t[1].name}, {t[2].name}) dynamic_shared_memory_size "
+                  f"{s.ir.name} args({args}){attrs}")
+
+    def _specialize(self, host: ir.FunctionBuilder) -> tuple[str, list[ir.Value]]:
+        signature, operands = [], []
+        for value in self.args:
+            if isinstance(value, Tensor):
+                signature.append(value.signature())
+                operands += value.flatten()
+            elif isinstance(value, Numeric):
+                signature.append(("S", type(value)))
+                operands.append(value.ir)
+            else:
+                signature.append(("C", _constexpr_key(value)))
+        key = (self.kernel, tuple(signature))
+        module = host.module
+        symbol = module.kernels.get(key)
+        if symbol is None:
+            symbol = module.kernels[key] = module.unique_symbol(_symbol(self.kernel.fn.__name__))
+            self._trace(module, symbol, [o.type for o in operands])
+        return symbol, operands
+
+    def _trace(self, module: ir.ModuleBuilder, symbol: str, types_: list[str]) -> None:
+        device = ir.FunctionBuilder(module, "device", symbol)
+        params = [device.block_arg(t) for t in types_]
+        remaining = list(params)
+        kargs = []
+        for value in self.args:
+            if isinstance(value, Tensor):
+                n = len(value.flatten())
+                kargs.append(value.rebuild(remaining[:n]))
+                del remaining[:n]
+            elif isinstance(value, Numeric):
+                kargs.append(type(value)._wrap(remaining.pop(0)))
+            else:
+                kargs.append(value)
+        fn = self.kernel.traced_callable()
+        with ir.building(device):
+            result = fn(*kargs)
+        if result is not None:
+            raise DSLError(ARGUMENT_MISMATCH, f"@cute.kernel {self.kernel.fn.__name__} returned a value; kernels write "
+                           "results to tensors", Location(self.kernel.fn.__code__.co_filename,
+                                                          self.kernel.fn.__code__.co_firstlineno))
+        signature = ", ".join(f"{p.name}: {p.type}" for p in params)
+        body = ir.indent(device.lines + ["gpu.return"])
+        module.device_functions.append(f"gpu.func @{symbol}({signature}) kernel {{\n{body}\n}}")
+
+
+# -- decorators and cute.compile --------------------------------------------------------------------
+
+def jit(fn: Callable | None = None, *, preprocess: bool = True, options: dict | None = None):
+    """Decorate a host function. `preprocess=False` is tracing-only mode (branches not taken
+    vanish, loops unroll); `options` are compile options (opt_level, arch, keep, ...)."""
+    if fn is None:
+        return lambda f: JitFunction(f, preprocess, options)
+    return JitFunction(fn, preprocess, options)
+
+
+def kernel(fn: Callable | None = None, *, preprocess: bool = True):
+    """Decorate a device function, launched from @cute.jit code with `.launch(...)`."""
+    if fn is None:
+        return lambda f: KernelFunction(f, preprocess)
+    return KernelFunction(fn, preprocess)
+
+
+def compile(fn, *args, options: dict | None = None, **kwargs) -> CompiledFunction:  # noqa: A001
+    """Compile `fn` for these arguments without running it; call the result like `fn`. Works
+    without a GPU (CPU tensors describe shapes and dtypes)."""
+    if isinstance(fn, KernelFunction):
+        raise DSLError(PYTHON_CALLS_KERNEL, "cute.compile takes a @cute.jit function, not a @cute.kernel",
+                       user_location(2), "wrap the launch in a @cute.jit function")
+    if not isinstance(fn, JitFunction):
+        fn = JitFunction(fn)
+    return fn.compile(*args, options=options, **kwargs)
+

@@ -1,0 +1,77 @@
+"""`cute.math`: elementwise math on DSL scalars (Python numbers fold at compile time).
+
+Float16/BFloat16/Float8 arguments are computed in Float32 and rounded back (Float8 results
+stay Float32); integer arguments are converted to Float32 (Float64 for 64-bit integers).
+"""
+
+from __future__ import annotations
+
+import builtins
+import math as _py
+
+from .numeric import Float32, Float64, Numeric, as_numeric, convert, where
+
+
+def _float_type(t):
+    if t.is_float:
+        return t
+    return Float64 if t.width == 64 else Float32
+
+
+def _compute(t):
+    return t if t in (Float32, Float64) else Float32
+
+
+def _unary(op: str, python):
+    def fn(x):
+        if not isinstance(x, Numeric):
+            return python(x)
+        out_t = _float_type(type(x))
+        ct = _compute(out_t)
+        v = convert(x, ct)
+        r = ct.wrap_op(f"math.{op} {v.ir.name} : {ct.mlir}")
+        return r if out_t.storage_only else convert(r, out_t)
+    fn.__name__ = op
+    fn.__doc__ = f"Elementwise {op} (math.{op})."
+    return fn
+
+
+exp = _unary("exp", _py.exp)
+exp2 = _unary("exp2", lambda x: 2.0 ** x)
+log = _unary("log", _py.log)
+log2 = _unary("log2", _py.log2)
+sqrt = _unary("sqrt", _py.sqrt)
+rsqrt = _unary("rsqrt", lambda x: 1.0 / _py.sqrt(x))
+tanh = _unary("tanh", _py.tanh)
+erf = _unary("erf", _py.erf)
+sin = _unary("sin", _py.sin)
+cos = _unary("cos", _py.cos)
+floor = _unary("floor", _py.floor)
+ceil = _unary("ceil", _py.ceil)
+
+
+def fma(a, b, c):
+    """a * b + c with one rounding."""
+    if not any(isinstance(v, Numeric) for v in (a, b, c)):
+        return a * b + c
+    t = _float_type(type(next(v for v in (a, b, c) if isinstance(v, Numeric))))
+    ct = _compute(t)
+    x, y, z = (convert(as_numeric(v, ct), ct) for v in (a, b, c))
+    r = ct.wrap_op(f"math.fma {x.ir.name}, {y.ir.name}, {z.ir.name} : {ct.mlir}")
+    return r if t.storage_only else convert(r, t)
+
+
+def abs(x):  # noqa: A001 - CuTe DSL's name
+    return builtins.abs(x)
+
+
+def min(a, b):  # noqa: A001
+    if not isinstance(a, Numeric) and not isinstance(b, Numeric):
+        return builtins.min(a, b)
+    return where(b < a, b, a)
+
+
+def max(a, b):  # noqa: A001
+    if not isinstance(a, Numeric) and not isinstance(b, Numeric):
+        return builtins.max(a, b)
+    return where(b > a, b, a)
