@@ -38,8 +38,9 @@ class HostFunction:
 class CompiledModule:
     """CUBINs, JIT-compiled host entries and metadata of one compiled MLIR module."""
 
-    def __init__(self, artifact: Any):
+    def __init__(self, artifact: Any, stages: dict[str, bytes] | None = None):
         self._artifact = artifact
+        self._stages = stages or {}  # stages restored from the disk cache
         self.metadata: dict = json.loads(artifact.metadata)
         self.functions = {
             fn["name"]: HostFunction(self, fn["name"], fn["args"]) for fn in self.metadata["host_functions"]
@@ -57,7 +58,8 @@ class CompiledModule:
         """A kept stage (see `keep=`), or None if it was not kept."""
         if name not in STAGES:
             raise ValueError(f"unknown stage {name!r}; stages: {', '.join(STAGES)}")
-        return self._artifact.stage(name)
+        found = self._artifact.stage(name)
+        return found if found is not None else self._stages.get(name)
 
     def _text(self, name: str) -> str | None:
         data = self.stage(name)

@@ -40,6 +40,35 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_dir(tmp_path_factory):
+    """Tests never read or fill the user's disk cache."""
+    os.environ["CUTE_TORCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("cute_cache"))
+
+
+FILECHECK = next((p for p in ("/usr/lib/llvm-16/bin/FileCheck", "/usr/bin/FileCheck-16", "/usr/bin/FileCheck")
+                  if os.path.exists(p)), None)
+
+
+@pytest.fixture
+def filecheck():
+    """filecheck(text, checks): run LLVM's FileCheck with `checks` (// CHECK lines) on `text`."""
+    import subprocess
+    import tempfile
+
+    if FILECHECK is None:
+        pytest.skip("FileCheck (LLVM 16) is not installed here")
+
+    def run(text: str, checks: str) -> None:
+        with tempfile.NamedTemporaryFile("w", suffix=".check", delete=False) as f:
+            f.write(checks)
+        result = subprocess.run([FILECHECK, f.name, "--dump-input=fail"], input=text, capture_output=True, text=True)
+        os.unlink(f.name)
+        assert result.returncode == 0, result.stderr
+
+    return run
+
+
 def read_mlir(name: str) -> str:
     with open(os.path.join(MLIR_DIR, name)) as f:
         return f.read()

@@ -24,8 +24,9 @@ def _path(root: str, digest: str) -> str:
     return os.path.join(root, digest[:2], digest + ".bin")
 
 
-def load(root: str, digest: str) -> tuple[str, str, list[tuple[str, bytes]]] | None:
-    """(host MLIR, metadata JSON, [(module, CUBIN)]) or None on a miss or a corrupt entry."""
+def load(root: str, digest: str) -> tuple[str, str, list[tuple[str, bytes]], dict[str, str]] | None:
+    """(host MLIR, metadata JSON, [(module, CUBIN)], {stage: text}) or None on a miss or a corrupt
+    entry."""
     path = _path(root, digest)
     try:
         with open(path, "rb") as f:
@@ -45,7 +46,7 @@ def load(root: str, digest: str) -> tuple[str, str, list[tuple[str, bytes]]] | N
         for name, size in header["cubins"]:
             cubins.append((name, bytes(payload[offset:offset + size])))
             offset += size
-        return header["host"], header["metadata"], cubins
+        return header["host"], header["metadata"], cubins, header.get("stages", {})
     except (ValueError, KeyError, struct.error, json.JSONDecodeError) as e:
         warnings.warn(f"cute_torch: discarding corrupt cache entry {path} ({e}); recompiling", stacklevel=3)
         try:
@@ -55,8 +56,9 @@ def load(root: str, digest: str) -> tuple[str, str, list[tuple[str, bytes]]] | N
         return None
 
 
-def store(root: str, digest: str, host: str, metadata: str, cubins: list[tuple[str, bytes]]) -> None:
-    header = json.dumps({"host": host, "metadata": metadata,
+def store(root: str, digest: str, host: str, metadata: str, cubins: list[tuple[str, bytes]],
+          stages: dict[str, str]) -> None:
+    header = json.dumps({"host": host, "metadata": metadata, "stages": stages,
                          "cubins": [(name, len(blob)) for name, blob in cubins]}).encode()
     payload = header + b"".join(blob for _, blob in cubins)
     data = MAGIC + _HEADER.pack(hashlib.sha256(payload).digest(), len(header)) + payload

@@ -330,14 +330,17 @@ class JitFunction(_DSLFunction):
                                   sorted(compile_options.items()), arch, name)
             found = cache.load(k.cache_dir, digest)
             if found is not None:
-                artifact, error = _C.load(*found)
-                if artifact is not None:
-                    return Specialization(CompiledModule(artifact), name, key, self.fn)
+                host, metadata, cubins, stages = found
+                artifact, _error = _C.load(host, metadata, cubins)
+                if artifact is not None:  # else recompile: the entry is stale for this build
+                    stages = {s: text.encode() for s, text in stages.items()}
+                    return Specialization(CompiledModule(artifact, stages), name, key, self.fn)
         text = self.trace(args, key, name)
         module = _compile_traced(text, arch, name, compile_options, keep_host=digest is not None)
         if digest is not None:
-            host = module.stage("host")
-            cache.store(k.cache_dir, digest, host.decode(), json.dumps(module.metadata), list(module.cubins.items()))
+            stages = {s: module.stage(s).decode() for s in ("mlir", "ptx", "sass") if module.stage(s) is not None}
+            cache.store(k.cache_dir, digest, module.stage("host").decode(), json.dumps(module.metadata),
+                        list(module.cubins.items()), stages)
         return Specialization(module, name, key, self.fn)
 
     def trace(self, args: tuple, key: tuple, name: str) -> str:
@@ -444,6 +447,7 @@ def _fingerprint(fn: Callable) -> str:
                     h.update(f.read())
         _DSL_SOURCES = h.hexdigest()
     files: set[str] = set()
+    sources: list[str] = []
     seen: set[int] = set()
 
     def visit(obj, depth: int):
@@ -454,9 +458,19 @@ def _fingerprint(fn: Callable) -> str:
         code = getattr(obj, "__code__", None)
         if code is None:
             return
-        if "site-packages" in code.co_filename or code.co_filename.startswith("<"):
+        if "site-packages" in code.co_filename:
             return
-        files.add(code.co_filename)
+        if not code.co_filename.startswith("<"):
+            files.add(code.co_filename)
+        try:
+            sources.append(f"{obj.__module__}.{obj.__qualname__}\n{inspect.getsource(obj)}")
+        except (OSError, TypeError, AttributeError):
+            sources.append(repr((code.co_code, code.co_consts, code.co_names)))
+        for cell in getattr(obj, "__closure__", None) or ():
+            try:
+                visit(cell.cell_contents, depth + 1)
+            except ValueError:  # an empty cell
+                pass
         names = set()
         stack = [code]
         while stack:
@@ -474,6 +488,8 @@ def _fingerprint(fn: Callable) -> str:
 
     visit(fn, 0)
     h = hashlib.sha256(_DSL_SOURCES.encode())
+    for source in sources:
+        h.update(source.encode())
     for file in sorted(files):
         try:
             with open(file, "rb") as f:

@@ -215,7 +215,8 @@ def _float_type(name, mlir, width, torch_name, storage_only=False):
 
 
 Float16 = _float_type("Float16", "f16", 16, "float16")
-BFloat16 = _float_type("BFloat16", "bf16", 16, "bfloat16")
+# BFloat16 lives in IR as i16 bits: LLVM 16's NVPTX backend cannot select bf16 conversions.
+BFloat16 = _float_type("BFloat16", "i16", 16, "bfloat16")
 Float32 = _float_type("Float32", "f32", 32, "float32")
 Float64 = _float_type("Float64", "f64", 64, "float64")
 # Float8 values live in IR as i8 bit patterns; conversions use PTX cvt (sm_89+).
@@ -257,15 +258,16 @@ def float_literal(t: type[Numeric], value: float) -> str:
         return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
     if t is Float16:
         return "0x%04X" % struct.unpack("<H", struct.pack("<e", value))[0]
-    if t is BFloat16:
-        return "0x%04X" % _bf16_bits(value)
     raise AssertionError(t)
 
 
 def constant(t: type[Numeric], value) -> ir.Value:
     b = ir.require(what="a DSL constant")
     value = _check_literal(t, value)
-    if getattr(t, "storage_only", False):
+    if t is BFloat16:
+        bits = _bf16_bits(value)
+        return b.op(f"arith.constant {bits - 0x10000 if bits >= 0x8000 else bits} : i16", "i16")
+    if t.storage_only:
         return convert(Float32._wrap(constant(Float32, value)), t).ir
     if t.is_float:
         return b.op(f"arith.constant {float_literal(t, value)} : {t.mlir}", t.mlir)
@@ -490,6 +492,27 @@ def _f32_to_fp8(x: Numeric, t: type[Numeric]) -> Numeric:
     return t._wrap(b.op(f"arith.trunci {packed.name} : i16 to i8", "i8"))
 
 
+def _bf16_to_f32(x: Numeric) -> Numeric:
+    b = ir.require()
+    wide = b.op(f"arith.extui {x.ir.name} : i16 to i32", "i32")
+    sixteen = b.op("arith.constant 16 : i32", "i32")
+    bits = b.op(f"arith.shli {wide.name}, {sixteen.name} : i32", "i32")
+    return Float32._wrap(b.op(f"arith.bitcast {bits.name} : i32 to f32", "f32"))
+
+
+def _f32_to_bf16(x: Numeric) -> Numeric:
+    """Round to nearest even: one cvt on the GPU, integer arithmetic on the host."""
+    b = ir.require()
+    if b.kind == "device":
+        return BFloat16._wrap(b.op(f'llvm.inline_asm "cvt.rn.bf16.f32 $0, $1;", "=h,f" {x.ir.name} : (f32) -> i16',
+                                   "i16"))
+    bits = Uint32._wrap(b.op(f"arith.bitcast {x.ir.name} : f32 to i32", "i32"))
+    rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16
+    nan = x != x
+    result = where(nan, Uint32(0x7FC0), rounded)
+    return BFloat16._wrap(b.op(f"arith.trunci {result.ir.name} : i32 to i16", "i16"))
+
+
 def convert(x, t: type[Numeric]) -> Numeric:
     """`x` as a `t`, with C's conversion semantics (float->int truncates toward zero)."""
     if not isinstance(x, Numeric):
@@ -503,14 +526,16 @@ def convert(x, t: type[Numeric]) -> Numeric:
         return convert(_fp8_to_f32(x), t)
     if t.storage_only:
         return _f32_to_fp8(convert(x, Float32), t)
+    if s is BFloat16:
+        return convert(_bf16_to_f32(x), t)
+    if t is BFloat16:
+        return _f32_to_bf16(convert(x, Float32))
     b = ir.require()
     v = x.ir
     if t is Boolean:
         return x != 0
     if s.is_float and t.is_float:
         op = "arith.extf" if t.width > s.width else "arith.truncf"
-        if s.width == t.width:  # f16 <-> bf16
-            return convert(convert(x, Float32), t)
         return t._wrap(b.op(f"{op} {v.name} : {s.mlir} to {t.mlir}", t.mlir))
     if s.is_float:
         op = "arith.fptosi" if t.signed else "arith.fptoui"

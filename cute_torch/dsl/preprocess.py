@@ -55,11 +55,13 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.
 
 def _walk_scope(nodes, stop=_SCOPES):
     """Nodes of these statements, not entering nested scopes (or `stop` node types)."""
-    stack = list(nodes)
+    stack = list(reversed(nodes))  # pre-order, in source order
     while stack:
         node = stack.pop()
         yield node
-        for child in ast.iter_child_nodes(node):
+        if isinstance(node, stop):
+            continue  # a nested scope among the statements themselves: only its name binds here
+        for child in reversed(list(ast.iter_child_nodes(node))):
             if not isinstance(child, stop):
                 stack.append(child)
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

@@ -72,6 +72,14 @@ def _same(a, b):
     return convert(a, t), convert(b, t)
 
 
+def _add(a, b):
+    if isinstance(a, int) and a == 0:
+        return b
+    if isinstance(b, int) and b == 0:
+        return a
+    return a + b
+
+
 def crd2idx(coord, shape: IntTuple, stride: IntTuple):
     """CuTe's crd2idx: a tuple coordinate maps mode by mode; an integer coordinate into a tuple
     shape is split colexicographically (first mode fastest)."""
@@ -81,16 +89,16 @@ def crd2idx(coord, shape: IntTuple, stride: IntTuple):
                            user_location(3), "give one index per mode, or a single linear index")
         result = 0
         for c, s, d in zip(coord, shape, stride):
-            result = result + crd2idx(c, s, d)
+            result = _add(result, crd2idx(c, s, d))
         return result
     if _is_tuple(shape):
         result = 0
         for i, (s, d) in enumerate(zip(shape, stride)):
             if i == len(shape) - 1:
-                result = result + crd2idx(coord, s, d)
+                result = _add(result, crd2idx(coord, s, d))
             else:
                 size = _product(s)
-                result = result + crd2idx(_idx_mod(coord, size), s, d)
+                result = _add(result, crd2idx(_idx_mod(coord, size), s, d))
                 coord = _idx_div(coord, size)
         return result
     if isinstance(coord, int) and coord == 0:

@@ -1,0 +1,349 @@
+"""The IR each DSL construct produces (no GPU): FileCheck on the traced module."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import cute_torch as cute
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def x_(n=64, dtype=torch.float32):
+    return torch.randn(n).to(dtype)
+
+
+def _compile_with_tensors(kernel, args, **options):
+    # The launcher's parameters take the kernel's annotations (Constexpr stays compile-time).
+    annotations = [p.annotation for p in __import__("inspect").signature(kernel.fn).parameters.values()]
+    names = [f"a{i}" for i in range(len(args))]
+    params = [f"{n}: cute.Constexpr" if a is cute.Constexpr else n for n, a in zip(names, annotations)]
+    source = (f"def host({', '.join(params)}):\n"
+              f"    kernel({', '.join(names)}).launch(grid=(1, 1, 1), block=(32, 1, 1))\n")
+    namespace = {"kernel": kernel, "cute": cute}
+    exec(compile(source, "<host>", "exec"), namespace)  # noqa: S102 - a tiny generated launcher
+    host = cute.jit(namespace["host"], preprocess=False)
+    return cute.compile(host, *args, options=options or None).__mlir__
+
+
+def test_dynamic_for_carries_variables_as_iter_args(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor, out: cute.Tensor, n: cute.Int32):
+        acc = cute.Float32(0.0)
+        count = 0
+        for i in range(n):
+            acc += x[i]
+            count += 1
+        out[0] = acc + count
+
+    filecheck(_compile_with_tensors(k, (x_(), x_(), 10)), """
+// CHECK: gpu.func @k
+// CHECK: %{{.*}}:2 = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (f32, i32)
+// CHECK: llvm.load
+// CHECK: arith.addf
+// CHECK: arith.addi
+// CHECK: scf.yield %{{.*}}, %{{.*}} : f32, i32
+""")
+
+
+def test_range_with_constant_bounds_is_still_a_loop(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor):
+        for i in range(4):
+            x[i] = 1.0
+
+    filecheck(_compile_with_tensors(k, (x_(),)), """
+// CHECK: scf.for
+// CHECK-NOT: scf.for
+""")
+
+
+def test_range_constexpr_gives_no_loop(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor):
+        for i in cute.range_constexpr(3):
+            x[i] = 1.0
+
+    filecheck(_compile_with_tensors(k, (x_(),)), """
+// CHECK: gpu.func @k
+// CHECK-NOT: scf.for
+// CHECK-COUNT-3: llvm.store
+// CHECK-NOT: llvm.store
+""")
+
+
+def test_negative_and_runtime_steps_iterate_a_trip_count(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor, step: cute.Int32):
+        for i in range(10, 0, -3):
+            x[i] = 1.0
+        for j in range(0, 10, step):
+            x[j] = 2.0
+
+    filecheck(_compile_with_tensors(k, (x_(), 2)), """
+// CHECK: gpu.func @k
+// CHECK: scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step
+// CHECK: arith.muli
+// CHECK: arith.cmpi sgt
+// CHECK: arith.select
+// CHECK: scf.for
+""")
+
+
+def test_unroll_traces_the_body_n_times_plus_a_remainder_loop(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor, n: cute.Int32):
+        for i in cute.range(0, n, 1, unroll=4):
+            x[i] = 3.0
+
+    filecheck(_compile_with_tensors(k, (x_(), 7)), """
+// CHECK: scf.for
+// CHECK-COUNT-4: llvm.store
+// CHECK: scf.for
+// CHECK-COUNT-1: llvm.store
+// CHECK-NOT: llvm.store
+""")
+
+
+def test_data_dependent_while_is_scf_while(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor, limit: cute.Int32):
+        i = cute.Int32(0)
+        total = cute.Float32(0.0)
+        while total < 10.0 and i < limit:
+            total += x[i]
+            i += 1
+        x[0] = total
+
+    filecheck(_compile_with_tensors(k, (x_(), 64)), """
+// CHECK: scf.while (%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) : (f32, i32) -> (f32, i32)
+// CHECK: arith.cmpf olt
+// CHECK: scf.if
+// CHECK: scf.condition
+// CHECK: } do {
+// CHECK: scf.yield
+""")
+
+
+def test_while_with_python_values_runs_at_compile_time(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor):
+        i = 0
+        while i < 3:
+            x[i] = 1.0
+            i += 1
+
+    filecheck(_compile_with_tensors(k, (x_(),)), """
+// CHECK-NOT: scf.while
+// CHECK-COUNT-3: llvm.store
+""")
+
+
+def test_if_elif_else_yields_assigned_variables(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor, n: cute.Int32):
+        tid = cute.arch.thread_idx()[0]
+        if tid < n:
+            y = x[tid] * 2.0
+        elif tid == n:
+            y = cute.Float32(0.0)
+        else:
+            y = x[0]
+        x[tid] = y
+
+    filecheck(_compile_with_tensors(k, (x_(), 5)), """
+// CHECK: %[[OUTER:.*]] = scf.if %{{.*}} -> (f32) {
+// CHECK: scf.yield %{{.*}} : f32
+// CHECK: } else {
+// CHECK: %[[INNER:.*]] = scf.if %{{.*}} -> (f32) {
+// CHECK: scf.yield %[[INNER]] : f32
+// CHECK: llvm.store %[[OUTER]]
+""")
+
+
+def test_ternary_and_boolean_operators(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor, n: cute.Int32):
+        tid = cute.arch.thread_idx()[0]
+        v = x[tid] if tid < n else 0.0
+        ok = (tid > 1 and tid < 30) or not (tid == 7)
+        if ok:
+            x[tid] = v
+
+    filecheck(_compile_with_tensors(k, (x_(), 5)), """
+// CHECK: scf.if %{{.*}} -> (f32)
+// CHECK: scf.if %{{.*}} -> (i1)
+// CHECK: scf.if %{{.*}} -> (i1)
+// CHECK: scf.if
+""")
+
+
+def test_comparison_chain_evaluates_each_operand_once(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor):
+        tid = cute.arch.thread_idx()[0]
+        if 2 < tid < 10:
+            x[tid] = 1.0
+
+    filecheck(_compile_with_tensors(k, (x_(),)), """
+// CHECK-COUNT-1: nvvm.read.ptx.sreg.tid.x
+// CHECK: arith.cmpi sgt
+// CHECK: scf.if %{{.*}} -> (i1)
+// CHECK: arith.cmpi slt
+""")
+
+
+def test_const_expr_keeps_only_the_taken_branch(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor, double: cute.Constexpr):
+        if cute.const_expr(double):
+            x[0] = x[0] * 2.0
+        else:
+            x[0] = x[0] + 1.0
+
+    filecheck(_compile_with_tensors(k, (x_(), True)), """
+// CHECK: arith.mulf
+// CHECK-NOT: arith.addf
+// CHECK-NOT: scf.if
+""")
+
+
+def test_tracing_mode_unrolls_loops_and_drops_untaken_branches(filecheck):
+    @cute.kernel(preprocess=False)
+    def k(x: cute.Tensor, flag: cute.Constexpr):
+        for i in range(3):
+            x[i] = 1.0
+        if flag:
+            x[5] = 2.0
+
+    filecheck(_compile_with_tensors(k, (x_(), False)), """
+// CHECK-NOT: scf.for
+// CHECK-COUNT-3: llvm.store
+// CHECK-NOT: llvm.store
+""")
+
+
+def test_epilogue_example_selects_only_for_relu():
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import epilogue_metaprogramming as ex
+
+    A, B, C = torch.randn(16, 8), torch.randn(8, 4), torch.randn(16, 4)
+    for epilogue, selects in ((ex.Epilogue, 0), (ex.ReLU, 1)):
+        text = cute.compile(ex.matmul_dynamic, epilogue, A, B, cute.from_dlpack(C).mark_layout_dynamic()).__mlir__
+        device = text[text.index("gpu.module"):text.index("func.func")]
+        assert device.count("scf.for") == 2  # columns (dynamic bound) and the dot product
+        assert device.count("arith.select") == selects
+        unrolled = cute.compile(ex.matmul_unrolled, epilogue, A, B, C).__mlir__
+        device = unrolled[unrolled.index("gpu.module"):unrolled.index("func.func")]
+        assert device.count("scf.for") == 4  # one dot-product loop per column, no column loop
+        assert device.count("arith.select") == 4 * selects
+
+
+def test_numeric_conversions_and_promotion(filecheck):
+    @cute.kernel
+    def k(h: cute.Tensor, b: cute.Tensor, f8: cute.Tensor, out: cute.Tensor):
+        i = cute.arch.thread_idx()[0]
+        x = h[i] + b[i].to(cute.Float16)   # f16 + f16 stays f16
+        y = b[i] * 2                        # bf16 math in f32, rounded back
+        z = f8[i].to(cute.Float32)          # fp8 -> f32 through cvt
+        out[i] = x.to(cute.Float32) + y.to(cute.Float32) + z + (i // 3) + (i / 2)
+        f8[i] = out[i].to(cute.Float8E4M3FN)
+
+    text = _compile_with_tensors(k, (x_(dtype=torch.float16), x_(dtype=torch.bfloat16),
+                                     x_(dtype=torch.float8_e4m3fn), x_()))
+    filecheck(text, """
+// CHECK: arith.addf %{{.*}}, %{{.*}} : f16
+// CHECK: arith.shli
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK: cvt.rn.bf16.f32
+// CHECK: cvt.rn.f16x2.e4m3x2
+// CHECK: arith.divsi
+// CHECK: arith.sitofp
+// CHECK: arith.divf
+// CHECK: cvt.rn.satfinite.e4m3x2.f32
+""")
+
+
+def test_promotion_rules():
+    from cute_torch.dsl.numeric import promote
+
+    assert promote(cute.Int32, cute.Int64) is cute.Int64
+    assert promote(cute.Int32, cute.Uint32) is cute.Uint32
+    assert promote(cute.Int8, cute.Float16) is cute.Float16
+    assert promote(cute.Float16, cute.BFloat16) is cute.Float32
+    assert promote(cute.Float8E4M3FN, cute.Float16) is cute.Float32  # Float8 computes in Float32
+    assert promote(cute.Float32, cute.Float64) is cute.Float64
+
+
+def test_printf_fstring_and_arch_ops(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor, counts: cute.Tensor):
+        tid = cute.arch.thread_idx()[0]
+        lane = cute.arch.lane_idx()
+        smem = cute.arch.alloc_smem(cute.Float32, (32,))
+        smem[lane] = x[tid]
+        cute.arch.sync_threads()
+        v = cute.arch.shuffle_sync(smem[lane], 1, mode="bfly")
+        anyone = cute.arch.vote_any_sync(v > 0.0)
+        old = cute.arch.atomic_add(counts, 0, 1)
+        cute.printf(f"tid={tid} v={v:.3f} any={anyone} old={old}\n")
+
+    filecheck(_compile_with_tensors(k, (x_(), torch.zeros(4, dtype=torch.int32))), """
+// CHECK: llvm.mlir.global internal @__cute_smem{{.*}} {addr_space = 3 : i32
+// CHECK: nvvm.read.ptx.sreg.tid.x
+// CHECK: nvvm.read.ptx.sreg.laneid
+// CHECK: llvm.mlir.addressof
+// CHECK: nvvm.barrier0
+// CHECK: nvvm.shfl.sync bfly
+// CHECK: nvvm.vote.ballot.sync
+// CHECK: atom.add.s32
+// CHECK: gpu.printf "tid=%d v=%.3f any=%d old=%d\\0A"
+""")
+
+
+def test_ops_carry_the_users_source_locations():
+    @cute.kernel
+    def k(x: cute.Tensor):
+        x[0] = 1.0  # the store's line
+
+    @cute.jit
+    def host(x):
+        k(x).launch(grid=1, block=32)
+
+    line = k.fn.__code__.co_firstlineno + 2
+    text = host.trace((x_(),), tuple(cute.dsl.jit._arg_key(a, None) for a in (x_(),)), "host")
+    store = next(line_ for line_ in text.splitlines() if "llvm.store" in line_)
+    assert f'loc("{__file__}":{line}:' in store
+
+
+def test_print_after_preprocess_and_print_ir(tmp_path):
+    script = tmp_path / "show.py"
+    script.write_text(
+        "import torch, cute_torch as cute\n"
+        "@cute.kernel\n"
+        "def k(x):\n"
+        "    for i in range(4):\n"
+        "        x[i] = 1.0\n"
+        "@cute.jit\n"
+        "def host(x):\n"
+        "    k(x).launch(grid=1, block=1)\n"
+        "cute.compile(host, torch.zeros(4))\n")
+    env = dict(os.environ, CUTE_TORCH_PRINT_AFTER_PREPROCESS="1", CUTE_TORCH_PRINT_IR="1", PYTHONPATH=ROOT)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "__cute_rt.for_loop(__cute_rt.range(4)" in result.stderr
+    assert "scf.for" in result.stderr and f'loc("{script}":5:' in result.stderr
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64,
+                                   torch.uint8, torch.bool, torch.float64])
+def test_every_tensor_dtype_loads_and_stores(dtype):
+    @cute.kernel
+    def k(x: cute.Tensor, y: cute.Tensor):
+        i = cute.arch.thread_idx()[0]
+        y[i] = x[i]
+
+    assert "llvm.load" in _compile_with_tensors(k, (torch.zeros(8, dtype=dtype), torch.zeros(8, dtype=dtype)))
