@@ -132,7 +132,7 @@ _ASM_TYPES = {Int32: ("s32", "r"), Uint32: ("u32", "r"), Int64: ("s64", "l"), Ui
 
 def _element_address(target, index) -> tuple[ir.Value, type[Numeric]]:
     if not isinstance(target, Tensor):
-        raise DSLError(UNSUPPORTED_TYPE, "atomics take a tensor and an index", user_location(3))
+        raise DSLError(UNSUPPORTED_TYPE, "atomics take a tensor and an index", user_location())
     b = ir.require("device", "atomics")
     address = target._address(index)
     generic = b.op(f"llvm.addrspacecast {address.name} : {address.type} to !llvm.ptr", "!llvm.ptr")
@@ -142,13 +142,13 @@ def _element_address(target, index) -> tuple[ir.Value, type[Numeric]]:
 def _atom(op: str, target, index, *values):
     address, t = _element_address(target, index)
     if t not in _ASM_TYPES:
-        raise DSLError(UNSUPPORTED_TYPE, f"atomic {op} is not supported for {t.__name__}", user_location(3),
+        raise DSLError(UNSUPPORTED_TYPE, f"atomic {op} is not supported for {t.__name__}", user_location(),
                        "use Int32, Uint32, Int64, Uint64, Float32 or Float64 tensors")
     ptx, constraint = _ASM_TYPES[t]
     if op == "cas":
         ptx = {"r": "b32", "l": "b64"}.get(constraint)
         if ptx is None:
-            raise DSLError(UNSUPPORTED_TYPE, "atomic_cas works on integer tensors", user_location(3))
+            raise DSLError(UNSUPPORTED_TYPE, "atomic_cas works on integer tensors", user_location())
     vals = [convert(as_numeric(v, t), t) for v in values]
     operands = ", ".join(f"${i + 2}" for i in range(len(vals)))
     constraints = ",".join([f"={constraint}", "l"] + [constraint] * len(vals))
@@ -199,7 +199,7 @@ def alloc_smem(dtype, shape, *, stride=None, alignment: int = 16) -> Tensor:
     b = ir.require("device", "alloc_smem")
     count = _product(Layout(shape, compact_col_major(shape) if stride is None else stride).cosize())
     if not isinstance(count, int):
-        raise DSLError(UNSUPPORTED_TYPE, "static shared memory needs a compile-time shape", user_location(2),
+        raise DSLError(UNSUPPORTED_TYPE, "static shared memory needs a compile-time shape", user_location(),
                        "use cute.arch.dynamic_smem for run-time sizes")
     symbol = b.module.unique_symbol("__cute_smem").lstrip("%")
     b.module.device_globals.append(

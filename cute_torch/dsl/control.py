@@ -34,10 +34,10 @@ class Undefined:
             raise DSLError(
                 UNDEFINED_AFTER_REGION,
                 f"'{self._name}' is first defined inside the dynamic {self._kind}{where_line} and read after it",
-                user_location(2),
+                user_location(),
                 f"define '{self._name}' before the {self._kind} with the type it has inside "
                 f"(e.g. {self._name} = cute.Int32(0))")
-        raise DSLError(UNDEFINED_AFTER_REGION, f"'{self._name}' is read before it is assigned", user_location(2),
+        raise DSLError(UNDEFINED_AFTER_REGION, f"'{self._name}' is read before it is assigned", user_location(),
                        f"assign '{self._name}' before this line")
 
     __getattr__ = __call__ = __getitem__ = __iter__ = __bool__ = __repr__ = __str__ = __index__ = _fail
@@ -80,21 +80,21 @@ def _coerce(name: str, value, t: type[Numeric], kind: str, where_: str) -> Numer
             raise DSLError(TYPE_CHANGE,
                            f"'{name}' is {t.__name__} when the dynamic {kind} starts but {type(value).__name__} "
                            f"{where_}",
-                           user_location(3),
+                           user_location(),
                            f"give '{name}' one type: initialize it as {type(value).__name__}(...) before the "
                            f"{kind}, or convert with .to({t.__name__})")
         return value
     if isinstance(value, (bool, int, float)):
         if isinstance(value, float) and not t.is_float:
             raise DSLError(TYPE_CHANGE, f"'{name}' is {t.__name__} in the dynamic {kind} but is assigned a float "
-                           f"{where_}", user_location(3),
+                           f"{where_}", user_location(),
                            f"initialize '{name}' as a float (e.g. cute.Float32(0)) before the {kind}")
         return convert(value, t)
     if isinstance(value, Undefined):
         raise DSLError(UNDEFINED_AFTER_REGION, f"'{name}' has no value on every path through the dynamic {kind}",
-                       user_location(3), f"assign '{name}' on every path, or before the {kind}")
+                       user_location(), f"assign '{name}' on every path, or before the {kind}")
     raise DSLError(TYPE_CHANGE, f"'{name}' holds a {type(value).__name__}, which cannot be carried out of a "
-                   f"dynamic {kind}", user_location(3),
+                   f"dynamic {kind}", user_location(),
                    f"carry DSL scalars only; compute '{name}' outside the {kind}")
 
 
@@ -123,7 +123,7 @@ class _Carry:
                 continue
             if after is not before:
                 raise DSLError(TYPE_CHANGE, f"'{name}' ({type(before).__name__}) is reassigned inside a dynamic "
-                               f"{self.kind}; only DSL scalars can change there", user_location(3),
+                               f"{self.kind}; only DSL scalars can change there", user_location(),
                                f"compute '{name}' before the {self.kind}, or use a new name inside it")
         return [_coerce(self.names[i], returned[i], t, self.kind, where_) for i, t in zip(self.slots, self.types)]
 
@@ -170,7 +170,7 @@ class range:  # noqa: A001 - the DSL's `range`, CuTe DSL's name
 
     def __iter__(self):
         raise DSLError(EARLY_EXIT, "a dynamic range can only drive a `for` loop rewritten by the preprocessor",
-                       user_location(2), "use it directly in `for i in range(...)` inside a @cute.jit/@cute.kernel "
+                       user_location(), "use it directly in `for i in range(...)` inside a @cute.jit/@cute.kernel "
                        "function, or use cute.range_constexpr for a Python loop")
 
 
@@ -178,7 +178,7 @@ def range_constexpr(*args) -> builtins.range:
     """A loop unrolled at compile time (a Python `range`); its bounds must be compile-time."""
     for a in args:
         if isinstance(a, Numeric):
-            raise DSLError(NOT_CONSTEXPR, "range_constexpr bounds must be compile-time values", user_location(2),
+            raise DSLError(NOT_CONSTEXPR, "range_constexpr bounds must be compile-time values", user_location(),
                            "use cute.range (or range) for a loop with run-time bounds")
     return builtins.range(*args)
 
@@ -187,7 +187,7 @@ def const_expr(value):
     """Marks a condition as compile-time: `if cute.const_expr(flag):` stays a Python `if`."""
     if isinstance(value, Numeric):
         raise DSLError(NOT_CONSTEXPR, "const_expr needs a compile-time value, got a dynamic "
-                       f"{type(value).__name__}", user_location(2),
+                       f"{type(value).__name__}", user_location(),
                        "drop const_expr to make the branch dynamic, or pass the value as cute.Constexpr")
     return value
 

@@ -78,7 +78,7 @@ class DSLError(CompileError):
     def __init__(self, code: str, message: str, location: Location | None = None, suggestion: str = "",
                  diagnostics=()):
         self.code = code
-        self.user_location = location if location is not None else user_location(2)
+        self.user_location = location if location is not None else user_location()
         self.suggestion = suggestion
         loc = self.user_location
         self.source_line = linecache.getline(loc.file, loc.line).rstrip("\n") if loc else ""

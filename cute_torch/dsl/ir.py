@@ -47,7 +47,7 @@ class FunctionBuilder:
         return self._blocks[0]
 
     def loc(self) -> str:
-        location = user_location(2)
+        location = user_location()
         return location.mlir() if location else "loc(unknown)"
 
     def emit(self, text: str, loc: str | None = None) -> None:

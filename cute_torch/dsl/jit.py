@@ -17,6 +17,7 @@ import hashlib
 import inspect
 import json
 import os
+import re
 import sys
 import types
 from typing import Any, Callable
@@ -94,7 +95,7 @@ class _Signature:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise DSLError(ARGUMENT_MISMATCH, str(e), user_location(3)) from None
+            raise DSLError(ARGUMENT_MISMATCH, str(e), user_location()) from None
         bound.apply_defaults()
         return tuple(bound.arguments.values())
 
@@ -110,7 +111,7 @@ def _arg_key(value, annotation) -> tuple:
     if isinstance(annotation, type) and issubclass(annotation, Numeric):
         if not isinstance(value, (Numeric, bool, int, float)):
             raise DSLError(ARGUMENT_MISMATCH, f"expected a {annotation.__name__} scalar, got {type(value).__name__}",
-                           user_location(4))
+                           user_location())
         return (SCALAR, annotation)
     if isinstance(value, Numeric):
         return (SCALAR, type(value))
@@ -120,7 +121,7 @@ def _arg_key(value, annotation) -> tuple:
         return (STREAM,)
     if hasattr(value, "__dlpack__") and torch is not None:
         raise DSLError(ARGUMENT_MISMATCH, "DLPack tensors other than torch's must go through cute.from_dlpack(t)",
-                       user_location(4), "wrap the argument: cute.from_dlpack(x)")
+                       user_location(), "wrap the argument: cute.from_dlpack(x)")
     return (CONSTEXPR, _constexpr_key(value))
 
 
@@ -135,7 +136,7 @@ def _abi_value(value) -> Any:
     if isinstance(value, Numeric):
         if value._const is None:
             raise DSLError(ARGUMENT_MISMATCH, "a DSL value made inside one trace cannot be an argument of another call",
-                           user_location(4))
+                           user_location())
         return value._const
     return value
 
@@ -163,7 +164,7 @@ class Specialization:
             return torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else 0
         if device < 0:
             raise DSLError(ARGUMENT_MISMATCH, "tensor arguments must be CUDA tensors, got CPU tensors",
-                           user_location(3), "move them with .cuda(); CPU tensors can only be used to compile "
+                           user_location(), "move them with .cuda(); CPU tensors can only be used to compile "
                            "(cute.compile) without running")
         return device
 
@@ -189,7 +190,7 @@ class Specialization:
         try:
             self._call(self._entry, flat, device, stream)
         except TypeError as e:
-            raise DSLError(ARGUMENT_MISMATCH, f"{self._source.__name__}: {e}", user_location(3)) from None
+            raise DSLError(ARGUMENT_MISMATCH, f"{self._source.__name__}: {e}", user_location()) from None
 
 
 @functools.lru_cache(maxsize=None)
@@ -221,7 +222,7 @@ class CompiledFunction:
     def __call__(self, *args):
         if len(args) != self._nargs:
             raise DSLError(ARGUMENT_MISMATCH, f"{self.__name__} was compiled for {self._nargs} arguments, got "
-                           f"{len(args)}", user_location(2))
+                           f"{len(args)}", user_location())
         self._run(args)
 
     def check_args(self, *args) -> None:
@@ -230,7 +231,7 @@ class CompiledFunction:
             got = _arg_key(value, None)
             if key[0] in (TENSOR, TENSOR_ARG) and got[1:] != key[1:]:
                 raise DSLError(ARGUMENT_MISMATCH, f"argument {i}: compiled for {_describe(key)}, got {_describe(got)}",
-                               user_location(2), "compile again for these arguments, or mark the layout dynamic")
+                               user_location(), "compile again for these arguments, or mark the layout dynamic")
 
     __mlir__ = property(lambda self: self._spec.module.__mlir__)
     __ptx__ = property(lambda self: self._spec.module.__ptx__)
@@ -317,7 +318,7 @@ class JitFunction(_DSLFunction):
         devices = {kk[6] for kk in key if kk[0] in (TENSOR, TENSOR_ARG)}
         if len(devices) > 1:
             raise DSLError(ARGUMENT_MISMATCH, f"tensor arguments are on different devices: {sorted(devices)}",
-                           user_location(3), "move all tensors to one GPU")
+                           user_location(), "move all tensors to one GPU")
         device = next(iter(devices), -1)
         arch = options.get("arch") or (_C.device_arch(device) if device >= 0 and _C.driver_available()[0] else None)
         arch = target_arch(arch)
@@ -411,7 +412,7 @@ def _compile_traced(text: str, arch: str, name: str, options: dict, keep_host: b
     known = {"opt_level", "ptxas_options", "line_info", "keep", "dump_dir", "cubin_backend"}
     unknown = set(options) - known
     if unknown:
-        raise DSLError(ARGUMENT_MISMATCH, f"unknown compile options {sorted(unknown)}", user_location(4),
+        raise DSLError(ARGUMENT_MISMATCH, f"unknown compile options {sorted(unknown)}", user_location(),
                        f"options are: arch, {', '.join(sorted(known))}")
     keep = set(options.get("keep") or knobs().keep) | {"mlir"}
     if keep_host:
@@ -423,12 +424,32 @@ def _compile_traced(text: str, arch: str, name: str, options: dict, keep_host: b
         if isinstance(e, DSLError):
             raise
         where = e.location
-        if where is None or where.file.startswith("<"):
+        if where is None:
             raise
-        raise DSLError(MLIR_ERROR, f"{e.kind} error: {where.message}",
-                       Location(where.file, where.line, max(0, where.col - 1)),
-                       "this is where the IR the compiler rejected came from; CUTE_TORCH_PRINT_IR=1 prints it",
+        location = Location(where.file, where.line, max(0, where.col - 1))
+        if where.file.startswith("<"):  # a parse error points into our text: use that op's loc
+            location = _loc_of_text_line(text, where.line)
+            if location is None:
+                raise
+        hint = "this is where the IR the compiler rejected came from; CUTE_TORCH_PRINT_IR=1 prints it"
+        if "undeclared SSA value" in where.message or "dominate" in where.message:
+            hint = ("a DSL value made inside a dynamic if/for/while is used outside it (kept in a list or an "
+                    "attribute?); assign it to a variable defined before the region instead")
+        raise DSLError(MLIR_ERROR, f"{e.kind} error: {where.message}", location, hint,
                        diagnostics=e.diagnostics) from None
+
+
+_LOC = re.compile(r'loc\("((?:[^"\\]|\\.)*)":(\d+):(\d+)\)\s*$')
+
+
+def _loc_of_text_line(text: str, line: int) -> Location | None:
+    lines = text.splitlines()
+    for candidate in lines[line - 1:]:  # an op spanning lines has its loc after its region
+        found = _LOC.search(candidate)
+        if found:
+            file = found.group(1).replace('\\"', '"').replace("\\\\", "\\")
+            return Location(file, int(found.group(2)), int(found.group(3)) - 1)
+    return None
 
 
 _DSL_SOURCES: str | None = None
@@ -516,11 +537,11 @@ class KernelFunction(_DSLFunction):
         b = ir.current()
         if b is None:
             raise DSLError(PYTHON_CALLS_KERNEL, f"@cute.kernel {self.fn.__name__} cannot be called from Python",
-                           user_location(2), f"launch it from a @cute.jit function: "
+                           user_location(), f"launch it from a @cute.jit function: "
                            f"{self.fn.__name__}(...).launch(grid=..., block=...)")
         if b.kind == "device":
             raise DSLError(KERNEL_CALLS_KERNEL, f"@cute.kernel {self.fn.__name__} is called from device code",
-                           user_location(2), "kernels are launched from @cute.jit host functions; to share device "
+                           user_location(), "kernels are launched from @cute.jit host functions; to share device "
                            "code, make it a @cute.jit function or a plain Python function")
         return KernelLaunch(self, self._sig.bind(args, kwargs))
 
@@ -528,13 +549,13 @@ class KernelFunction(_DSLFunction):
 def _dims(value, what: str) -> list:
     dims = list(value) if isinstance(value, (tuple, list)) else [value]
     if not 1 <= len(dims) <= 3:
-        raise DSLError(INVALID_LAUNCH, f"{what} must have 1 to 3 dimensions, got {len(dims)}", user_location(4))
+        raise DSLError(INVALID_LAUNCH, f"{what} must have 1 to 3 dimensions, got {len(dims)}", user_location())
     for d in dims:
         if isinstance(d, int) and d < 1:
-            raise DSLError(INVALID_LAUNCH, f"{what} dimensions must be positive, got {tuple(dims)}", user_location(4))
+            raise DSLError(INVALID_LAUNCH, f"{what} dimensions must be positive, got {tuple(dims)}", user_location())
         if not isinstance(d, (int, Numeric)) or (isinstance(d, Numeric) and type(d).is_float):
             raise DSLError(INVALID_LAUNCH, f"{what} dimensions must be integers, got {type(d).__name__}",
-                           user_location(4))
+                           user_location())
     return dims + [1] * (3 - len(dims))
 
 
@@ -550,12 +571,12 @@ class KernelLaunch:
             threads = block[0] * block[1] * block[2]
             if threads > 1024:
                 raise DSLError(INVALID_LAUNCH, f"block {tuple(block)} has {threads} threads; the limit is 1024",
-                               user_location(2))
+                               user_location())
         if stream is not None and not _is_stream(stream):
             raise DSLError(INVALID_LAUNCH, "launch(stream=...) takes the torch.cuda.Stream passed to the @cute.jit "
-                           "function", user_location(2), "pass the stream as an argument of the @cute.jit function")
+                           "function", user_location(), "pass the stream as an argument of the @cute.jit function")
         if isinstance(smem, int) and smem < 0:
-            raise DSLError(INVALID_LAUNCH, f"smem must be >= 0 bytes, got {smem}", user_location(2))
+            raise DSLError(INVALID_LAUNCH, f"smem must be >= 0 bytes, got {smem}", user_location())
         symbol, operands = self._specialize(host)
         g = [index_of(d) for d in grid]
         t = [index_of(d) for d in block]
@@ -565,7 +586,7 @@ class KernelLaunch:
         if cluster is not None:
             dims = _dims(cluster, "cluster")
             if not all(isinstance(d, int) for d in dims):
-                raise DSLError(INVALID_LAUNCH, "cluster dimensions must be compile-time", user_location(2))
+                raise DSLError(INVALID_LAUNCH, "cluster dimensions must be compile-time", user_location())
             attrs = f" {{cute.cluster = array<i32: {dims[0]}, {dims[1]}, {dims[2]}>}}"
         host.emit(f"gpu.launch_func @{host.module.name}_kernels::@{symbol} blocks in ({g[0].name}, {g[1].name}, "
                   f"{g[2].name}) threads in ({t[0].name}, {t[1].name}, {t[2].name}) dynamic_shared_memory_size "
@@ -638,7 +659,7 @@ def compile(fn, *args, options: dict | None = None, **kwargs) -> CompiledFunctio
     without a GPU (CPU tensors describe shapes and dtypes)."""
     if isinstance(fn, KernelFunction):
         raise DSLError(PYTHON_CALLS_KERNEL, "cute.compile takes a @cute.jit function, not a @cute.kernel",
-                       user_location(2), "wrap the launch in a @cute.jit function")
+                       user_location(), "wrap the launch in a @cute.jit function")
     if not isinstance(fn, JitFunction):
         fn = JitFunction(fn)
     return fn.compile(*args, options=options, **kwargs)

@@ -54,6 +54,7 @@ class Numeric(metaclass=NumericMeta):
             else:
                 self._value = constant(type(self), value)
         else:
+            _fail_if_undefined(value)
             raise DSLError(UNSUPPORTED_TYPE, f"cannot make a {type(self).__name__} from {type(value).__name__}")
 
     @classmethod
@@ -79,7 +80,7 @@ class Numeric(metaclass=NumericMeta):
         return str(self)
 
     def __bool__(self) -> bool:
-        frame = user_location(2)
+        frame = user_location()
         raise DSLError(
             UNREWRITTEN_CONTROL_FLOW,
             f"a dynamic {type(self).__name__} is used as a Python bool, in code the preprocessor did not rewrite "
@@ -90,7 +91,7 @@ class Numeric(metaclass=NumericMeta):
 
     def _not_constexpr(self, what: str):
         raise DSLError(NOT_CONSTEXPR, f"{what} needs a compile-time value, got a dynamic {type(self).__name__}",
-                       user_location(3),
+                       user_location(),
                        "pass it as a Python value annotated cute.Constexpr, or use the dynamic value in DSL ops")
 
     def __index__(self) -> int:
@@ -98,22 +99,22 @@ class Numeric(metaclass=NumericMeta):
 
     def __int__(self) -> int:
         raise DSLError(UNSUPPORTED_BUILTIN, f"int() of a dynamic {type(self).__name__} is not supported",
-                       user_location(2), "use x.to(cute.Int32) for a run-time conversion")
+                       user_location(), "use x.to(cute.Int32) for a run-time conversion")
 
     def __float__(self) -> float:
         raise DSLError(UNSUPPORTED_BUILTIN, f"float() of a dynamic {type(self).__name__} is not supported",
-                       user_location(2), "use x.to(cute.Float32) for a run-time conversion")
+                       user_location(), "use x.to(cute.Float32) for a run-time conversion")
 
     def __hash__(self) -> int:
         raise DSLError(UNSUPPORTED_BUILTIN, f"a dynamic {type(self).__name__} cannot be hashed (dict key, set)",
-                       user_location(2), "key Python containers by compile-time values")
+                       user_location(), "key Python containers by compile-time values")
 
     def __round__(self, ndigits=None):
-        raise DSLError(UNSUPPORTED_BUILTIN, "round() of a dynamic value is not supported", user_location(2),
+        raise DSLError(UNSUPPORTED_BUILTIN, "round() of a dynamic value is not supported", user_location(),
                        "use cute.math.floor / cute.math.ceil")
 
     def __len__(self) -> int:
-        raise DSLError(UNSUPPORTED_BUILTIN, "len() of a dynamic value is not supported", user_location(2))
+        raise DSLError(UNSUPPORTED_BUILTIN, "len() of a dynamic value is not supported", user_location())
 
     # -- conversions ----------------------------------------------------------------------------
     def to(self, dtype: type["Numeric"]) -> "Numeric":
@@ -172,7 +173,7 @@ class Numeric(metaclass=NumericMeta):
     def __invert__(self):
         t = type(self)
         if t.is_float:
-            raise DSLError(UNSUPPORTED_TYPE, f"~ is not defined for {t.__name__}", user_location(2))
+            raise DSLError(UNSUPPORTED_TYPE, f"~ is not defined for {t.__name__}", user_location())
         ones = "true" if t is Boolean else "-1"
         b = ir.require()
         c = b.op(f"arith.constant {ones} : {t.mlir}", t.mlir)
@@ -239,7 +240,7 @@ def _check_literal(t: type[Numeric], value):
     lo, hi = (-(1 << (t.width - 1)), (1 << (t.width - 1)) - 1) if t.signed else (0, (1 << t.width) - 1)
     if not lo <= value <= hi:
         raise DSLError(UNSUPPORTED_TYPE, f"the literal {value} does not fit in {t.__name__} ({lo}..{hi})",
-                       user_location(3), f"use a wider type, e.g. cute.Int64({value})")
+                       user_location(), f"use a wider type, e.g. cute.Int64({value})")
     return value
 
 
@@ -289,14 +290,20 @@ def as_numeric(value, like: type[Numeric] | None = None) -> Numeric:
     return t(value)
 
 
+def _fail_if_undefined(value) -> None:
+    if type(value).__name__ == "Undefined":
+        type(value)._fail(value)  # a variable with no value here: CUTE-E103
+
+
 def python_type(value) -> type[Numeric]:
+    _fail_if_undefined(value)
     if isinstance(value, bool):
         return Boolean
     if isinstance(value, int):
         return Int32 if -(1 << 31) <= value < (1 << 31) else Int64
     if isinstance(value, float):
         return Float32
-    raise DSLError(UNSUPPORTED_TYPE, f"{type(value).__name__} is not a DSL scalar", user_location(3),
+    raise DSLError(UNSUPPORTED_TYPE, f"{type(value).__name__} is not a DSL scalar", user_location(),
                    "use a cute numeric type (cute.Int32, cute.Float32, ...) or a tensor")
 
 
@@ -407,7 +414,7 @@ def _pow(x, y) -> Numeric:
         return result
     x, y, t = _operands(x, y)
     if not t.is_float:
-        raise DSLError(UNSUPPORTED_TYPE, "integer ** needs a small non-negative Python exponent", user_location(3),
+        raise DSLError(UNSUPPORTED_TYPE, "integer ** needs a small non-negative Python exponent", user_location(),
                        "convert to a float type first")
     ct = _compute_type(t)
     a, c = convert(x, ct), convert(y, ct)
@@ -417,7 +424,7 @@ def _pow(x, y) -> Numeric:
 def _bitwise(x, y, op: str) -> Numeric:
     x, y, t = _operands(x, y)
     if t.is_float:
-        raise DSLError(UNSUPPORTED_TYPE, f"bitwise operators are not defined for {t.__name__}", user_location(3))
+        raise DSLError(UNSUPPORTED_TYPE, f"bitwise operators are not defined for {t.__name__}", user_location())
     return t.wrap_op(f"arith.{op} {x.ir.name}, {y.ir.name} : {t.mlir}")
 
 
@@ -425,7 +432,7 @@ def _shift(x, y, op: str) -> Numeric:
     if not isinstance(x, Numeric):
         x = as_numeric(x, type(y) if not type(y).is_float else None)
     if type(x).is_float or (isinstance(y, Numeric) and type(y).is_float):
-        raise DSLError(UNSUPPORTED_TYPE, "shifts are defined for integers only", user_location(3))
+        raise DSLError(UNSUPPORTED_TYPE, "shifts are defined for integers only", user_location())
     t = type(x)
     y = convert(as_numeric(y, t), t)
     if op == "shr":
@@ -557,7 +564,7 @@ def index_of(x) -> ir.Value:
     if not isinstance(x, Numeric):
         return b.op(f"arith.constant {int(x)} : index", "index")
     if type(x).is_float:
-        raise DSLError(UNSUPPORTED_TYPE, f"expected an integer, got {type(x).__name__}", user_location(3))
+        raise DSLError(UNSUPPORTED_TYPE, f"expected an integer, got {type(x).__name__}", user_location())
     v = convert(x, Int64) if type(x).width < 64 or not type(x).signed else x
     return b.op(f"arith.index_cast {v.ir.name} : i64 to index", "index")
 

@@ -53,7 +53,7 @@ def printf(fmt: str, *args) -> None:
             auto += 1
             if index >= len(args):
                 raise DSLError(UNSUPPORTED_TYPE, f"printf format has more placeholders than arguments ({len(args)})",
-                               user_location(2))
+                               user_location())
             arg = args[index]
             if not isinstance(arg, Numeric):
                 c_fmt += format(arg, spec or "").replace("%", "%%")

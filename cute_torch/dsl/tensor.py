@@ -86,7 +86,7 @@ def crd2idx(coord, shape: IntTuple, stride: IntTuple):
     if _is_tuple(coord):
         if not _is_tuple(shape) or len(coord) != len(shape):
             raise DSLError(ARGUMENT_MISMATCH, f"coordinate of rank {len(coord)} for a layout of shape {_spell(shape)}",
-                           user_location(3), "give one index per mode, or a single linear index")
+                           user_location(), "give one index per mode, or a single linear index")
         result = 0
         for c, s, d in zip(coord, shape, stride):
             result = _add(result, crd2idx(c, s, d))
@@ -220,14 +220,14 @@ class Tensor:
     def _address(self, coord) -> ir.Value:
         b = ir.require("device", "reading or writing tensor elements")
         if self.memspace == "gmem" and b.kind != "device":
-            raise DSLError(WRONG_CONTEXT, "tensor elements can only be accessed in device code", user_location(3))
+            raise DSLError(WRONG_CONTEXT, "tensor elements can only be accessed in device code", user_location())
         offset = self._layout(coord)
         index_t = Int64 if self.wide else Int32
         if not isinstance(offset, Numeric):
             offset = index_t(offset)
         elif type(offset).is_float:
             raise DSLError(UNSUPPORTED_TYPE, f"tensor indices must be integers, got {type(offset).__name__}",
-                           user_location(3))
+                           user_location())
         elif type(offset).width < index_t.width or not type(offset).signed:
             offset = convert(offset, index_t)
         ptr_t = self.ptr.type
@@ -292,7 +292,7 @@ def numeric_of_torch_dtype(dtype) -> type[Numeric]:
         found = BY_TORCH_NAME.get(name)
         if found is None:
             supported = ", ".join(sorted(BY_TORCH_NAME))
-            raise DSLError(ARGUMENT_MISMATCH, f"tensors of dtype {dtype} are not supported", user_location(3),
+            raise DSLError(ARGUMENT_MISMATCH, f"tensors of dtype {dtype} are not supported", user_location(),
                            f"supported dtypes: {supported}")
         _DTYPES[dtype] = found
     return found
@@ -315,7 +315,7 @@ class TensorArg:
         self.alignment = assumed_align or (16 if ptr % 16 == 0 else element)
         if ptr % self.alignment:
             raise DSLError(ARGUMENT_MISMATCH, f"assumed_align={self.alignment} but the data pointer is only "
-                           f"{ptr & -ptr}-byte aligned", user_location(2))
+                           f"{ptr & -ptr}-byte aligned", user_location())
         self.dynamic_shape: set[int] = set()
         self.dynamic_stride: set[int] = set()
 
@@ -330,7 +330,7 @@ class TensorArg:
             leading_dim = units[0] if len(units) == 1 else None
         elif self.stride[leading_dim] != 1:
             raise DSLError(ARGUMENT_MISMATCH, f"leading_dim={leading_dim} has stride {self.stride[leading_dim]}, not 1",
-                           user_location(2))
+                           user_location())
         self.dynamic_shape = set(range(len(self.shape)))
         self.dynamic_stride = {i for i in range(len(self.shape)) if i != leading_dim}
         return self
@@ -340,10 +340,10 @@ class TensorArg:
         """Mode `mode`'s extent becomes a run-time value, with the strides that depend on it."""
         if not 0 <= mode < len(self.shape):
             raise DSLError(ARGUMENT_MISMATCH, f"mode {mode} out of range for a rank-{len(self.shape)} tensor",
-                           user_location(2))
+                           user_location())
         if self.shape[mode] % divisibility:
             raise DSLError(ARGUMENT_MISMATCH, f"extent {self.shape[mode]} of mode {mode} is not divisible by "
-                           f"{divisibility}", user_location(2))
+                           f"{divisibility}", user_location())
         order = list(stride_order) if stride_order is not None else sorted(range(len(self.shape)),
                                                                             key=lambda i: self.stride[i])
         self.dynamic_shape.add(mode)

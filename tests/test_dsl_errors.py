@@ -1,0 +1,262 @@
+"""One test per DSL error class: stable code, the user's file:line, the source line, a suggestion."""
+
+import inspect
+
+import pytest
+import torch
+
+import cute_torch as cute
+from cute_torch.dsl import diagnostics as codes
+
+
+def line_of(fn, text: str) -> int:
+    """The file line number of the first line of `fn`'s source containing `text`."""
+    lines, first = inspect.getsourcelines(getattr(fn, "fn", fn))
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def compile_kernel(kernel, *args):
+    @cute.jit
+    def host(x, n):
+        kernel(x, n).launch(grid=1, block=32)
+
+    return cute.compile(host, *args)
+
+
+def check(error: cute.DSLError, code: str, fn, marker: str, suggestion_word: str):
+    assert error.code == code
+    assert error.file == __file__
+    assert error.line == line_of(fn, marker), str(error)
+    assert marker.strip() in error.source_line
+    assert suggestion_word in error.suggestion
+    text = str(error)
+    assert f"error[{code}]" in text and f"{__file__}:{error.line}:" in text and "help:" in text
+
+
+X = torch.zeros(64)
+
+
+def test_return_inside_dynamic_if():
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        if x[0] > n:  # EXIT
+            return
+        x[0] = 1.0
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(k, X, 3)
+    check(e.value, codes.EARLY_EXIT, k, "# EXIT", "flag")
+
+
+def test_break_inside_dynamic_for():
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        for i in range(n):  # LOOP
+            if i == 3:
+                break
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(k, X, 3)
+    check(e.value, codes.EARLY_EXIT, k, "# LOOP", "range_constexpr")
+
+
+def test_loop_else_on_dynamic_loop():
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        for i in range(n):  # LOOP
+            x[i] = 1.0
+        else:
+            x[0] = 2.0
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(k, X, 3)
+    check(e.value, codes.LOOP_ELSE, k, "# LOOP", "flag")
+
+
+def test_variable_defined_inside_dynamic_region_read_after():
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        if n > 2:
+            y = x[0]
+        x[1] = y  # READ
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(k, X, 3)
+    check(e.value, codes.UNDEFINED_AFTER_REGION, k, "# READ", "before")
+    assert "'y'" in e.value.message
+
+
+def test_carried_variable_changing_type():
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        acc = 0
+        for i in range(n):
+            acc = acc + x[i]  # CHANGE
+        x[0] = acc
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(k, X, 3)
+    check(e.value, codes.TYPE_CHANGE, k, "# CHANGE", "Float32")
+
+
+def test_dynamic_value_where_compile_time_needed():
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        for i in cute.range_constexpr(n):  # CONST
+            x[i] = 1.0
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(k, X, 3)
+    check(e.value, codes.NOT_CONSTEXPR, k, "# CONST", "cute.range")
+
+
+def test_unsupported_builtin_on_dynamic_value():
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        x[0] = float(n)  # BUILTIN
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(k, X, 3)
+    check(e.value, codes.UNSUPPORTED_BUILTIN, k, "# BUILTIN", ".to(cute.Float32)")
+
+
+def plain_helper(v):
+    if v > 0:  # HELPER
+        return v
+    return -v
+
+
+def test_undecorated_helper_with_dynamic_control_flow():
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        x[0] = plain_helper(x[1])
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(k, X, 3)
+    check(e.value, codes.UNREWRITTEN_CONTROL_FLOW, plain_helper, "# HELPER", "@cute.jit")
+
+
+def test_python_calls_kernel():
+    @cute.kernel
+    def k(x, n):
+        pass
+
+    with pytest.raises(cute.DSLError) as e:
+        k(X, 3)  # CALL
+    check(e.value, codes.PYTHON_CALLS_KERNEL, test_python_calls_kernel, "# CALL", "launch")
+
+
+def test_kernel_calls_kernel():
+    @cute.kernel
+    def inner(x, n):
+        pass
+
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        inner(x, n)  # NESTED
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(k, X, 3)
+    check(e.value, codes.KERNEL_CALLS_KERNEL, k, "# NESTED", "@cute.jit")
+
+
+def test_cpu_tensor_at_call_time():
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        x[0] = 1.0
+
+    @cute.jit
+    def host(x, n):
+        k(x, n).launch(grid=1, block=32)
+
+    with pytest.raises(cute.DSLError) as e:
+        host(torch.zeros(4), 1)  # RUN
+    check(e.value, codes.ARGUMENT_MISMATCH, test_cpu_tensor_at_call_time, "# RUN", "cuda")
+
+
+def test_wrong_scalar_type_for_annotation():
+    @cute.jit
+    def host(x, n: cute.Int32):
+        pass
+
+    with pytest.raises(cute.DSLError) as e:
+        host(X, "three")  # ARG
+    assert e.value.code == codes.ARGUMENT_MISMATCH
+    assert "Int32" in e.value.message and e.value.line == line_of(test_wrong_scalar_type_for_annotation, "# ARG")
+
+
+def test_compiled_function_rejects_other_shapes_and_dtypes():
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        x[0] = 1.0
+
+    compiled = compile_kernel(k, X, 3)
+    with pytest.raises(cute.DSLError) as e:
+        compiled.check_args(torch.zeros(3, 3, dtype=torch.float16), 3)  # CHECK
+    assert e.value.code == codes.ARGUMENT_MISMATCH
+    assert "Float16 tensor of shape (3, 3)" in e.value.message
+
+
+def test_unsupported_dtype_lists_the_supported_ones():
+    @cute.jit
+    def host(x):
+        pass
+
+    with pytest.raises(cute.DSLError) as e:
+        cute.compile(host, torch.zeros(3, dtype=torch.complex64))
+    assert e.value.code == codes.ARGUMENT_MISMATCH and "bfloat16" in e.value.suggestion
+
+
+def test_device_op_on_host():
+    @cute.jit
+    def host(x):
+        cute.arch.thread_idx()  # HOST
+
+    with pytest.raises(cute.DSLError) as e:
+        cute.compile(host, X)
+    check(e.value, codes.WRONG_CONTEXT, host, "# HOST", "kernel")
+
+
+def test_invalid_launch_shape():
+    @cute.kernel
+    def k(x, n):
+        pass
+
+    @cute.jit
+    def host(x):
+        k(x, 1).launch(grid=1, block=(64, 32, 1))  # LAUNCH
+
+    with pytest.raises(cute.DSLError) as e:
+        cute.compile(host, X)
+    assert e.value.code == codes.INVALID_LAUNCH and e.value.line == line_of(host, "# LAUNCH")
+    assert "1024" in e.value.message
+
+
+def test_mlir_verifier_error_points_at_the_users_line():
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        if n > 1:
+            v = x[0]
+            keep.append(v)  # a value escaping its region: MLIR's dominance check rejects it
+        x[1] = keep[0]  # USE
+
+    keep = []
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(k, X, 3)
+    assert e.value.code == codes.MLIR_ERROR
+    assert e.value.line == line_of(k, "# USE") and "used outside it" in e.value.suggestion
+
+
+def test_python_loop_constant_range_constexpr_is_fine():
+    @cute.kernel
+    def k(x, n: cute.Constexpr):
+        for i in cute.range_constexpr(n):
+            if cute.const_expr(i == 2):
+                break
+            x[i] = 1.0
+
+    @cute.jit
+    def host(x, n: cute.Constexpr):
+        k(x, n).launch(grid=1, block=32)
+
+    assert cute.compile(host, X, 4).__mlir__.count("llvm.store") == 2
