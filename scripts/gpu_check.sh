@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 export CUTE_TORCH_PREBUILT_COMPILER=${1:-bundle}
 export CUTE_TORCH_BUILD_DIR=build/gpu
 export PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 LOG=${OUT:-/tmp}
 PYTHON=${PYTHON:-python3}
 
@@ -26,7 +27,7 @@ echo "build: ok in $(( $(date +%s) - start )) s"
 tests_rc=${PIPESTATUS[0]}
 "$PYTHON" -m pytest tests -q -m gpu -p no:cacheprovider 2>&1 | tail -1 | sed 's/^/gpu tier: /'
 
-for bench in benchmarks/compile_latency.py; do
+for bench in benchmarks/compile_latency.py benchmarks/launch_overhead.py; do
   echo "== $bench"
   "$PYTHON" "$bench" 2>&1 | tee -a "$LOG/benchmarks.log"
 done

@@ -47,6 +47,17 @@ def _torch():
     return sys.modules.get("torch")
 
 
+_TENSOR_TYPE = None
+
+
+def _tensor_type():
+    global _TENSOR_TYPE
+    if _TENSOR_TYPE is None:
+        torch = _torch()
+        _TENSOR_TYPE = torch.Tensor if torch is not None else type(None)
+    return _TENSOR_TYPE
+
+
 # -- argument kinds and keys ---------------------------------------------------------------------
 
 TENSOR, TENSOR_ARG, SCALAR, CONSTEXPR, STREAM = range(5)
@@ -105,9 +116,9 @@ def _arg_key(value, annotation) -> tuple:
         return (CONSTEXPR, _constexpr_key(value))
     torch = _torch()
     if torch is not None and isinstance(value, torch.Tensor):
-        return (TENSOR,) + tensor_key(value)
+        return tensor_key(value)
     if isinstance(value, TensorArg):
-        return (TENSOR_ARG,) + value.key()
+        return value.key(TENSOR_ARG)
     if isinstance(annotation, type) and issubclass(annotation, Numeric):
         if not isinstance(value, (Numeric, bool, int, float)):
             raise DSLError(ARGUMENT_MISMATCH, f"expected a {annotation.__name__} scalar, got {type(value).__name__}",
@@ -156,6 +167,7 @@ class Specialization:
         devices = {k[6] for k in keys if k[0] in (TENSOR, TENSOR_ARG)}
         self.device = next(iter(devices)) if devices else None
         self._source = source
+        self._stream = _stream_getter()
 
     def _check_device(self) -> int:
         device = self.device
@@ -169,24 +181,30 @@ class Specialization:
         return device
 
     def run(self, args: tuple) -> None:
-        if self._simple and not any(isinstance(a, Numeric) for a in args):
-            flat = args
-            stream = None
-        else:
-            flat, stream = [], None
-            for value, kind in zip(args, self._kinds):
-                if kind == TENSOR:
-                    flat.append(value)
-                elif kind == TENSOR_ARG:
-                    flat.append(value.tensor)
-                    flat.extend(value.dynamic_values())
-                elif kind == SCALAR:
-                    flat.append(_abi_value(value))
-                elif kind == STREAM:
-                    stream = value.cuda_stream
-        device = self.device if self.device is not None and self.device >= 0 else self._check_device()
+        device = self.device
+        if self._simple and device is not None and device >= 0:
+            try:  # the hot path: tensors and Python scalars go to the host entry as they are
+                self._call(self._entry, args, device, self._stream(device))
+                return
+            except TypeError:
+                pass  # a DSL scalar or a wrong argument: the careful path says which
+        flat, stream = [], None
+        if len(args) != len(self._kinds):
+            raise DSLError(ARGUMENT_MISMATCH, f"{self._source.__name__} was compiled for {len(self._kinds)} arguments, "
+                           f"got {len(args)}", user_location())
+        for value, kind in zip(args, self._kinds):
+            if kind == TENSOR:
+                flat.append(value)
+            elif kind == TENSOR_ARG:
+                flat.append(value.tensor)
+                flat.extend(value.dynamic_values())
+            elif kind == SCALAR:
+                flat.append(_abi_value(value))
+            elif kind == STREAM:
+                stream = value.cuda_stream
+        device = self._check_device()
         if stream is None:
-            stream = _current_stream(device)
+            stream = self._stream(device)
         try:
             self._call(self._entry, flat, device, stream)
         except TypeError as e:
@@ -215,14 +233,10 @@ class CompiledFunction:
     def __init__(self, spec: Specialization, name: str):
         self._spec = spec
         self._run = spec.run
-        self._nargs = len(spec.keys)
         self.__name__ = name
         self.metadata = spec.module.metadata
 
     def __call__(self, *args):
-        if len(args) != self._nargs:
-            raise DSLError(ARGUMENT_MISMATCH, f"{self.__name__} was compiled for {self._nargs} arguments, got "
-                           f"{len(args)}", user_location())
         self._run(args)
 
     def check_args(self, *args) -> None:
@@ -246,6 +260,7 @@ class CompiledFunction:
 def _describe(key: tuple) -> str:
     if key[0] in (TENSOR, TENSOR_ARG):
         _, _, dtype, shape, stride, align, device, _ = key
+        shape = tuple(shape)
         where = f"cuda:{device}" if device >= 0 else "cpu"
         return f"{dtype.__name__} tensor of shape {shape}, strides {stride}, on {where}"
     return repr(key)
@@ -284,6 +299,7 @@ class JitFunction(_DSLFunction):
         self.options = dict(options or {})
         self._sig = _Signature(fn)
         self._annotations = self._sig.annotations
+        self._plain = all(a is inspect.Parameter.empty for a in self._annotations)
         self._cache: dict[tuple, Specialization] = {}
         self._fingerprint: str | None = None
 
@@ -295,7 +311,11 @@ class JitFunction(_DSLFunction):
             return self.traced_callable()(*args, **kwargs)
         if kwargs or len(args) != len(self._annotations):
             args = self._sig.bind(args, kwargs)
-        key = tuple(map(_arg_key, args, self._annotations))
+        if self._plain:  # no annotations: torch tensors take the short path
+            tensor_type = _tensor_type()
+            key = tuple([tensor_key(a) if type(a) is tensor_type else _arg_key(a, None) for a in args])
+        else:
+            key = tuple(map(_arg_key, args, self._annotations))
         spec = self._cache.get(key)
         if spec is None:
             spec = self._cache[key] = self._specialize(args, key, self.options)
@@ -327,8 +347,9 @@ class JitFunction(_DSLFunction):
         digest = None
         stable = self._stable_key(key)
         if stable is not None and not k.no_cache:
+            settings = (k.opt_level, k.ptxas_options, k.line_info, k.cubin_backend, k.cuda_home)
             digest = cache.digest("cute_torch-dsl-1", _C.compiler_version(), self._source_fingerprint(), stable,
-                                  sorted(compile_options.items()), arch, name)
+                                  sorted(compile_options.items()), settings, arch, name)
             found = cache.load(k.cache_dir, digest)
             if found is not None:
                 host, metadata, cubins, stages = found

@@ -118,6 +118,12 @@ def compact_col_major(shape: IntTuple, current=1) -> IntTuple:
     return current
 
 
+def _widen(coord):
+    if _is_tuple(coord):
+        return tuple(_widen(c) for c in coord)
+    return convert(coord, Int64) if isinstance(coord, Numeric) else coord
+
+
 class Layout:
     """`shape:stride`, printed in CuTe's notation, e.g. `(4,8):(1,4)`. Callable on coordinates."""
 
@@ -221,8 +227,10 @@ class Tensor:
         b = ir.require("device", "reading or writing tensor elements")
         if self.memspace == "gmem" and b.kind != "device":
             raise DSLError(WRONG_CONTEXT, "tensor elements can only be accessed in device code", user_location())
-        offset = self._layout(coord)
         index_t = Int64 if self.wide else Int32
+        if self.wide:  # multiply in 64 bits, not just the final sum
+            coord = _widen(coord)
+        offset = self._layout(coord)
         if not isinstance(offset, Numeric):
             offset = index_t(offset)
         elif type(offset).is_float:
@@ -354,10 +362,10 @@ class TensorArg:
     def wide(self) -> bool:
         return _needs_64bit(self.shape, self.stride)
 
-    def key(self) -> tuple:
+    def key(self, kind: int) -> tuple:
         shape = tuple(None if i in self.dynamic_shape else s for i, s in enumerate(self.shape))
         stride = tuple(None if i in self.dynamic_stride else s for i, s in enumerate(self.stride))
-        return ("T", self.dtype, shape, stride, self.alignment, self.device, self.wide)
+        return (kind, "T", self.dtype, shape, stride, self.alignment, self.device, self.wide)
 
     def dynamic_values(self) -> list[int]:
         return ([s for i, s in enumerate(self.shape) if i in self.dynamic_shape]
@@ -365,19 +373,29 @@ class TensorArg:
 
 
 def _needs_64bit(shape, stride) -> bool:
+    """Whether offsets can reach 2**31 elements. A cheap bound first (the hot path of every
+    call computes this), the exact extent only near the limit."""
+    if not shape:
+        return False
+    if max(shape) * max(max(stride), 1) * len(shape) < 2**31:
+        return False
     extent = 1 + sum((s - 1) * abs(d) for s, d in zip(shape, stride) if s > 0)
     return extent >= 2**31 or any(s >= 2**31 for s in shape)
 
 
+TENSOR = 0  # the argument kind tag (jit.TENSOR) that leads a tensor's key
+
+
 def tensor_key(t) -> tuple:
-    """The specialization key of a torch tensor passed directly (everything compile-time)."""
+    """The specialization key of a torch tensor passed directly (everything compile-time):
+    (kind, "T", dtype, shape, strides, alignment, device, wide)."""
     ptr = t.data_ptr()
-    shape = tuple(t.shape)
+    shape = t.shape
     stride = t.stride()
-    dtype = t.dtype
-    found = _DTYPES.get(dtype) or numeric_of_torch_dtype(dtype)
-    return ("T", found, shape, stride, 16 if ptr % 16 == 0 else byte_width(found), t.get_device(),
-            _needs_64bit(shape, stride))
+    dtype = _DTYPES.get(t.dtype) or numeric_of_torch_dtype(t.dtype)
+    # Contiguous tensors span exactly numel elements: no need for the general extent.
+    wide = t.numel() >= 2**31 if t.is_contiguous() else _needs_64bit(shape, stride)
+    return (TENSOR, "T", dtype, shape, stride, 16 if not ptr & 15 else byte_width(dtype), t.get_device(), wide)
 
 
 def from_dlpack(tensor, assumed_align: int | None = None) -> TensorArg:

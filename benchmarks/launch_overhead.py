@@ -1,0 +1,101 @@
+"""Host time per call on 1024 fp32 elements (c = a + b), in one process:
+
+  torch.add               torch's own launch path
+  triton                  a @triton.jit kernel (if triton is installed)
+  cute.jit (memory hit)   a @cute.jit call: key from the arguments, in-memory cache, host entry
+  cute.compile handle     the handle cute.compile returns: no key, straight to the host entry
+
+    python benchmarks/launch_overhead.py [--calls 20000] [--repeats 7]
+
+Each row is the median over `repeats` of (wall time of `calls` back-to-back calls) / calls,
+synchronized before and after. Targets (issue 3): memory hit <= 8 us, handle <= torch.add.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import torch  # noqa: E402
+
+import cute_torch as cute  # noqa: E402
+
+
+@cute.kernel
+def add_kernel(a, b, c):
+    i = cute.arch.block_idx()[0] * 256 + cute.arch.thread_idx()[0]
+    if i < cute.size(c):
+        c[i] = a[i] + b[i]
+
+
+@cute.jit
+def add(a, b, c):
+    add_kernel(a, b, c).launch(grid=((cute.size(c) + 255) // 256, 1, 1), block=(256, 1, 1))
+
+
+def per_call_us(fn, calls: int, repeats: int) -> float:
+    for _ in range(100):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def triton_add():
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        return None
+
+    @triton.jit
+    def kernel(a, b, c, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(c + offsets, tl.load(a + offsets, mask=mask) + tl.load(b + offsets, mask=mask), mask=mask)
+
+    def run(a, b, c):
+        kernel[(triton.cdiv(c.numel(), 256),)](a, b, c, c.numel(), BLOCK=256)
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    a, b = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
+    c = torch.empty_like(a)
+    handle = cute.compile(add, a, b, c)
+    rows = [("torch.add", lambda: torch.add(a, b, out=c))]
+    triton_run = triton_add()
+    if triton_run is not None:
+        rows.append(("triton", lambda: triton_run(a, b, c)))
+    rows += [("cute.jit (memory hit)", lambda: add(a, b, c)), ("cute.compile handle", lambda: handle(a, b, c))]
+    results = {name: per_call_us(fn, args.calls, args.repeats) for name, fn in rows}
+    add(a, b, c)
+    torch.cuda.synchronize()
+    assert torch.equal(c, a + b)
+    base = results["torch.add"]
+    print(f"host time per call, 1024 fp32 elements, {torch.cuda.get_device_name()}, median of {args.repeats} x "
+          f"{args.calls} calls")
+    print(f"| {'path':<22} | {'us/call':>8} | {'vs torch.add':>12} |")
+    print(f"|{'-' * 24}|{'-' * 10}|{'-' * 14}|")
+    for name, us in results.items():
+        print(f"| {name:<22} | {us:8.2f} | {us / base:11.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

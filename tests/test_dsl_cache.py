@@ -1,0 +1,131 @@
+"""Specialization keys, the in-memory cache and the disk cache (no GPU: cute.compile traces and
+compiles for CPU tensors, and cached artifacts reload without a device)."""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import torch
+
+import cute_torch as cute
+from cute_torch.dsl import cache
+from cute_torch.dsl.jit import _arg_key
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+traces = []
+
+
+@cute.kernel
+def scale_kernel(x, y, factor: cute.Float32):
+    i = cute.arch.thread_idx()[0]
+    if i < cute.size(x):
+        y[i] = x[i] * factor
+
+
+@cute.jit
+def scale(x, y, factor):
+    traces.append(1)
+    scale_kernel(x, y, factor).launch(grid=1, block=128)
+
+
+def test_key_is_computed_without_tracing_and_separates_specializations():
+    a, b = torch.zeros(100), torch.zeros(100)
+    key = tuple(_arg_key(v, None) for v in (a, b, 2.0))
+    assert key == tuple(_arg_key(v, None) for v in (torch.ones(100), torch.ones(100), 3.0))  # values don't matter
+    assert key != tuple(_arg_key(v, None) for v in (torch.zeros(101), b, 2.0))  # static shape does
+    assert key != tuple(_arg_key(v, None) for v in (a.half(), b, 2.0))  # dtype does
+    assert key != tuple(_arg_key(v, None) for v in (a, b, 2))  # Float32 vs Int32 scalar
+    unaligned = torch.zeros(101)[1:]
+    assert _arg_key(unaligned, None) != _arg_key(torch.zeros(100), None)  # 16-byte alignment does
+    dyn = cute.from_dlpack(torch.zeros(100)).mark_layout_dynamic()
+    assert _arg_key(dyn, None) == _arg_key(cute.from_dlpack(torch.zeros(7)).mark_layout_dynamic(), None)
+
+
+def test_memory_cache_compiles_each_specialization_once(monkeypatch):
+    monkeypatch.setenv("CUTE_TORCH_NO_CACHE", "1")
+    traces.clear()
+    first = scale.compile(torch.zeros(64), torch.zeros(64), 2.0)
+    again = scale.compile(torch.ones(64), torch.ones(64), 5.0)
+    assert len(traces) == 1 and first._spec is again._spec
+    scale.compile(torch.zeros(65), torch.zeros(65), 2.0)
+    assert len(traces) == 2
+
+
+SCRIPT = """
+import sys, torch
+sys.path.insert(0, {root!r})
+import cute_torch as cute
+
+@cute.kernel
+def k(x, n: cute.Int32):
+    i = cute.arch.thread_idx()[0]
+    if i < n:
+        x[i] = x[i] + 1.0
+
+@cute.jit
+def host(x, n):
+    print("tracing", file=sys.stderr)
+    k(x, n).launch(grid=1, block=64)
+
+f = cute.compile(host, torch.zeros(64), 64)
+assert f.__ptx__ and ".entry" in f.__ptx__
+print(len(f.__cubin__))
+"""
+
+
+def _run(tmp_path, cache_dir):
+    script = tmp_path / "cached.py"
+    script.write_text(SCRIPT.format(root=ROOT))
+    env = dict(os.environ, CUTE_TORCH_CACHE_DIR=str(cache_dir))
+    env.pop("CUTE_TORCH_NO_CACHE", None)
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+
+
+def test_disk_cache_serves_a_fresh_process_without_tracing(tmp_path):
+    cache_dir = tmp_path / "cache"
+    cold = _run(tmp_path, cache_dir)
+    assert cold.returncode == 0, cold.stderr
+    assert "tracing" in cold.stderr
+    entries = [os.path.join(d, f) for d, _, files in os.walk(cache_dir) for f in files]
+    assert len(entries) == 1 and not any(".tmp-" in e for e in entries)
+    warm = _run(tmp_path, cache_dir)
+    assert warm.returncode == 0, warm.stderr
+    assert "tracing" not in warm.stderr  # loaded: no trace, no compile
+    assert warm.stdout == cold.stdout  # same CUBIN size
+
+
+def test_corrupt_entry_is_recompiled_not_trusted(tmp_path):
+    cache_dir = tmp_path / "cache"
+    assert _run(tmp_path, cache_dir).returncode == 0
+    [entry] = [os.path.join(d, f) for d, _, files in os.walk(cache_dir) for f in files]
+    data = bytearray(open(entry, "rb").read())
+    data[-10] ^= 0xFF  # flip a byte inside a CUBIN
+    open(entry, "wb").write(bytes(data))
+    again = _run(tmp_path, cache_dir)
+    assert again.returncode == 0, again.stderr
+    assert "corrupt cache entry" in again.stderr and "tracing" in again.stderr
+
+
+def test_cache_store_and_load_round_trip(tmp_path):
+    digest = cache.digest("x", 1)
+    cache.store(str(tmp_path), digest, "host", "{}", [("m", b"\x00\x01cubin")], {"ptx": "text"})
+    assert cache.load(str(tmp_path), digest) == ("host", "{}", [("m", b"\x00\x01cubin")], {"ptx": "text"})
+    with open(cache._path(str(tmp_path), digest), "r+b") as f:
+        f.write(b"garbage")
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert cache.load(str(tmp_path), digest) is None
+    assert not os.path.exists(cache._path(str(tmp_path), digest))
+
+
+def test_examples_compile_without_a_gpu(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT, CUTE_TORCH_CACHE_DIR=str(tmp_path))
+    for example in ("hello_world.py", "vector_add.py", "stages.py", "epilogue_metaprogramming.py"):
+        result = subprocess.run([sys.executable, os.path.join(ROOT, "examples", example)], capture_output=True,
+                                text=True, env=env)
+        assert result.returncode == 0, f"{example}: {result.stderr}"
+        if example == "stages.py":
+            assert result.stdout.splitlines() == ["[add_dynamicexpr] result = ?", "[add_constexpr] result = 7.0",
+                                                  "[add_hybrid] result = ?"]
