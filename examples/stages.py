@@ -7,7 +7,13 @@ dynamic values print as `?` and compile-time ones print their value.
     [add_hybrid] result = ?
 """
 
-import cute_torch as cute
+import os
+
+# `print` runs while tracing; a disk-cache hit skips tracing (and so the prints). This example
+# is about tracing, so it asks for a fresh trace every run.
+os.environ.setdefault("CUTE_TORCH_NO_CACHE", "1")
+
+import cute_torch as cute  # noqa: E402
 
 
 @cute.jit

@@ -7,6 +7,7 @@ if [[ -z "${CUTE_TORCH_PREBUILT_COMPILER:-}" ]]; then
   scripts/install_deps.sh
 fi
 scripts/build.sh
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # the package is built in place
 for example in examples/*.py; do
   echo "== $example"
   ${PYTHON:-python3} "$example"

@@ -174,9 +174,12 @@ def atomic_max(target, index, value):
         view = Tensor(target.ptr, Int32, target.layout, target.memspace, target.alignment, target.wide)
         uview = Tensor(target.ptr, Uint32, target.layout, target.memspace, target.alignment, target.wide)
         # Non-negative floats order like signed ints; negative ones reversed, like unsigned ints.
-        pos = _atom("max", view, index, bits)
-        neg = convert(_atom("min", uview, index, convert(bits, Uint32)), Int32)
-        old = where(v >= 0.0, pos, neg)
+        # Both atomics run; the one that does not apply gets its identity (INT_MIN / UINT_MAX),
+        # so it leaves memory unchanged.
+        non_negative = v >= 0.0
+        pos = _atom("max", view, index, where(non_negative, bits, Int32(-(1 << 31))))
+        neg = _atom("min", uview, index, where(non_negative, Uint32(0xFFFFFFFF), convert(bits, Uint32)))
+        old = where(non_negative, pos, convert(neg, Int32))
         return Float32._wrap(b.op(f"arith.bitcast {old.ir.name} : i32 to f32", "f32"))
     return _atom("max", target, index, value)
 
