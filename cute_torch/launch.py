@@ -7,9 +7,25 @@ import sys
 from typing import Any
 
 
-def _torch():
-    # Only consult torch if the caller already uses it: importing it costs seconds.
+def loaded_torch():
+    """torch if the caller already imported it (importing it here would cost seconds)."""
     return sys.modules.get("torch")
+
+
+_current_stream = None
+
+
+def current_stream_handle(device: int) -> int:
+    """The CUstream of torch's current stream on `device` (0 without CUDA); the fast raw-handle
+    getter when torch has one, since this runs on every launch."""
+    global _current_stream
+    if _current_stream is None:
+        torch = loaded_torch()
+        if torch is None or not torch.cuda.is_available():
+            return 0
+        _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+            lambda d: torch.cuda.current_stream(d).cuda_stream)
+    return _current_stream(device)
 
 
 def _stream_handle(stream: Any) -> int:
@@ -22,7 +38,7 @@ def _stream_handle(stream: Any) -> int:
 
 
 def resolve_device_and_stream(args: tuple, stream: Any, device: int | None) -> tuple[int, int]:
-    torch = _torch()
+    torch = loaded_torch()
     tensor_devices = []
     if torch is not None:
         tensor_devices = [a.device for a in args if isinstance(a, torch.Tensor)]
@@ -38,9 +54,4 @@ def resolve_device_and_stream(args: tuple, stream: Any, device: int | None) -> t
             device = torch.cuda.current_device()
         else:
             device = 0
-    if stream is None:
-        if torch is not None and torch.cuda.is_available():
-            stream = torch.cuda.current_stream(device).cuda_stream
-        else:
-            stream = 0
-    return device, _stream_handle(stream)
+    return device, current_stream_handle(device) if stream is None else _stream_handle(stream)

@@ -235,6 +235,3 @@ def clock() -> Int64:
     b = ir.require("device", "clock")
     return Int64._wrap(b.op('llvm.inline_asm has_side_effects "mov.u64 $0, %clock64;", "=l" : () -> i64', "i64"))
 
-
-def byte_size(dtype) -> int:
-    return byte_width(dtype)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from . import ir
 from .diagnostics import (EARLY_EXIT, LOOP_ELSE, NOT_CONSTEXPR, TYPE_CHANGE, UNDEFINED_AFTER_REGION, DSLError,
                           Location, user_location)
-from .numeric import Boolean, Int32, Numeric, as_numeric, convert, index_of, promote, where
+from .numeric import Boolean, Int32, Numeric, as_numeric, convert, index_of, promote, python_type, where
 
 
 class Undefined:
@@ -65,12 +65,8 @@ def _carried_type(value) -> type[Numeric] | None:
     if isinstance(value, Numeric):
         return type(value)
     if isinstance(value, (bool, int, float)):
-        return as_numeric_type(value)
+        return python_type(value)
     return None
-
-
-def as_numeric_type(value) -> type[Numeric]:
-    return type(as_numeric(value)) if not isinstance(value, Numeric) else type(value)
 
 
 def _coerce(name: str, value, t: type[Numeric], kind: str, where_: str) -> Numeric:
@@ -227,7 +223,7 @@ def for_loop(iterable, body: Callable, init: tuple, names: Sequence[str], loc: L
         return values
     t = Int32
     for x in bounds:
-        t = promote(t, type(x) if isinstance(x, Numeric) else as_numeric_type(x))
+        t = promote(t, type(x) if isinstance(x, Numeric) else python_type(x))
     if t.is_float:
         raise DSLError(NOT_CONSTEXPR, "range bounds must be integers", loc)
     carry = _Carry(names, init, "for loop")

@@ -26,6 +26,7 @@ from .. import _C
 from ..compiler import CompiledModule, compile_mlir
 from ..env import knobs
 from ..errors import CompileError
+from ..launch import current_stream_handle, loaded_torch
 from ..toolkit import target_arch
 from . import cache, control, ir
 from .diagnostics import (ARGUMENT_MISMATCH, INVALID_LAUNCH, KERNEL_CALLS_KERNEL, MLIR_ERROR, PYTHON_CALLS_KERNEL,
@@ -43,17 +44,13 @@ class Constexpr:
         return cls
 
 
-def _torch():
-    return sys.modules.get("torch")
-
-
 _TENSOR_TYPE = None
 
 
 def _tensor_type():
     global _TENSOR_TYPE
     if _TENSOR_TYPE is None:
-        torch = _torch()
+        torch = loaded_torch()
         _TENSOR_TYPE = torch.Tensor if torch is not None else type(None)
     return _TENSOR_TYPE
 
@@ -68,7 +65,7 @@ def _is_constexpr_annotation(annotation) -> bool:
 
 
 def _is_stream(value) -> bool:
-    torch = _torch()
+    torch = loaded_torch()
     return torch is not None and hasattr(torch, "cuda") and isinstance(value, torch.cuda.Stream)
 
 
@@ -114,7 +111,7 @@ class _Signature:
 def _arg_key(value, annotation) -> tuple:
     if _is_constexpr_annotation(annotation):
         return (CONSTEXPR, _constexpr_key(value))
-    torch = _torch()
+    torch = loaded_torch()
     if torch is not None and isinstance(value, torch.Tensor):
         return tensor_key(value)
     if isinstance(value, TensorArg):
@@ -167,12 +164,12 @@ class Specialization:
         devices = {k[6] for k in keys if k[0] in (TENSOR, TENSOR_ARG)}
         self.device = next(iter(devices)) if devices else None
         self._source = source
-        self._stream = _stream_getter()
+        self._stream = current_stream_handle
 
     def _check_device(self) -> int:
         device = self.device
         if device is None:
-            torch = _torch()
+            torch = loaded_torch()
             return torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else 0
         if device < 0:
             raise DSLError(ARGUMENT_MISMATCH, "tensor arguments must be CUDA tensors, got CPU tensors",
@@ -209,21 +206,6 @@ class Specialization:
             self._call(self._entry, flat, device, stream)
         except TypeError as e:
             raise DSLError(ARGUMENT_MISMATCH, f"{self._source.__name__}: {e}", user_location()) from None
-
-
-@functools.lru_cache(maxsize=None)
-def _stream_getter():
-    torch = _torch()
-    if torch is None or not torch.cuda.is_available():
-        return lambda device: 0
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw
-    return lambda device: torch.cuda.current_stream(device).cuda_stream
-
-
-def _current_stream(device: int) -> int:
-    return _stream_getter()(device)
 
 
 class CompiledFunction:

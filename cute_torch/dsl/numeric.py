@@ -468,8 +468,7 @@ def where(cond, a, b):
         return a if cond else b
     cond = convert(cond, Boolean)
     if not isinstance(a, Numeric) and not isinstance(b, Numeric):
-        a = as_numeric(a)
-        b = as_numeric(b, type(a) if not isinstance(b, float) or type(a).is_float else None)
+        a = as_numeric(a)  # two literals: the first sets the type, _operands adapts the second
     a, b, t = _operands(a, b)
     return t.wrap_op(f"arith.select {cond.ir.name}, {a.ir.name}, {b.ir.name} : {t.mlir}")
 

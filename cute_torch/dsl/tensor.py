@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, WRONG_CONTEXT, DSLError, user_location
+from ..launch import loaded_torch
 from .numeric import (BY_TORCH_NAME, Boolean, Int32, Int64, Numeric, as_numeric, convert, promote)
 
 IntTuple = Any  # int | Numeric | tuple[IntTuple, ...]
@@ -183,7 +184,6 @@ def size(x, mode: Sequence[int] | None = None):
 # -- DSL tensors ----------------------------------------------------------------------------------
 
 _STORAGE = {Boolean: "i8"}
-ADDRESS_SPACES = {"gmem": 1, "smem": 3, "rmem": 5}
 
 
 def storage_type(dtype: type[Numeric]) -> str:
@@ -286,10 +286,6 @@ class Tensor:
 
 # -- host side: tensors passed to @cute.jit -----------------------------------------------------------
 
-def _torch():
-    return sys.modules.get("torch")
-
-
 _DTYPES: dict = {}
 
 
@@ -310,7 +306,7 @@ class TensorArg:
     """A tensor handed to a @cute.jit function, and which of its parts are compile-time."""
 
     def __init__(self, tensor, assumed_align: int | None = None):
-        torch = _torch()
+        torch = loaded_torch()
         if torch is not None and not isinstance(tensor, torch.Tensor) and hasattr(tensor, "__dlpack__"):
             tensor = torch.from_dlpack(tensor)
         self.tensor = tensor
