@@ -206,6 +206,8 @@ py::tuple load(const std::string &host, const std::string &metadata, const py::l
 
 } // namespace
 
+void bindLayout(py::module_ &parent); // LayoutBindings.cpp
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "cute_torch native module: the compiler library and the runtime";
   py::register_exception<CudaError>(m, "CudaError", PyExc_RuntimeError);
@@ -228,4 +230,5 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("device_arch", &deviceArch, py::arg("device"));
   m.def("device_count", &deviceCount);
+  bindLayout(m);
 }

@@ -53,3 +53,105 @@ TEST(Layout, MapsCoordinatesLikeCuTe) {
   auto broadcast = *parseLayout("(4,8):(1,0)", nullptr);
   EXPECT_EQ(broadcast.cosize(), 4);
 }
+
+//===----------------------------------------------------------------------===//
+// Worked examples from CuTe's documentation (layout algebra, divides, products)
+//===----------------------------------------------------------------------===//
+
+namespace {
+Layout L(const std::string &text) {
+  std::string error;
+  auto layout = parseLayout(text, &error);
+  if (!layout)
+    throw LayoutError(error);
+  return *layout;
+}
+IntTuple T(const std::string &text) { return *parseIntTuple(text, nullptr); }
+} // namespace
+
+TEST(Algebra, DocumentedCoalesce) {
+  EXPECT_EQ(coalesce(L("(2,(1,6)):(1,(6,2))")).str(), "12:1");
+  EXPECT_EQ(coalesce(L("(4,8):(8,1)")).str(), "(4,8):(8,1)");
+  EXPECT_EQ(coalesce(L("(1,1):(3,5)")).str(), "1:0");
+  // By-mode coalesce keeps the rank.
+  EXPECT_EQ(coalesce(L("((2,4),(3,5)):((1,2),(8,24))"), T("(1,1)")).str(), "(8,15):(1,8)");
+}
+
+TEST(Algebra, DocumentedComposition) {
+  EXPECT_EQ(composition(L("20:2"), L("(5,4):(4,1)")).str(), "(5,4):(8,2)");
+  EXPECT_EQ(composition(L("(10,2):(16,4)"), L("(5,4):(1,5)")).str(), "(5,(2,2)):(16,(80,4))");
+  EXPECT_EQ(composition(L("(4,6,8,10):(2,3,5,7)"), L("6:12")).str(), "(2,3):(9,5)");
+  EXPECT_EQ(composition(L("(6,2):(8,2)"), L("(4,3):(3,1)")).str(), "((2,2),3):((24,2),8)");
+  // By-mode: (12,(4,8)):(59,(13,1)) with the tiler <3:4, 8:2>.
+  Tiler tiler(std::vector<Layout>{L("3:4"), L("8:2")});
+  EXPECT_EQ(composition(L("(12,(4,8)):(59,(13,1))"), tiler).str(), "(3,(2,4)):(236,(26,1))");
+}
+
+TEST(Algebra, DocumentedComplement) {
+  EXPECT_EQ(complement(L("4:1"), 24).str(), "6:4");
+  EXPECT_EQ(complement(L("6:4"), 24).str(), "4:1");
+  EXPECT_EQ(complement(L("(4,6):(1,4)"), 24).str(), "1:0");
+  EXPECT_EQ(complement(L("4:2"), 24).str(), "(2,3):(1,8)");
+  EXPECT_EQ(complement(L("(2,4):(1,6)"), 24).str(), "3:2");
+  EXPECT_EQ(complement(L("(2,2):(1,6)"), 24).str(), "(3,2):(2,12)");
+  EXPECT_THROW(complement(L("(2,2):(1,3)"), 24), LayoutError); // Interleaved modes.
+}
+
+TEST(Algebra, DocumentedDivides) {
+  EXPECT_EQ(logicalDivide(L("(4,2,3):(2,1,8)"), L("4:2")).str(), "((2,2),(2,3)):((4,1),(2,8))");
+  Tiler tiler(std::vector<Layout>{L("3:3"), L("(2,4):(1,8)")});
+  Layout a = L("(9,(4,8)):(59,(13,1))");
+  EXPECT_EQ(logicalDivide(a, tiler).str(), "((3,3),((2,4),(2,2))):((177,59),((13,2),(26,1)))");
+  EXPECT_EQ(zippedDivide(a, tiler).str(), "((3,(2,4)),(3,(2,2))):((177,(13,2)),(59,(26,1)))");
+  EXPECT_EQ(tiledDivide(a, tiler).str(), "((3,(2,4)),3,(2,2)):((177,(13,2)),59,(26,1))");
+  EXPECT_EQ(flatDivide(a, tiler).str(), "(3,(2,4),3,(2,2)):(177,(13,2),59,(26,1))");
+}
+
+TEST(Algebra, DocumentedProducts) {
+  EXPECT_EQ(logicalProduct(L("(2,2):(4,1)"), L("6:1")).str(), "((2,2),(2,3)):((4,1),(2,8))");
+  // blocked_product coalesces each mode (tuple_repeat<R>(1) profile): (2,3):(5,10) is 6:5.
+  EXPECT_EQ(blockedProduct(L("(2,5):(5,1)"), L("(3,4):(1,3)")),
+            coalesce(L("((2,3),(5,4)):((5,10),(1,30))"), T("(1,1)")));
+  EXPECT_EQ(rakedProduct(L("(2,5):(5,1)"), L("(3,4):(1,3)")).str(),
+            "((3,2),(4,5)):((10,5),(30,1))");
+  Tiler tiler(std::vector<Layout>{L("3:1"), L("4:1")});
+  Layout zipped = zippedProduct(L("(2,5):(5,1)"), tiler);
+  EXPECT_EQ(zipped[0], L("(2,5):(5,1)"));
+  EXPECT_EQ(zipped[1].size(), 12);
+}
+
+TEST(Algebra, OrderedIdentityTileToShapeRecast) {
+  EXPECT_EQ(makeOrderedLayout(T("(2,3,4)"), T("(1,0,2)")).str(), "(2,3,4):(3,1,6)");
+  EXPECT_EQ(makeIdentityLayout(T("(4,8)")).str(), "(4,8):(1,4)");
+  EXPECT_EQ(tileToShape(L("(8,8):(8,1)"), T("(32,16)")).str(), "(32,(8,2)):(8,(1,256))");
+  EXPECT_EQ(recast(L("(4,8):(8,1)"), 16, 32).str(), "(4,4):(4,1)");
+  EXPECT_EQ(recast(L("(4,4):(4,1)"), 32, 16).str(), "(4,8):(8,1)");
+  EXPECT_EQ(recast(L("(4,8):(1,4)"), 8, 128).str(), "(1,8):(1,1)");
+}
+
+TEST(Algebra, SlicingTilingPartitioning) {
+  Layout rowMajor = L("(8,16):(16,1)");
+  auto [column, offset] = slice(rowMajor, T("(_,3)"));
+  EXPECT_EQ(column.str(), "(8):(16)");
+  EXPECT_EQ(offset, 3);
+  auto [tile, tileOffset] = localTile(rowMajor, Tiler(std::vector<Layout>{L("4:1"), L("8:1")}),
+                                      T("(1,1)"));
+  EXPECT_EQ(tile.str(), "(4,8):(16,1)");
+  EXPECT_EQ(tileOffset, 4 * 16 + 8);
+  // 32 threads as a (4,8) row-major grid over the 8x16 tile: thread 9 is (1,1).
+  auto [part, partOffset] = localPartition(rowMajor, L("(4,8):(8,1)"), 9);
+  EXPECT_EQ(part.str(), "(2,2):(64,8)");
+  EXPECT_EQ(partOffset, 16 + 1);
+}
+
+TEST(Algebra, MaxCommonVectorAndSwizzle) {
+  EXPECT_EQ(maxCommonVector(L("(4,8):(1,4)"), L("(4,8):(1,4)")), 32);
+  EXPECT_EQ(maxCommonVector(L("(4,8):(1,4)"), L("(4,8):(8,1)")), 1);
+  EXPECT_EQ(maxCommonVector(L("(8,4):(1,16)"), L("32:1")), 8);
+  Swizzle sw{3, 4, 3};
+  EXPECT_EQ(sw(0), 0);
+  EXPECT_EQ(sw(1 << 7), (1 << 7) | (1 << 4)); // Bit 7 flips bit 4.
+  EXPECT_EQ(ComposedLayout({sw, 0, L("(8,64):(64,1)")}).str(), "Sw<3,4,3> o 0 o (8,64):(64,1)");
+  EXPECT_EQ(L("(?,8):(8,1)").str(), "(?,8):(8,1)");
+  EXPECT_THROW(coalesce(L("(?,8):(8,1)")), LayoutError);
+}

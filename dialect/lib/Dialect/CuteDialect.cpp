@@ -3,6 +3,7 @@
 #include "cute/Dialect/CuteDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -37,6 +38,8 @@ Operation *CuteDialect::materializeConstant(OpBuilder &builder, Attribute value,
                                             Location loc) {
   if (auto integer = value.dyn_cast<IntegerAttr>())
     return builder.create<arith::ConstantOp>(loc, type, integer);
+  if (auto layout = type.dyn_cast<LayoutType>())
+    return builder.create<StaticLayoutOp>(loc, layout);
   return nullptr;
 }
 
@@ -155,16 +158,22 @@ OpFoldResult StaticLayoutOp::fold(FoldAdaptor) {
 }
 
 OpFoldResult SizeOp::fold(FoldAdaptor) {
-  return IntegerAttr::get(IndexType::get(getContext()), layoutOf(getLayout()).size());
+  ::cute::layout::Layout layout = layoutOf(getLayout());
+  if (!layout.getShape().isStatic())
+    return {};
+  return IntegerAttr::get(IndexType::get(getContext()), layout.size());
 }
 
 OpFoldResult CosizeOp::fold(FoldAdaptor) {
-  return IntegerAttr::get(IndexType::get(getContext()), layoutOf(getLayout()).cosize());
+  ::cute::layout::Layout layout = layoutOf(getLayout());
+  if (!layout.isStatic())
+    return {};
+  return IntegerAttr::get(IndexType::get(getContext()), layout.cosize());
 }
 
 LogicalResult Crd2IdxOp::verify() {
   ::cute::layout::Layout layout = layoutOf(getLayout());
-  size_t leaves = layout.getShape().flatten().size();
+  size_t leaves = layout.getShape().leaves().size();
   size_t given = getCoords().size();
   if (given != 1 && given != leaves)
     return emitOpError() << "takes 1 linear coordinate or " << leaves
@@ -182,8 +191,126 @@ OpFoldResult Crd2IdxOp::fold(FoldAdaptor adaptor) {
     coords.push_back(integer.getInt());
   }
   ::cute::layout::Layout layout = layoutOf(getLayout());
+  if (!layout.isStatic())
+    return {};
   int64_t offset = coords.size() == 1 && layout.getShape().flatten().size() != 1
                        ? layout(coords.front())
                        : layout.crd2idx(coords);
   return IntegerAttr::get(IndexType::get(getContext()), offset);
 }
+
+//===----------------------------------------------------------------------===//
+// make_layout and the algebra
+//===----------------------------------------------------------------------===//
+
+static size_t countDynamic(const ::cute::layout::IntTuple &tuple) {
+  size_t count = 0;
+  for (const auto &leaf : tuple.leaves())
+    count += leaf.isDynamic();
+  return count;
+}
+
+LogicalResult MakeLayoutOp::verify() {
+  ::cute::layout::Layout layout = getResult().getType().cast<LayoutType>().getLayout();
+  size_t wanted = countDynamic(layout.getShape()) + countDynamic(layout.getStride());
+  if (wanted != getLeaves().size())
+    return emitOpError() << "the layout " << layout.str() << " has " << wanted
+                         << " run-time leaves ('?'), but " << getLeaves().size()
+                         << " values were given";
+  return success();
+}
+
+LogicalResult mlir::cute::inferAlgebra(StringRef opName, MLIRContext *context,
+                                       std::optional<Location> location, ValueRange operands,
+                                       DictionaryAttr attributes,
+                                       SmallVectorImpl<Type> &inferred) {
+  namespace L = ::cute::layout;
+  std::vector<L::Layout> args;
+  for (Value operand : operands) {
+    auto type = operand.getType().dyn_cast<LayoutType>();
+    if (!type)
+      return emitOptionalError(location, "'", opName, "' takes layouts");
+    args.push_back(type.getLayout());
+  }
+  StringRef name = opName.drop_front(std::string("cute.").size());
+  bool byMode = attributes && attributes.get("by_mode");
+  auto tiler = [&] { return byMode ? L::Tiler(args[1].modes()) : L::Tiler(args[1]); };
+  std::string error;
+  std::optional<L::Layout> result = L::tryLayout(
+      [&]() -> L::Layout {
+        if (name == "coalesce")
+          return L::coalesce(args[0]);
+        if (name == "filter")
+          return L::filter(args[0]);
+        if (name == "right_inverse")
+          return L::rightInverse(args[0]);
+        if (name == "left_inverse")
+          return L::leftInverse(args[0]);
+        if (name == "complement") {
+          auto cotarget = attributes ? attributes.getAs<IntegerAttr>("cotarget") : IntegerAttr();
+          return cotarget ? L::complement(args[0], cotarget.getInt()) : L::complement(args[0]);
+        }
+        if (name == "composition")
+          return L::composition(args[0], tiler());
+        if (name == "logical_divide")
+          return L::logicalDivide(args[0], tiler());
+        if (name == "zipped_divide")
+          return L::zippedDivide(args[0], tiler());
+        if (name == "tiled_divide")
+          return L::tiledDivide(args[0], tiler());
+        if (name == "flat_divide")
+          return L::flatDivide(args[0], tiler());
+        if (name == "logical_product")
+          return L::logicalProduct(args[0], tiler());
+        if (name == "zipped_product")
+          return L::zippedProduct(args[0], tiler());
+        if (name == "blocked_product")
+          return L::blockedProduct(args[0], args[1]);
+        if (name == "raked_product")
+          return L::rakedProduct(args[0], args[1]);
+        throw L::LayoutError("no inference rule");
+      },
+      &error);
+  if (!result)
+    return emitOptionalError(location, "'", opName, "': ", error);
+  inferred.push_back(LayoutType::get(context, result->str()));
+  return success();
+}
+
+OpFoldResult mlir::cute::foldAlgebra(Operation *op) {
+  // The inferred type says everything (the algebra only accepts static layouts).
+  return UnitAttr::get(op->getContext());
+}
+
+//===----------------------------------------------------------------------===//
+// load / store
+//===----------------------------------------------------------------------===//
+
+template <typename OpT>
+static LogicalResult verifyMemoryOp(OpT op, VectorType vector) {
+  std::string error;
+  std::optional<::cute::layout::Layout> layout =
+      ::cute::layout::parseLayout(op.getLayout().str(), &error);
+  if (!layout)
+    return op.emitOpError() << "invalid layout \"" << op.getLayout() << "\": " << error;
+  if (!layout->isStatic())
+    return op.emitOpError() << "needs a static element layout, got " << layout->str();
+  if (vector.getRank() != 1 || vector.getNumElements() != layout->size())
+    return op.emitOpError() << "moves " << layout->size() << " elements (the size of "
+                            << layout->str() << ") but the vector type is " << vector;
+  Type element = vector.getElementType();
+  if (!element.isIntOrFloat() || element.getIntOrFloatBitWidth() % 8 != 0)
+    return op.emitOpError() << "elements must be whole bytes, got " << element;
+  int64_t align = op.getAlign();
+  if (align <= 0 || (align & (align - 1)) != 0)
+    return op.emitOpError() << "align " << align << " is not a power of two";
+  if (op.getDivisibility() <= 0)
+    return op.emitOpError() << "divisibility must be positive";
+  if (auto swizzle = op.getSwizzle())
+    if (swizzle->size() != 3)
+      return op.emitOpError() << "swizzle is array<i64: bits, base, shift>";
+  return success();
+}
+
+LogicalResult LoadOp::verify() { return verifyMemoryOp(*this, getResult().getType().cast<VectorType>()); }
+LogicalResult StoreOp::verify() { return verifyMemoryOp(*this, getValue().getType().cast<VectorType>()); }

@@ -1,7 +1,9 @@
-//===- LowerToArith.cpp - layout algebra to index arithmetic -------------===//
+//===- LowerToArith.cpp - the cute dialect to arith and LLVM -------------===//
 //
-// Static layouts become constants and multiply-adds: size/cosize are constants, crd2idx is
-// sum(c_i * d_i) after splitting a linear coordinate colexicographically.
+// Layout ops become constants and multiply-adds: static leaves are constants, run-time leaves
+// come from the cute.make_layout that built the layout. Algebra ops have static results and
+// become cute.static_layout. cute.load / cute.store become LLVM loads and stores of the widest
+// vectors (up to 16 bytes) that the element layout, the alignment and the swizzle allow.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,6 +11,7 @@
 #include "cute/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -19,19 +22,69 @@ namespace mlir::cute {
 
 using namespace mlir;
 using namespace mlir::cute;
+namespace L = ::cute::layout;
 
 namespace {
 
-Value indexConstant(PatternRewriter &rewriter, Location loc, int64_t value) {
-  return rewriter.create<arith::ConstantIndexOp>(loc, value);
+Value indexConstant(OpBuilder &builder, Location loc, int64_t value) {
+  return builder.create<arith::ConstantIndexOp>(loc, value);
 }
 
-template <typename OpT, int64_t (::cute::layout::Layout::*Measure)() const>
-struct LowerMeasure : OpRewritePattern<OpT> {
-  using OpRewritePattern<OpT>::OpRewritePattern;
-  LogicalResult matchAndRewrite(OpT op, PatternRewriter &rewriter) const override {
-    auto layout = op.getLayout().getType().template cast<LayoutType>().getLayout();
-    rewriter.replaceOp(op, indexConstant(rewriter, op.getLoc(), (layout.*Measure)()));
+/// The leaves of a layout value as index values: constants for static leaves, the operands of
+/// its cute.make_layout for run-time ones.
+FailureOr<std::pair<SmallVector<Value>, SmallVector<Value>>>
+leafValues(Value layoutValue, OpBuilder &builder, Location loc) {
+  L::Layout layout = layoutValue.getType().cast<LayoutType>().getLayout();
+  SmallVector<Value> dynamic;
+  if (!layout.isStatic()) {
+    auto make = layoutValue.getDefiningOp<MakeLayoutOp>();
+    if (!make)
+      return failure();
+    dynamic.append(make.getLeaves().begin(), make.getLeaves().end());
+  }
+  size_t next = 0;
+  auto values = [&](const L::IntTuple &tuple) {
+    SmallVector<Value> result;
+    for (const L::IntTuple &leaf : tuple.leaves())
+      result.push_back(leaf.isDynamic() ? dynamic[next++]
+                                        : indexConstant(builder, loc, leaf.getValue()));
+    return result;
+  };
+  SmallVector<Value> shape = values(layout.getShape());
+  SmallVector<Value> stride = values(layout.getStride());
+  return std::make_pair(shape, stride);
+}
+
+Value mul(OpBuilder &b, Location loc, Value x, Value y) { return b.create<arith::MulIOp>(loc, x, y); }
+Value add(OpBuilder &b, Location loc, Value x, Value y) { return b.create<arith::AddIOp>(loc, x, y); }
+
+struct LowerSize : OpRewritePattern<SizeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SizeOp op, PatternRewriter &rewriter) const override {
+    auto leaves = leafValues(op.getLayout(), rewriter, op.getLoc());
+    if (failed(leaves))
+      return op.emitError("a layout with run-time leaves must come from cute.make_layout");
+    Value product = indexConstant(rewriter, op.getLoc(), 1);
+    for (Value extent : leaves->first)
+      product = mul(rewriter, op.getLoc(), product, extent);
+    rewriter.replaceOp(op, product);
+    return success();
+  }
+};
+
+struct LowerCosize : OpRewritePattern<CosizeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CosizeOp op, PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto leaves = leafValues(op.getLayout(), rewriter, loc);
+    if (failed(leaves))
+      return op.emitError("a layout with run-time leaves must come from cute.make_layout");
+    // 1 + sum((s_i - 1) * d_i), strides non-negative.
+    Value one = indexConstant(rewriter, loc, 1), total = one;
+    for (auto [extent, stride] : llvm::zip(leaves->first, leaves->second))
+      total = add(rewriter, loc, total,
+                  mul(rewriter, loc, rewriter.create<arith::SubIOp>(loc, extent, one), stride));
+    rewriter.replaceOp(op, total);
     return success();
   }
 };
@@ -40,10 +93,10 @@ struct LowerCrd2Idx : OpRewritePattern<Crd2IdxOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(Crd2IdxOp op, PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    ::cute::layout::Layout layout = op.getLayout().getType().cast<LayoutType>().getLayout();
-    std::vector<int64_t> extents = layout.getShape().flatten();
-    std::vector<int64_t> strides = layout.getStride().flatten();
-
+    auto leaves = leafValues(op.getLayout(), rewriter, loc);
+    if (failed(leaves))
+      return op.emitError("a layout with run-time leaves must come from cute.make_layout");
+    auto &[extents, strides] = *leaves;
     SmallVector<Value> coords(op.getCoords().begin(), op.getCoords().end());
     if (coords.size() == 1 && extents.size() > 1) {
       // Split the linear coordinate, first mode fastest; the last mode takes the rest.
@@ -54,28 +107,22 @@ struct LowerCrd2Idx : OpRewritePattern<Crd2IdxOp> {
           coords.push_back(rest);
           break;
         }
-        Value extent = indexConstant(rewriter, loc, extents[i]);
-        coords.push_back(rewriter.create<arith::RemSIOp>(loc, rest, extent));
-        rest = rewriter.create<arith::DivSIOp>(loc, rest, extent);
+        coords.push_back(rewriter.create<arith::RemSIOp>(loc, rest, extents[i]));
+        rest = rewriter.create<arith::DivSIOp>(loc, rest, extents[i]);
       }
     }
     Value offset = indexConstant(rewriter, loc, 0);
-    for (size_t i = 0; i < coords.size(); ++i) {
-      if (strides[i] == 0)
-        continue;
-      Value term = coords[i];
-      if (strides[i] != 1)
-        term = rewriter.create<arith::MulIOp>(loc, term, indexConstant(rewriter, loc, strides[i]));
-      offset = rewriter.create<arith::AddIOp>(loc, offset, term);
-    }
+    for (size_t i = 0; i < coords.size(); ++i)
+      offset = add(rewriter, loc, offset, mul(rewriter, loc, coords[i], strides[i]));
     rewriter.replaceOp(op, offset);
     return success();
   }
 };
 
-struct EraseDeadStaticLayout : OpRewritePattern<StaticLayoutOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(StaticLayoutOp op, PatternRewriter &rewriter) const override {
+template <typename OpT>
+struct EraseDead : OpRewritePattern<OpT> {
+  using OpRewritePattern<OpT>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpT op, PatternRewriter &rewriter) const override {
     if (!op->use_empty())
       return failure();
     rewriter.eraseOp(op);
@@ -83,18 +130,153 @@ struct EraseDeadStaticLayout : OpRewritePattern<StaticLayoutOp> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// load / store
+//===----------------------------------------------------------------------===//
+
+/// How a memory op's elements are grouped: `width` consecutive elements per instruction.
+struct Access {
+  L::Layout layout;
+  int64_t width;
+  std::optional<L::Swizzle> swizzle;
+};
+
+/// The widest power-of-two vector (at most 16 bytes) such that every group of `width`
+/// elements is contiguous in memory, starts at a multiple of `width` elements (given the
+/// pointer's alignment and the offset's divisibility) and is not split by the swizzle.
+template <typename OpT>
+Access planAccess(OpT op, int64_t elementBytes) {
+  L::Layout layout = *L::parseLayout(op.getLayout().str(), nullptr);
+  std::optional<L::Swizzle> swizzle;
+  if (auto s = op.getSwizzle())
+    swizzle = L::Swizzle{int((*s)[0]), int((*s)[1]), int((*s)[2])};
+  int64_t size = layout.size();
+  for (int64_t width = 16 / elementBytes; width > 1; width /= 2) {
+    if (size % width || op.getDivisibility() % width || op.getAlign() % (width * elementBytes))
+      continue;
+    if (swizzle && width > (int64_t(1) << swizzle->base))
+      continue;
+    bool contiguous = true;
+    for (int64_t group = 0; group < size / width && contiguous; ++group) {
+      int64_t start = layout(group * width);
+      contiguous = start % width == 0;
+      for (int64_t j = 1; j < width && contiguous; ++j)
+        contiguous = layout(group * width + j) == start + j;
+    }
+    if (contiguous)
+      return {layout, width, swizzle};
+  }
+  return {layout, 1, swizzle};
+}
+
+/// The address of element group `start`: base + swizzle(offset + start).
+Value groupAddress(OpBuilder &b, Location loc, Value base, Value offset, int64_t start,
+                   const std::optional<L::Swizzle> &swizzle, Type element) {
+  Type offsetType = offset.getType();
+  auto constant = [&](int64_t v) { return b.create<arith::ConstantIntOp>(loc, v, offsetType); };
+  Value index = start ? b.create<arith::AddIOp>(loc, offset, constant(start)).getResult() : offset;
+  if (swizzle && swizzle->bits > 0) {
+    int64_t mask = ((int64_t(1) << swizzle->bits) - 1) << (swizzle->base + std::max(0, swizzle->shift));
+    Value moved = b.create<arith::AndIOp>(loc, index, constant(mask));
+    moved = swizzle->shift >= 0
+                ? b.create<arith::ShRUIOp>(loc, moved, constant(swizzle->shift)).getResult()
+                : b.create<arith::ShLIOp>(loc, moved, constant(-swizzle->shift)).getResult();
+    index = b.create<arith::XOrIOp>(loc, index, moved);
+  }
+  return b.create<LLVM::GEPOp>(loc, base.getType(), element, base, ValueRange{index});
+}
+
+Value position(OpBuilder &b, Location loc, int64_t i) {
+  return b.create<LLVM::ConstantOp>(loc, b.getI32Type(), b.getI32IntegerAttr(i));
+}
+
+struct LowerLoad : OpRewritePattern<LoadOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LoadOp op, PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto vectorType = op.getResult().getType().cast<VectorType>();
+    Type element = vectorType.getElementType();
+    int64_t bytes = element.getIntOrFloatBitWidth() / 8;
+    Access access = planAccess(op, bytes);
+    Value result = rewriter.create<LLVM::UndefOp>(loc, vectorType);
+    int64_t size = access.layout.size();
+    for (int64_t group = 0; group < size; group += access.width) {
+      Value address = groupAddress(rewriter, loc, op.getBase(), op.getOffset(),
+                                   access.layout(group), access.swizzle, element);
+      if (access.width == 1) {
+        Value scalar = rewriter.create<LLVM::LoadOp>(loc, element, address, bytes);
+        result = rewriter.create<LLVM::InsertElementOp>(loc, result, scalar,
+                                                        position(rewriter, loc, group));
+        continue;
+      }
+      auto chunkType = VectorType::get({access.width}, element);
+      Value chunk = rewriter.create<LLVM::LoadOp>(loc, chunkType, address, access.width * bytes);
+      for (int64_t j = 0; j < access.width; ++j) {
+        Value scalar = rewriter.create<LLVM::ExtractElementOp>(loc, chunk, position(rewriter, loc, j));
+        result = rewriter.create<LLVM::InsertElementOp>(loc, result, scalar,
+                                                        position(rewriter, loc, group + j));
+      }
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct LowerStore : OpRewritePattern<StoreOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(StoreOp op, PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto vectorType = op.getValue().getType().cast<VectorType>();
+    Type element = vectorType.getElementType();
+    int64_t bytes = element.getIntOrFloatBitWidth() / 8;
+    Access access = planAccess(op, bytes);
+    int64_t size = access.layout.size();
+    for (int64_t group = 0; group < size; group += access.width) {
+      Value address = groupAddress(rewriter, loc, op.getBase(), op.getOffset(),
+                                   access.layout(group), access.swizzle, element);
+      Value data;
+      if (access.width == 1) {
+        data = rewriter.create<LLVM::ExtractElementOp>(loc, op.getValue(),
+                                                       position(rewriter, loc, group));
+      } else {
+        auto chunkType = VectorType::get({access.width}, element);
+        data = rewriter.create<LLVM::UndefOp>(loc, chunkType);
+        for (int64_t j = 0; j < access.width; ++j) {
+          Value scalar = rewriter.create<LLVM::ExtractElementOp>(
+              loc, op.getValue(), position(rewriter, loc, group + j));
+          data = rewriter.create<LLVM::InsertElementOp>(loc, data, scalar, position(rewriter, loc, j));
+        }
+      }
+      rewriter.create<LLVM::StoreOp>(loc, data, address, access.width * bytes);
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct LowerToArithPass : mlir::cute::impl::CuteLowerToArithBase<LowerToArithPass> {
   void runOnOperation() override {
+    // Algebra results are static: each becomes the static layout its type names.
+    getOperation()->walk([](Operation *op) {
+      if (!isa<CoalesceOp, FilterOp, RightInverseOp, LeftInverseOp, ComplementOp, CompositionOp,
+               LogicalDivideOp, ZippedDivideOp, TiledDivideOp, FlatDivideOp, LogicalProductOp,
+               ZippedProductOp, BlockedProductOp, RakedProductOp>(op))
+        return;
+      OpBuilder builder(op);
+      auto type = op->getResult(0).getType().cast<LayoutType>();
+      op->getResult(0).replaceAllUsesWith(builder.create<StaticLayoutOp>(op->getLoc(), type));
+      op->erase();
+    });
     RewritePatternSet patterns(&getContext());
-    patterns.add<LowerMeasure<SizeOp, &::cute::layout::Layout::size>,
-                 LowerMeasure<CosizeOp, &::cute::layout::Layout::cosize>, LowerCrd2Idx,
-                 EraseDeadStaticLayout>(&getContext());
+    patterns.add<LowerSize, LowerCosize, LowerCrd2Idx, LowerLoad, LowerStore,
+                 EraseDead<StaticLayoutOp>, EraseDead<MakeLayoutOp>>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     // Anything of the dialect left over cannot reach LLVM: say which op, where.
     WalkResult leftover = getOperation()->walk([](Operation *op) {
       if (isa<CuteDialect>(op->getDialect())) {
-        op->emitError() << "'" << op->getName() << "' has no lowering to arith";
+        op->emitError() << "'" << op->getName() << "' has no lowering (is its layout used "
+                        << "by an op that needs its value at run time?)";
         return WalkResult::interrupt();
       }
       return WalkResult::advance();

@@ -31,3 +31,38 @@ func.func @coords(%i: index) -> index {
   %o = cute.crd2idx(%i, %i, %i), %l : !cute.layout<"(4,8):(8,1)">
   return %o : index
 }
+
+// -----
+
+func.func @not_injective() {
+  %l = cute.static_layout : !cute.layout<"(2,2):(1,3)">
+  // expected-error @+1 {{'cute.complement': complement of (2,2):(1,3): the layout is not injective, or its modes interleave (stride 3 is not a multiple of 2)}}
+  %c = cute.complement %l {cotarget = 24 : i64} : !cute.layout<"(2,2):(1,3)">
+  return
+}
+
+// -----
+
+func.func @incompatible() {
+  %a = cute.static_layout : !cute.layout<"(2,60):(4,16)">
+  %b = cute.static_layout : !cute.layout<"5:1">
+  // expected-error @+1 {{'cute.composition': composition (2,60):(4,16) o 5:1: extent 5 is not divisible by 2}}
+  %c = cute.composition %a, %b : !cute.layout<"(2,60):(4,16)">, !cute.layout<"5:1">
+  return
+}
+
+// -----
+
+func.func @leaves(%m: index) {
+  // expected-error @+1 {{the layout (?,8):(?,1) has 2 run-time leaves ('?'), but 1 values were given}}
+  %l = cute.make_layout(%m) : !cute.layout<"(?,8):(?,1)">
+  return
+}
+
+// -----
+
+func.func @vector_size(%g: !llvm.ptr<1>, %i: i32) {
+  // expected-error @+1 {{moves 8 elements (the size of (4,2):(1,8)) but the vector type is 'vector<4xf32>'}}
+  %v = cute.load %g[%i] {layout = "(4,2):(1,8)", align = 16, divisibility = 1} : !llvm.ptr<1>, i32 -> vector<4xf32>
+  return
+}

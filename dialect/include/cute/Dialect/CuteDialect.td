@@ -1,7 +1,7 @@
 //===- CuteDialect.td - the cute dialect -------------------*- tablegen -*-===//
 //
 // The `cute` dialect: CuTe layouts, pointers and the algebra over them. Static parts of a
-// layout live in its type; dynamic leaves (later) are SSA operands.
+// layout live in its type; dynamic leaves are SSA operands of cute.make_layout.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +18,7 @@ def Cute_Dialect : Dialect {
   let useDefaultTypePrinterParser = 1;
   let useFoldAPI = kEmitFoldAdaptorFolder;
   let hasConstantMaterializer = 1;
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::LLVM::LLVMDialect"];
   let extraClassDeclaration = [{
     void registerTypes();
   }];

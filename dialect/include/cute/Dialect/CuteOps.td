@@ -4,6 +4,8 @@
 #define CUTE_OPS
 
 include "cute/Dialect/CuteTypes.td"
+include "mlir/Dialect/LLVMIR/LLVMOpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Cute_StaticLayoutOp : Cute_Op<"static_layout", [Pure, ConstantLike]> {
@@ -41,6 +43,102 @@ def Cute_Crd2IdxOp : Cute_Op<"crd2idx", [Pure]> {
   let assemblyFormat = "`(` $coords `)` `,` $layout attr-dict `:` qualified(type($layout))";
   let hasVerifier = 1;
   let hasFolder = 1;
+}
+
+def Cute_MakeLayoutOp : Cute_Op<"make_layout", [Pure]> {
+  let summary = "A layout with run-time leaves";
+  let description = [{
+    The result type spells the static leaves and marks run-time ones `?`; the operands give the
+    run-time leaves in order, shape leaves first, then stride leaves:
+    `cute.make_layout(%m, %ld) : !cute.layout<"(?,8):(?,1)">`.
+  }];
+  let arguments = (ins Variadic<Index>:$leaves);
+  let results = (outs Cute_LayoutType:$result);
+  let assemblyFormat = "`(` $leaves `)` attr-dict `:` qualified(type($result))";
+  let hasVerifier = 1;
+}
+
+// Layout algebra: the result type is inferred with the C++ layout library (the same code the
+// Python front end runs eagerly), and a static result folds to cute.static_layout.
+class Cute_AlgebraOp<string mnemonic, dag args, string doc>
+    : Cute_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = doc;
+  let arguments = args;
+  let results = (outs Cute_LayoutType:$result);
+  let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor) {
+      return foldAlgebra(getOperation());
+    }
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *context,
+        std::optional<::mlir::Location> location, ::mlir::ValueRange operands,
+        ::mlir::DictionaryAttr attributes, ::mlir::RegionRange,
+        ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+      return inferAlgebra(getOperationName(), context, location, operands, attributes, inferred);
+    }
+  }];
+}
+
+class Cute_UnaryAlgebraOp<string mnemonic, string doc>
+    : Cute_AlgebraOp<mnemonic, (ins Cute_LayoutType:$layout), doc> {
+  let assemblyFormat = "$layout attr-dict `:` qualified(type($layout))";
+}
+
+def Cute_CoalesceOp : Cute_UnaryAlgebraOp<"coalesce", "Merges modes without changing the map">;
+def Cute_FilterOp : Cute_UnaryAlgebraOp<"filter", "Drops broadcast (stride-0) and unit modes">;
+def Cute_RightInverseOp : Cute_UnaryAlgebraOp<"right_inverse", "R with L(R(i)) == i">;
+def Cute_LeftInverseOp : Cute_UnaryAlgebraOp<"left_inverse", "R with R(L(i)) == i">;
+
+def Cute_ComplementOp : Cute_AlgebraOp<"complement",
+    (ins Cute_LayoutType:$layout, OptionalAttr<I64Attr>:$cotarget),
+    "The ordered layout of the offsets below the cotarget a layout does not reach"> {
+  let assemblyFormat = "$layout attr-dict `:` qualified(type($layout))";
+}
+
+// Binary ops take a layout and a tiler; with `by_mode` the tiler's modes apply mode by mode.
+class Cute_BinaryAlgebraOp<string mnemonic, string doc>
+    : Cute_AlgebraOp<mnemonic, (ins Cute_LayoutType:$lhs, Cute_LayoutType:$rhs,
+                                    UnitAttr:$by_mode), doc> {
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs))";
+}
+
+def Cute_CompositionOp : Cute_BinaryAlgebraOp<"composition", "(A o B)(c) = A(B(c))">;
+def Cute_LogicalDivideOp : Cute_BinaryAlgebraOp<"logical_divide", "A o (B, B*): tile and rest">;
+def Cute_ZippedDivideOp : Cute_BinaryAlgebraOp<"zipped_divide", "((tiles...), (rests...))">;
+def Cute_TiledDivideOp : Cute_BinaryAlgebraOp<"tiled_divide", "((tiles...), rest0, rest1, ...)">;
+def Cute_FlatDivideOp : Cute_BinaryAlgebraOp<"flat_divide", "(tile0, ..., rest0, ...)">;
+def Cute_LogicalProductOp : Cute_BinaryAlgebraOp<"logical_product", "(A, A* o B)">;
+def Cute_ZippedProductOp : Cute_BinaryAlgebraOp<"zipped_product", "((A modes), (repeats))">;
+def Cute_BlockedProductOp : Cute_BinaryAlgebraOp<"blocked_product", "A's block repeated, A fastest">;
+def Cute_RakedProductOp : Cute_BinaryAlgebraOp<"raked_product", "A's block interleaved, B fastest">;
+
+// Memory: a TensorSSA register value (a vector) to or from memory, element i at
+// base[swizzle(offset + layout(i))], in as few vector instructions as the layout, the
+// alignment and the swizzle allow (at most 16 bytes each).
+def Cute_LoadOp : Cute_Op<"load"> {
+  let summary = "Loads a tensor's elements into a vector";
+  let description = [{
+    `%v = cute.load %base[%offset] {layout = "(4,2):(1,8)", align = 16, divisibility = 4}
+         : !llvm.ptr<1>, i32 -> vector<8xf32>`
+    `align` is the base pointer's alignment in bytes, `divisibility` what the run-time element
+    offset is known to be a multiple of, `swizzle = array<i64: B, M, S>` an optional CuTe
+    swizzle applied to each element offset.
+  }];
+  let arguments = (ins LLVM_AnyPointer:$base, AnySignlessInteger:$offset, StrAttr:$layout,
+                       I64Attr:$align, I64Attr:$divisibility,
+                       OptionalAttr<DenseI64ArrayAttr>:$swizzle);
+  let results = (outs AnyVector:$result);
+  let assemblyFormat = "$base `[` $offset `]` attr-dict `:` qualified(type($base)) `,` type($offset) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Cute_StoreOp : Cute_Op<"store"> {
+  let summary = "Stores a vector into a tensor's elements";
+  let arguments = (ins AnyVector:$value, LLVM_AnyPointer:$base, AnySignlessInteger:$offset,
+                       StrAttr:$layout, I64Attr:$align, I64Attr:$divisibility,
+                       OptionalAttr<DenseI64ArrayAttr>:$swizzle);
+  let assemblyFormat = "$value `,` $base `[` $offset `]` attr-dict `:` type($value) `,` qualified(type($base)) `,` type($offset)";
+  let hasVerifier = 1;
 }
 
 #endif // CUTE_OPS

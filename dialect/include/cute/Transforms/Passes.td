@@ -6,9 +6,10 @@
 include "mlir/Pass/PassBase.td"
 
 def CuteLowerToArith : Pass<"cute-lower-to-arith"> {
-  let summary = "Lower layout algebra ops to index arithmetic";
+  let summary = "Lower the cute dialect: layouts to index arithmetic, load/store to LLVM "
+                "vector memory instructions";
   let constructor = "mlir::cute::createLowerToArithPass()";
-  let dependentDialects = ["mlir::arith::ArithDialect"];
+  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::LLVM::LLVMDialect"];
 }
 
 #endif // CUTE_PASSES

@@ -1,0 +1,49 @@
+// RUN: cute-opt %s | cute-opt | FileCheck %s
+// RUN: cute-opt %s -canonicalize | FileCheck %s --check-prefix=FOLD
+
+// Result types are inferred by the layout library (CuTe's documented examples).
+// CHECK-LABEL: func.func @inference
+// CHECK: cute.composition %{{.*}}, %{{.*}} : !cute.layout<"(10,2):(16,4)">, !cute.layout<"(5,4):(1,5)">
+// CHECK: cute.complement %{{.*}} {cotarget = 24 : i64} : !cute.layout<"4:2">
+// CHECK: cute.zipped_divide %{{.*}}, %{{.*}} {by_mode}
+// FOLD-LABEL: func.func @inference
+// FOLD-DAG: cute.static_layout : !cute.layout<"(5,(2,2)):(16,(80,4))">
+// FOLD-DAG: cute.static_layout : !cute.layout<"(2,3):(1,8)">
+// FOLD-DAG: cute.static_layout : !cute.layout<"((3,(2,4)),(3,(2,2))):((177,(13,2)),(59,(26,1)))">
+// FOLD-DAG: cute.static_layout : !cute.layout<"12:1">
+// FOLD-NOT: cute.composition
+func.func @inference() -> (!cute.layout<"(5,(2,2)):(16,(80,4))">, !cute.layout<"(2,3):(1,8)">,
+                           !cute.layout<"((3,(2,4)),(3,(2,2))):((177,(13,2)),(59,(26,1)))">,
+                           !cute.layout<"12:1">) {
+  %a = cute.static_layout : !cute.layout<"(10,2):(16,4)">
+  %b = cute.static_layout : !cute.layout<"(5,4):(1,5)">
+  %c = cute.composition %a, %b : !cute.layout<"(10,2):(16,4)">, !cute.layout<"(5,4):(1,5)">
+  %s = cute.static_layout : !cute.layout<"4:2">
+  %d = cute.complement %s {cotarget = 24 : i64} : !cute.layout<"4:2">
+  %m = cute.static_layout : !cute.layout<"(9,(4,8)):(59,(13,1))">
+  %t = cute.static_layout : !cute.layout<"(3,(2,4)):(3,(1,8))">
+  %z = cute.zipped_divide %m, %t {by_mode} : !cute.layout<"(9,(4,8)):(59,(13,1))">, !cute.layout<"(3,(2,4)):(3,(1,8))">
+  %q = cute.static_layout : !cute.layout<"(2,(1,6)):(1,(6,2))">
+  %k = cute.coalesce %q : !cute.layout<"(2,(1,6)):(1,(6,2))">
+  return %c, %d, %z, %k : !cute.layout<"(5,(2,2)):(16,(80,4))">, !cute.layout<"(2,3):(1,8)">,
+                          !cute.layout<"((3,(2,4)),(3,(2,2))):((177,(13,2)),(59,(26,1)))">,
+                          !cute.layout<"12:1">
+}
+
+// Run-time leaves: '?' in the type, values from cute.make_layout.
+// CHECK-LABEL: func.func @dynamic
+// CHECK: cute.make_layout(%{{.*}}, %{{.*}}) : !cute.layout<"(?,8):(?,1)">
+func.func @dynamic(%m: index, %ld: index) -> index {
+  %l = cute.make_layout(%m, %ld) : !cute.layout<"(?,8):(?,1)">
+  %s = cute.size %l : !cute.layout<"(?,8):(?,1)">
+  return %s : index
+}
+
+// CHECK-LABEL: func.func @memory
+// CHECK: cute.load %{{.*}}[%{{.*}}] {align = 16 : i64, divisibility = 4 : i64, layout = "(4,2):(1,8)"} : !llvm.ptr<1>, i32 -> vector<8xf32>
+// CHECK: cute.store %{{.*}}, %{{.*}}[%{{.*}}] {align = 16 : i64, divisibility = 8 : i64, layout = "8:1", swizzle = array<i64: 3, 3, 3>} : vector<8xf32>, !llvm.ptr<3>, i32
+func.func @memory(%g: !llvm.ptr<1>, %s: !llvm.ptr<3>, %i: i32) {
+  %v = cute.load %g[%i] {layout = "(4,2):(1,8)", align = 16, divisibility = 4} : !llvm.ptr<1>, i32 -> vector<8xf32>
+  cute.store %v, %s[%i] {layout = "8:1", align = 16, divisibility = 8, swizzle = array<i64: 3, 3, 3>} : vector<8xf32>, !llvm.ptr<3>, i32
+  return
+}
