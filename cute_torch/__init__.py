@@ -30,7 +30,23 @@ from .dsl.jit import CompiledFunction, Constexpr, compile, jit, kernel
 from .dsl.numeric import (BFloat16, Boolean, Float, Float8E4M3FN, Float8E5M2, Float16, Float32, Float64, Int8, Int16,
                           Int32, Int64, Integer, Numeric, Uint8, Uint16, Uint32, Uint64, full_like, where)
 from .dsl.printing import printf
-from .dsl.tensor import Layout, Tensor, TensorArg, from_dlpack, make_layout, size
+from .dsl.layout import (ComposedLayout, Layout, Swizzle, append, blocked_product, coalesce, complement, composition,
+                         cosize, depth, filter, filter_zeros, flat_divide, flat_product, flatten, format_layout, get,
+                         idx2crd, left_inverse, local_partition, local_tile, logical_divide, logical_product,
+                         make_composed_layout, make_identity_layout, make_layout, make_layout_tv,
+                         make_ordered_layout, make_swizzle, max_common_layout, max_common_vector, prepend,
+                         print_layout, raked_product, rank, recast_layout, right_inverse, select, shape, shape_div,
+                         size, slice_, tile_to_shape, tiled_divide, tiled_product, zipped_divide, zipped_product)
+from .dsl.layout import crd2idx as _crd2idx
+from .dsl.tensor import (Tensor, TensorArg, from_dlpack, make_fragment, make_fragment_like, make_rmem_tensor,
+                         make_rmem_tensor_like, make_tensor)
+from .dsl.tensor_ssa import ReductionOp, TensorSSA
+from .dsl.copy import autovec_copy, copy
+
+
+def crd2idx(coord, layout):
+    """The offset of `coord` in `layout` (CuTe's crd2idx(coord, shape, stride))."""
+    return layout(coord)
 
 __version__ = "0.1.0"
 
@@ -39,6 +55,15 @@ __all__ = [
     "Float8E4M3FN", "Float8E5M2", "Int16", "Int32", "Int64", "Int8", "Integer", "Layout", "Numeric", "Tensor",
     "TensorArg", "Uint16", "Uint32", "Uint64", "Uint8", "arch", "compile", "const_expr", "from_dlpack",
     "full_like", "jit", "kernel", "make_layout", "math", "printf", "range", "range_constexpr", "size", "where",
+    # layouts, tensors, TensorSSA
+    "ComposedLayout", "ReductionOp", "Swizzle", "TensorSSA", "append", "autovec_copy", "blocked_product", "coalesce",
+    "complement", "composition", "copy", "cosize", "crd2idx", "depth", "filter", "filter_zeros", "flat_divide",
+    "flat_product", "flatten", "format_layout", "get", "idx2crd", "left_inverse", "local_partition", "local_tile",
+    "logical_divide", "logical_product", "make_composed_layout", "make_fragment", "make_fragment_like",
+    "make_identity_layout", "make_layout_tv", "make_ordered_layout", "make_rmem_tensor", "make_rmem_tensor_like",
+    "make_swizzle", "make_tensor", "max_common_layout", "max_common_vector", "prepend", "print_layout",
+    "raked_product", "rank", "recast_layout", "right_inverse", "select", "shape", "shape_div", "slice_",
+    "tile_to_shape", "tiled_divide", "tiled_product", "zipped_divide", "zipped_product",
     "CompileError",
     "CompiledModule",
     "CudaError",

@@ -6,7 +6,8 @@ from __future__ import annotations
 from . import ir
 from .diagnostics import UNSUPPORTED_TYPE, DSLError, user_location
 from .numeric import Boolean, Float32, Float64, Int32, Int64, Numeric, Uint32, Uint64, as_numeric, convert, where
-from .tensor import Layout, Tensor, _product, byte_width, compact_col_major, storage_type
+from .layout import ComposedLayout, Layout, compact_col_major
+from .tensor import Tensor, byte_width, storage_type
 
 
 def _sreg(name: str) -> Int32:
@@ -191,16 +192,20 @@ def atomic_cas(target, index, compare, value):
 
 # -- shared memory ------------------------------------------------------------------------------------
 
-def _smem_tensor(b, symbol: str, dtype, shape, stride) -> Tensor:
+def _smem_tensor(b, symbol: str, dtype, shape, stride, alignment: int = 16) -> Tensor:
     base = b.op(f"llvm.mlir.addressof @{symbol} : !llvm.ptr<3>", "!llvm.ptr<3>")
-    layout = Layout(shape, compact_col_major(shape) if stride is None else stride)
-    return Tensor(base, dtype, layout, "smem", 16)
+    layout = shape if isinstance(shape, (Layout, ComposedLayout)) else \
+        Layout(shape, compact_col_major(shape) if stride is None else stride)
+    return Tensor(base, dtype, layout, "smem", alignment)
 
 
 def alloc_smem(dtype, shape, *, stride=None, alignment: int = 16) -> Tensor:
-    """Static shared memory: a tensor of `shape` (compact column-major unless `stride`)."""
+    """Static shared memory: a tensor of `shape` (compact column-major unless `stride`), or of
+    a layout (a swizzled ComposedLayout too)."""
     b = ir.require("device", "alloc_smem")
-    count = _product(Layout(shape, compact_col_major(shape) if stride is None else stride).cosize())
+    layout = shape if isinstance(shape, (Layout, ComposedLayout)) else \
+        Layout(shape, compact_col_major(shape) if stride is None else stride)
+    count = layout.cosize()
     if not isinstance(count, int):
         raise DSLError(UNSUPPORTED_TYPE, "static shared memory needs a compile-time shape", user_location(),
                        "use cute.arch.dynamic_smem for run-time sizes")
@@ -208,7 +213,12 @@ def alloc_smem(dtype, shape, *, stride=None, alignment: int = 16) -> Tensor:
     b.module.device_globals.append(
         f"llvm.mlir.global internal @{symbol}() {{addr_space = 3 : i32, alignment = {alignment} : i64}} : "
         f"!llvm.array<{count} x {storage_type(dtype)}>")
-    return _smem_tensor(b, symbol, dtype, shape, stride)
+    return _smem_tensor(b, symbol, dtype, layout, None, alignment)
+
+
+def make_smem_tensor(dtype, layout, alignment: int = 128) -> Tensor:
+    """CuTe DSL's shared-memory allocation: a tensor of `layout` (plain or swizzled)."""
+    return alloc_smem(dtype, layout, alignment=alignment)
 
 
 DYNAMIC_SMEM_SYMBOL = "__cute_dynamic_smem"

@@ -32,6 +32,7 @@ WRONG_CONTEXT = "CUTE-E112"  # device-only operation on the host or the reverse
 INVALID_LAUNCH = "CUTE-E113"  # bad grid/block/cluster/smem
 UNSUPPORTED_TYPE = "CUTE-E114"  # an operation a type does not support
 UNSUPPORTED_SYNTAX = "CUTE-E115"  # Python syntax the preprocessor cannot turn into IR
+LAYOUT_ALGEBRA = "CUTE-E116"  # a layout operation outside its domain (incompatible shapes, run-time leaves)
 
 
 @dataclass(frozen=True)

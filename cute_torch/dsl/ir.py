@@ -40,11 +40,19 @@ class FunctionBuilder:
         self.kind = kind  # "host" or "device"
         self.name = name
         self._blocks: list[list[str]] = [[]]
+        self._entry: list[str] = []  # ops that belong at the top of the body (allocas)
         self.uses_dynamic_smem = False
 
     @property
     def lines(self) -> list[str]:
-        return self._blocks[0]
+        return self._entry + self._blocks[0]
+
+    def entry_op(self, text: str, result_type: str) -> Value:
+        """An op at the start of the function body, wherever tracing is (allocas must not sit
+        in loops)."""
+        name = self.module.fresh()
+        self._entry.append(f"{name} = {text} {self.loc()}")
+        return Value(name, result_type)
 
     def loc(self) -> str:
         location = user_location()

@@ -33,6 +33,7 @@ from .diagnostics import (ARGUMENT_MISMATCH, INVALID_LAUNCH, KERNEL_CALLS_KERNEL
                           DSLError, Location, user_location)
 from .numeric import Float32, Float64, Int32, Numeric, as_numeric, convert, index_of, python_type
 from .preprocess import preprocess
+from .layout import ComposedLayout, Layout, Swizzle
 from .tensor import Tensor, TensorArg, tensor_from_key, tensor_key, tensor_param_types
 
 
@@ -88,6 +89,8 @@ def _stable(value) -> str | None:
         return f"{value.__module__}.{value.__qualname__}"
     if isinstance(value, (JitFunction, KernelFunction)):
         return f"{value.fn.__module__}.{value.fn.__qualname__}"
+    if isinstance(value, (Layout, ComposedLayout, Swizzle)) and getattr(value, "is_static", True):
+        return f"{type(value).__name__}({value})"
     return None
 
 
@@ -621,7 +624,7 @@ class KernelLaunch:
         kargs = []
         for value in self.args:
             if isinstance(value, Tensor):
-                n = len(value.flatten())
+                n = value.param_count()
                 kargs.append(value.rebuild(remaining[:n]))
                 del remaining[:n]
             elif isinstance(value, Numeric):

@@ -22,7 +22,22 @@ def _compute(t):
     return t if t in (Float32, Float64) else Float32
 
 
+def _elementwise(fn):
+    """Lets a scalar function take a TensorSSA (applied element by element)."""
+    def wrapper(*args):
+        from .tensor_ssa import TensorSSA
+        first = next((a for a in args if isinstance(a, TensorSSA)), None)
+        if first is None:
+            return fn(*args)
+        rest = [a for a in args if a is not first]
+        index = args.index(first)
+        return first._map(lambda x, *others: fn(*others[:index], x, *others[index:]), *rest)
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper
+
+
 def _unary(op: str, python):
+    @_elementwise
     def fn(x):
         if not isinstance(x, Numeric):
             return python(x)
@@ -50,6 +65,7 @@ floor = _unary("floor", _py.floor)
 ceil = _unary("ceil", _py.ceil)
 
 
+@_elementwise
 def fma(a, b, c):
     """a * b + c with one rounding."""
     if not any(isinstance(v, Numeric) for v in (a, b, c)):
@@ -61,16 +77,19 @@ def fma(a, b, c):
     return r if t.storage_only else convert(r, t)
 
 
+@_elementwise
 def abs(x):  # noqa: A001 - CuTe DSL's name
     return builtins.abs(x)
 
 
+@_elementwise
 def min(a, b):  # noqa: A001
     if not isinstance(a, Numeric) and not isinstance(b, Numeric):
         return builtins.min(a, b)
     return where(b < a, b, a)
 
 
+@_elementwise
 def max(a, b):  # noqa: A001
     if not isinstance(a, Numeric) and not isinstance(b, Numeric):
         return builtins.max(a, b)

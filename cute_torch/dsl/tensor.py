@@ -11,174 +11,22 @@ run-time value (`mark_layout_dynamic`, `mark_compact_shape_dynamic`).
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+import copy
+import math
+from typing import Sequence
 
 from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, WRONG_CONTEXT, DSLError, user_location
 from ..launch import loaded_torch
 from .numeric import (BY_TORCH_NAME, Boolean, Int32, Int64, Numeric, as_numeric, convert, promote)
 
-IntTuple = Any  # int | Numeric | tuple[IntTuple, ...]
-
-
-# -- int tuples -----------------------------------------------------------------------------------
-
-def _is_tuple(x) -> bool:
-    return isinstance(x, tuple)
-
-
-def _product(x: IntTuple):
-    if _is_tuple(x):
-        result = 1
-        for e in x:
-            result = result * _product(e)
-        return result
-    return x
-
-
-def _spell(x: IntTuple) -> str:
-    if _is_tuple(x):
-        return "(" + ",".join(_spell(e) for e in x) + ")"
-    return "?" if isinstance(x, Numeric) else str(x)
-
-
-def _leaves(x: IntTuple) -> list:
-    return [leaf for e in x for leaf in _leaves(e)] if _is_tuple(x) else [x]
-
-
-def _rebuild(template: IntTuple, leaves: list) -> IntTuple:
-    """`template`'s structure with its leaves taken in order from `leaves`."""
-    if _is_tuple(template):
-        return tuple(_rebuild(e, leaves) for e in template)
-    return leaves.pop(0)
-
-
-def _idx_div(a, b):
-    """a // b for non-negative index math: Python ints fold, DSL values emit plain divsi."""
-    if isinstance(a, Numeric) or isinstance(b, Numeric):
-        a, b = _same(a, b)
-        return type(a).wrap_op(f"arith.divsi {a.ir.name}, {b.ir.name} : {a.ir.type}")
-    return a // b
-
-
-def _idx_mod(a, b):
-    if isinstance(a, Numeric) or isinstance(b, Numeric):
-        a, b = _same(a, b)
-        return type(a).wrap_op(f"arith.remsi {a.ir.name}, {b.ir.name} : {a.ir.type}")
-    return a % b
-
-
-def _same(a, b):
-    t = promote(type(a) if isinstance(a, Numeric) else Int32, type(b) if isinstance(b, Numeric) else Int32)
-    return convert(a, t), convert(b, t)
-
-
-def _add(a, b):
-    if isinstance(a, int) and a == 0:
-        return b
-    if isinstance(b, int) and b == 0:
-        return a
-    return a + b
-
-
-def crd2idx(coord, shape: IntTuple, stride: IntTuple):
-    """CuTe's crd2idx: a tuple coordinate maps mode by mode; an integer coordinate into a tuple
-    shape is split colexicographically (first mode fastest)."""
-    if _is_tuple(coord):
-        if not _is_tuple(shape) or len(coord) != len(shape):
-            raise DSLError(ARGUMENT_MISMATCH, f"coordinate of rank {len(coord)} for a layout of shape {_spell(shape)}",
-                           user_location(), "give one index per mode, or a single linear index")
-        result = 0
-        for c, s, d in zip(coord, shape, stride):
-            result = _add(result, crd2idx(c, s, d))
-        return result
-    if _is_tuple(shape):
-        result = 0
-        for i, (s, d) in enumerate(zip(shape, stride)):
-            if i == len(shape) - 1:
-                result = _add(result, crd2idx(coord, s, d))
-            else:
-                size = _product(s)
-                result = _add(result, crd2idx(_idx_mod(coord, size), s, d))
-                coord = _idx_div(coord, size)
-        return result
-    if isinstance(coord, int) and coord == 0:
-        return 0
-    if isinstance(stride, int) and stride == 1:
-        return coord
-    return coord * stride
-
-
-def compact_col_major(shape: IntTuple, current=1) -> IntTuple:
-    if _is_tuple(shape):
-        strides = []
-        for s in shape:
-            strides.append(compact_col_major(s, current))
-            current = current * _product(s)
-        return tuple(strides)
-    return current
-
+from .layout import (ComposedLayout, Layout, compact_col_major, divisibility, idx_add, is_tuple, leaves, make_layout,
+                     rebuild, size, slice_and_offset, spell)
 
 def _widen(coord):
-    if _is_tuple(coord):
+    if is_tuple(coord):
         return tuple(_widen(c) for c in coord)
     return convert(coord, Int64) if isinstance(coord, Numeric) else coord
-
-
-class Layout:
-    """`shape:stride`, printed in CuTe's notation, e.g. `(4,8):(1,4)`. Callable on coordinates."""
-
-    __slots__ = ("shape", "stride")
-
-    def __init__(self, shape: IntTuple, stride: IntTuple):
-        self.shape, self.stride = shape, stride
-
-    def __call__(self, *coord):
-        return crd2idx(coord[0] if len(coord) == 1 else coord, self.shape, self.stride)
-
-    def __str__(self) -> str:
-        return f"{_spell(self.shape)}:{_spell(self.stride)}"
-
-    __repr__ = __str__
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Layout) and str(self) == str(other) and not self.is_dynamic
-
-    def __hash__(self) -> int:
-        return hash(str(self))
-
-    @property
-    def is_dynamic(self) -> bool:
-        return any(isinstance(x, Numeric) for x in _leaves(self.shape) + _leaves(self.stride))
-
-    def size(self):
-        return _product(self.shape)
-
-    def cosize(self):
-        leaves = list(zip(_leaves(self.shape), _leaves(self.stride)))
-        result = 1
-        for s, d in leaves:
-            result = result + (s - 1) * d
-        return result
-
-    def __len__(self) -> int:
-        return len(self.shape) if _is_tuple(self.shape) else 1
-
-
-def make_layout(shape: IntTuple, *, stride: IntTuple | None = None) -> Layout:
-    """A layout; without `stride`, compact column-major (CuTe's default)."""
-    return Layout(shape, compact_col_major(shape) if stride is None else stride)
-
-
-def size(x, mode: Sequence[int] | None = None):
-    """The number of elements of a tensor, layout or shape (a Python int when static)."""
-    if isinstance(x, Tensor):
-        x = x.layout
-    shape = x.shape if isinstance(x, Layout) else x
-    if mode is not None:
-        for m in mode:
-            shape = shape[m]
-    return _product(shape)
 
 
 # -- DSL tensors ----------------------------------------------------------------------------------
@@ -195,15 +43,31 @@ def byte_width(dtype: type[Numeric]) -> int:
 
 
 class Tensor:
-    """A pointer and a layout. `wide` tensors (2**31 elements or more) use 64-bit offsets."""
+    """A pointer and a layout: element c lives at ptr[swizzle(offset + layout(c))].
 
-    def __init__(self, ptr: ir.Value, dtype: type[Numeric], layout: Layout, memspace: str = "gmem",
-                 alignment: int = 1, wide: bool = False):
-        self.ptr, self.dtype, self._layout = ptr, dtype, layout
+    `offset` (elements, int or run-time) is where slicing and tiling got to; for plain layouts
+    it could move the pointer, but keeping it separate lets a swizzle see the whole offset, as
+    in CuTe's composed layouts. `alignment` is the pointer's (bytes) and `divisibility` what
+    `offset` is known to be a multiple of (0: it is 0), which is what lets load/store use
+    16-byte vectors. `wide` tensors (2**31 elements or more) use 64-bit offsets.
+    """
+
+    def __init__(self, ptr: ir.Value, dtype: type[Numeric], layout, memspace: str = "gmem",
+                 alignment: int = 1, wide: bool = False, offset=0, divisibility: int = 0):
+        self.ptr, self.dtype = ptr, dtype
         self.memspace, self.alignment, self.wide = memspace, alignment, wide
+        if isinstance(layout, ComposedLayout):
+            self.swizzle, offset, layout = layout.inner, idx_add(offset, layout.offset), layout.outer
+        else:
+            self.swizzle = None
+        self._layout: Layout = layout
+        self.offset, self.divisibility = offset, divisibility
 
     @property
-    def layout(self) -> Layout:
+    def layout(self):
+        """The layout, with its swizzle and offset when it has a swizzle (a ComposedLayout)."""
+        if self.swizzle is not None:
+            return ComposedLayout(self.swizzle, self.offset, self._layout)
         return self._layout
 
     @property
@@ -218,31 +82,57 @@ class Tensor:
     def element_type(self) -> type[Numeric]:
         return self.dtype
 
+    @property
+    def iterator(self) -> "Tensor":
+        """The tensor's start as a 1-element view, to build other tensors with make_tensor."""
+        return self.with_layout(Layout(1, 0))
+
     def __str__(self) -> str:
-        return f"tensor<{self.memspace} {self.dtype.__name__} o {self._layout}>"
+        return f"tensor<{self.memspace} {self.dtype.__name__} o {self.layout}>"
 
     __repr__ = __str__
+
+    def with_layout(self, layout, offset=0, offset_divisibility: int = 0) -> "Tensor":
+        """The same memory under another layout, `offset` more elements in. A ComposedLayout
+        (what the algebra returns for a swizzled tensor) carries the whole offset itself."""
+        t = copy.copy(self)
+        base = self.offset
+        if isinstance(layout, ComposedLayout):
+            t.swizzle, base, layout = layout.inner, layout.offset, layout.outer
+        t._layout = layout
+        t.offset = idx_add(base, offset)
+        t.divisibility = math.gcd(self.divisibility, offset_divisibility)
+        return t
+
+    def _offset_value(self, extra) -> Numeric:
+        """swizzle(offset + extra) as a DSL integer of the tensor's index width."""
+        index_t = Int64 if self.wide else Int32
+        total = idx_add(self.offset, extra)
+        if self.swizzle is not None:
+            total = self.swizzle(total if isinstance(total, int) else convert(total, index_t))
+        if not isinstance(total, Numeric):
+            return index_t(total)
+        if type(total).is_float:
+            raise DSLError(UNSUPPORTED_TYPE, f"tensor indices must be integers, got {type(total).__name__}",
+                           user_location())
+        if type(total).width < index_t.width or not type(total).signed:
+            total = convert(total, index_t)
+        return total
 
     def _address(self, coord) -> ir.Value:
         b = ir.require("device", "reading or writing tensor elements")
         if self.memspace == "gmem" and b.kind != "device":
             raise DSLError(WRONG_CONTEXT, "tensor elements can only be accessed in device code", user_location())
-        index_t = Int64 if self.wide else Int32
         if self.wide:  # multiply in 64 bits, not just the final sum
             coord = _widen(coord)
-        offset = self._layout(coord)
-        if not isinstance(offset, Numeric):
-            offset = index_t(offset)
-        elif type(offset).is_float:
-            raise DSLError(UNSUPPORTED_TYPE, f"tensor indices must be integers, got {type(offset).__name__}",
-                           user_location())
-        elif type(offset).width < index_t.width or not type(offset).signed:
-            offset = convert(offset, index_t)
+        offset = self._offset_value(self._layout(coord))
         ptr_t = self.ptr.type
         return b.op(f"llvm.getelementptr {self.ptr.name}[{offset.ir.name}] : ({ptr_t}, {offset.ir.type}) -> {ptr_t}, "
                     f"{storage_type(self.dtype)}", ptr_t)
 
     def __getitem__(self, coord):
+        if _has_hole(coord):
+            return self._slice(coord)
         address = self._address(coord)
         b = ir.current()
         raw = b.op(f"llvm.load {address.name} : {address.type} -> {storage_type(self.dtype)}",
@@ -252,6 +142,9 @@ class Tensor:
         return self.dtype._wrap(raw)
 
     def __setitem__(self, coord, value) -> None:
+        if _has_hole(coord):
+            self._slice(coord).store(value)
+            return
         address = self._address(coord)
         b = ir.current()
         v = convert(as_numeric(value, self.dtype), self.dtype)
@@ -260,28 +153,151 @@ class Tensor:
             raw = b.op(f"arith.extui {raw.name} : i1 to i8", "i8")
         b.emit(f"llvm.store {raw.name}, {address.name} : {raw.type}, {address.type}")
 
+    def _slice(self, coord) -> "Tensor":
+        """The sub-tensor of the modes where `coord` is None; the fixed part moves the offset."""
+        if self.wide:
+            coord = _widen(coord)
+        kept, offset = slice_and_offset(coord, self._layout)
+        return self.with_layout(kept, offset, divisibility(coord, self._layout.shape, self._layout.stride))
+
+    # -- TensorSSA: whole tensors to and from registers ------------------------------------------
+    def load(self):
+        """All elements into a register value (a TensorSSA), vectorized up to 16 bytes."""
+        from .tensor_ssa import TensorSSA
+        b = ir.require("device", "Tensor.load")
+        layout, offset = self._memory_operands("load")
+        vector = f"vector<{size(self._layout)}x{storage_type(self.dtype)}>"
+        value = b.op(f"cute.load {self.ptr.name}[{offset.ir.name}] {self._memory_attrs(layout)} : "
+                     f"{self.ptr.type}, {offset.ir.type} -> {vector}", vector)
+        return TensorSSA(value, self.dtype, self.shape)
+
+    def store(self, value) -> None:
+        """Writes a TensorSSA (same number of elements, converted to this tensor's type) or a
+        scalar (to every element)."""
+        from .tensor_ssa import TensorSSA
+        b = ir.require("device", "Tensor.store")
+        n = size(self._layout)
+        if not isinstance(value, TensorSSA):
+            value = TensorSSA.full(n, value, self.dtype, self.shape)
+        if value.count != n:
+            raise DSLError(ARGUMENT_MISMATCH, f"storing {value.count} values into a tensor of {n} elements "
+                           f"({self._layout})", user_location())
+        if value.dtype is not self.dtype:
+            value = value.to(self.dtype)
+        layout, offset = self._memory_operands("store")
+        b.emit(f"cute.store {value.ir.name}, {self.ptr.name}[{offset.ir.name}] {self._memory_attrs(layout)} : "
+               f"{value.ir.type}, {self.ptr.type}, {offset.ir.type}")
+
+    def fill(self, value) -> None:
+        self.store(value)
+
+    def _memory_operands(self, what: str):
+        if not self._layout.is_static:
+            raise DSLError(UNSUPPORTED_TYPE, f"Tensor.{what} needs a static layout, got {self._layout}", user_location(),
+                           "tile or partition the tensor first (local_tile, local_partition, zipped_divide)")
+        index_t = Int64 if self.wide else Int32
+        offset = self.offset if isinstance(self.offset, Numeric) else index_t(self.offset)
+        return self._layout, convert(offset, index_t)
+
+    def _memory_attrs(self, layout: Layout) -> str:
+        div = self.divisibility if self.divisibility else 1 << 20
+        attrs = [f'layout = "{layout}"', f"align = {self.alignment} : i64", f"divisibility = {div} : i64"]
+        if self.swizzle is not None:
+            sw = self.swizzle
+            attrs.append(f"swizzle = array<i64: {sw.bits}, {sw.base}, {sw.shift}>")
+        return "{" + ", ".join(attrs) + "}"
+
     # Kernel parameters: the pointer, then the dynamic leaves of shape and stride.
     def flatten(self) -> list[ir.Value]:
-        dynamic = [x for x in _leaves(self.shape) + _leaves(self.stride) if isinstance(x, Numeric)]
-        return [self.ptr] + [x.ir for x in dynamic]
+        t = self._folded()
+        dynamic = [x for x in leaves(t.shape) + leaves(t.stride) if isinstance(x, Numeric)]
+        return [t.ptr] + [x.ir for x in dynamic]
+
+    def param_count(self) -> int:
+        return 1 + sum(isinstance(x, Numeric) for x in leaves(self.shape) + leaves(self.stride))
+
+    def _folded(self) -> "Tensor":
+        """The pointer moved by the offset (kernel parameters carry no offset)."""
+        if isinstance(self.offset, int) and self.offset == 0:
+            return self
+        if self.swizzle is not None:
+            raise DSLError(ARGUMENT_MISMATCH, "a swizzled tensor cannot be passed to a kernel", user_location())
+        b = ir.current()
+        offset = self._offset_value(0)
+        ptr_t = self.ptr.type
+        ptr = b.op(f"llvm.getelementptr {self.ptr.name}[{offset.ir.name}] : ({ptr_t}, {offset.ir.type}) -> {ptr_t}, "
+                   f"{storage_type(self.dtype)}", ptr_t)
+        return Tensor(ptr, self.dtype, self._layout, self.memspace, _alignment_after(self), self.wide)
 
     def signature(self) -> tuple:
-        static = lambda x: _spell(x)  # noqa: E731 - '?' marks a run-time leaf
-        dyn_types = tuple(type(x).__name__ for x in _leaves(self.shape) + _leaves(self.stride)
-                          if isinstance(x, Numeric))
-        return ("tensor", self.dtype.__name__, self.memspace, static(self.shape), static(self.stride), dyn_types,
-                self.alignment, self.wide)
+        t = self
+        dyn_types = tuple(type(x).__name__ for x in leaves(t.shape) + leaves(t.stride) if isinstance(x, Numeric))
+        return ("tensor", t.dtype.__name__, t.memspace, spell(t.shape), spell(t.stride), dyn_types,
+                _alignment_after(t), t.wide)
 
     def rebuild(self, values: list[ir.Value]) -> "Tensor":
         """This tensor's structure over new SSA values (a kernel's block arguments)."""
         values = list(values)
         ptr = values.pop(0)
-        leaves = []
-        for x in _leaves(self.shape) + _leaves(self.stride):
-            leaves.append(type(x)._wrap(values.pop(0)) if isinstance(x, Numeric) else x)
-        n = len(_leaves(self.shape))
-        layout = Layout(_rebuild(self.shape, leaves[:n]), _rebuild(self.stride, leaves[n:]))
-        return Tensor(ptr, self.dtype, layout, self.memspace, self.alignment, self.wide)
+        new_leaves = []
+        for x in leaves(self.shape) + leaves(self.stride):
+            new_leaves.append(type(x)._wrap(values.pop(0)) if isinstance(x, Numeric) else x)
+        n = len(leaves(self.shape))
+        layout = Layout(rebuild(self.shape, new_leaves[:n]), rebuild(self.stride, new_leaves[n:]))
+        return Tensor(ptr, self.dtype, layout, self.memspace, _alignment_after(self), self.wide)
+
+
+def _alignment_after(t: Tensor) -> int:
+    """The pointer's alignment once the offset is folded into it."""
+    if isinstance(t.offset, int) and t.offset == 0:
+        return t.alignment
+    step = (t.divisibility or (1 << 20)) * byte_width(t.dtype)
+    return math.gcd(t.alignment, step & -step)
+
+
+def _has_hole(coord) -> bool:
+    if coord is None:
+        return True
+    return isinstance(coord, tuple) and any(_has_hole(c) for c in coord)
+
+
+def make_tensor(iterator: Tensor, layout) -> Tensor:
+    """A tensor over `iterator`'s memory (a tensor's `.iterator`, or a tensor) with `layout`."""
+    if not isinstance(iterator, Tensor):
+        raise DSLError(ARGUMENT_MISMATCH, f"make_tensor takes a tensor's .iterator, got {type(iterator).__name__}",
+                       user_location())
+    if isinstance(layout, ComposedLayout):  # its offset is relative to the iterator
+        t = iterator.with_layout(layout.outer, layout.offset, layout.offset if isinstance(layout.offset, int) else 1)
+        t.swizzle = layout.inner
+        return t
+    if not isinstance(layout, Layout):
+        layout = make_layout(layout)
+    return iterator.with_layout(layout)
+
+
+def make_rmem_tensor(layout_or_shape, dtype: type[Numeric]) -> Tensor:
+    """A register tensor (CuTe's fragment): stack memory the compiler keeps in registers when
+    every index is static."""
+    b = ir.require("device", "make_rmem_tensor")
+    layout = layout_or_shape if isinstance(layout_or_shape, Layout) else make_layout(layout_or_shape)
+    if not layout.is_static:
+        raise DSLError(UNSUPPORTED_TYPE, f"register tensors need a static layout, got {layout}", user_location())
+    count = b.entry_op(f"llvm.mlir.constant({layout.cosize()} : i32) : i32", "i32")
+    ptr = b.entry_op(f"llvm.alloca {count.name} x {storage_type(dtype)} {{alignment = 16 : i64}} : (i32) -> !llvm.ptr",
+                     "!llvm.ptr")
+    return Tensor(ptr, dtype, layout, "rmem", 16)
+
+
+def make_rmem_tensor_like(t, dtype: type[Numeric] | None = None) -> Tensor:
+    """A register tensor with `t`'s shape (compact), of `t`'s element type unless `dtype`."""
+    from .tensor_ssa import TensorSSA
+    shape = t.shape
+    elem = dtype or (t.dtype if isinstance(t, (Tensor, TensorSSA)) else None)
+    return make_rmem_tensor(make_layout(shape), elem)
+
+
+make_fragment = make_rmem_tensor
+make_fragment_like = make_rmem_tensor_like
 
 
 # -- host side: tensors passed to @cute.jit -----------------------------------------------------------

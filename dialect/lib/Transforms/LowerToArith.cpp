@@ -186,6 +186,15 @@ Value groupAddress(OpBuilder &b, Location loc, Value base, Value offset, int64_t
   return b.create<LLVM::GEPOp>(loc, base.getType(), element, base, ValueRange{index});
 }
 
+/// The type a group moves as: sub-word elements go as 32-bit words (NVPTX splits a vector of
+/// eight 16-bit values into two 8-byte accesses, but keeps four words one 16-byte access).
+Type wordVector(Type element, int64_t width) {
+  int64_t bytes = width * element.getIntOrFloatBitWidth() / 8;
+  if (element.getIntOrFloatBitWidth() >= 32 || bytes < 4 || bytes % 4)
+    return VectorType::get({width}, element);
+  return VectorType::get({bytes / 4}, IntegerType::get(element.getContext(), 32));
+}
+
 Value position(OpBuilder &b, Location loc, int64_t i) {
   return b.create<LLVM::ConstantOp>(loc, b.getI32Type(), b.getI32IntegerAttr(i));
 }
@@ -210,7 +219,10 @@ struct LowerLoad : OpRewritePattern<LoadOp> {
         continue;
       }
       auto chunkType = VectorType::get({access.width}, element);
-      Value chunk = rewriter.create<LLVM::LoadOp>(loc, chunkType, address, access.width * bytes);
+      Type moved = wordVector(element, access.width);
+      Value chunk = rewriter.create<LLVM::LoadOp>(loc, moved, address, access.width * bytes);
+      if (moved != chunkType)
+        chunk = rewriter.create<LLVM::BitcastOp>(loc, chunkType, chunk);
       for (int64_t j = 0; j < access.width; ++j) {
         Value scalar = rewriter.create<LLVM::ExtractElementOp>(loc, chunk, position(rewriter, loc, j));
         result = rewriter.create<LLVM::InsertElementOp>(loc, result, scalar,
@@ -246,6 +258,9 @@ struct LowerStore : OpRewritePattern<StoreOp> {
               loc, op.getValue(), position(rewriter, loc, group + j));
           data = rewriter.create<LLVM::InsertElementOp>(loc, data, scalar, position(rewriter, loc, j));
         }
+        Type moved = wordVector(element, access.width);
+        if (moved != chunkType)
+          data = rewriter.create<LLVM::BitcastOp>(loc, moved, data);
       }
       rewriter.create<LLVM::StoreOp>(loc, data, address, access.width * bytes);
     }

@@ -102,3 +102,12 @@ func.func @swizzled(%s: !llvm.ptr<3>, %i: i32, %v: vector<8xf32>) {
   cute.store %v, %s[%i] {layout = "8:1", align = 16, divisibility = 8, swizzle = array<i64: 3, 2, 3>} : vector<8xf32>, !llvm.ptr<3>, i32
   return
 }
+
+// Eight 16-bit elements move as one 16-byte vector of four words.
+// CHECK-LABEL: func.func @halves
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// CHECK: llvm.bitcast %{{.*}} : vector<4xi32> to vector<8xi16>
+func.func @halves(%g: !llvm.ptr<1>, %i: i32) -> vector<8xi16> {
+  %v = cute.load %g[%i] {layout = "8:1", align = 16, divisibility = 8} : !llvm.ptr<1>, i32 -> vector<8xi16>
+  return %v : vector<8xi16>
+}
