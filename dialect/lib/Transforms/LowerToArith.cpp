@@ -195,6 +195,69 @@ Type wordVector(Type element, int64_t width) {
   return VectorType::get({bytes / 4}, IntegerType::get(element.getContext(), 32));
 }
 
+/// PTX state space of a pointer that vector words go through inline PTX for, if any: LLVM
+/// folds our word vectors back into 16-bit vectors, which NVPTX then splits into 8-byte
+/// accesses, so sub-word groups in global and shared memory are moved by asm it cannot split.
+std::optional<StringRef> wordSpace(Value base, Type element, int64_t width) {
+  auto words = wordVector(element, width).cast<VectorType>();
+  if (!words.getElementType().isInteger(32) || element.isInteger(32) || words.getNumElements() < 2)
+    return std::nullopt;
+  switch (base.getType().cast<LLVM::LLVMPointerType>().getAddressSpace()) {
+  case 1:
+    return StringRef("global");
+  case 3:
+    return StringRef("shared");
+  default:
+    return std::nullopt;
+  }
+}
+
+std::string wordList(int64_t count, int64_t first) {
+  std::string text = "{";
+  for (int64_t i = 0; i < count; ++i)
+    text += (i ? ", $" : "$") + std::to_string(first + i);
+  return text + "}";
+}
+
+Value asmLoadWords(OpBuilder &b, Location loc, Value address, StringRef space, VectorType words) {
+  int64_t n = words.getNumElements();
+  Type i32 = b.getI32Type();
+  SmallVector<Type> fields(n, i32);
+  auto structType = LLVM::LLVMStructType::getLiteral(b.getContext(), fields);
+  std::string text = ("ld." + space + ".v" + std::to_string(n) + ".b32 ").str() + wordList(n, 0) +
+                     ", [$" + std::to_string(n) + "];";
+  std::string constraints;
+  for (int64_t i = 0; i < n; ++i)
+    constraints += "=r,";
+  constraints += "l";
+  auto asmOp = b.create<LLVM::InlineAsmOp>(loc, structType, ValueRange{address}, text, constraints,
+                                           /*has_side_effects=*/true, /*is_align_stack=*/false,
+                                           LLVM::AsmDialectAttr(), ArrayAttr());
+  Value vector = b.create<LLVM::UndefOp>(loc, words);
+  for (int64_t i = 0; i < n; ++i) {
+    Value word = b.create<LLVM::ExtractValueOp>(loc, asmOp.getResult(0), ArrayRef<int64_t>{i});
+    Value at = b.create<LLVM::ConstantOp>(loc, i32, b.getI32IntegerAttr(i));
+    vector = b.create<LLVM::InsertElementOp>(loc, vector, word, at);
+  }
+  return vector;
+}
+
+void asmStoreWords(OpBuilder &b, Location loc, Value address, StringRef space, Value words) {
+  int64_t n = words.getType().cast<VectorType>().getNumElements();
+  SmallVector<Value> operands{address};
+  for (int64_t i = 0; i < n; ++i) {
+    Value at = b.create<LLVM::ConstantOp>(loc, b.getI32Type(), b.getI32IntegerAttr(i));
+    operands.push_back(b.create<LLVM::ExtractElementOp>(loc, words, at));
+  }
+  std::string text = ("st." + space + ".v" + std::to_string(n) + ".b32 [$0], ").str() + wordList(n, 1) + ";";
+  std::string constraints = "l";
+  for (int64_t i = 0; i < n; ++i)
+    constraints += ",r";
+  b.create<LLVM::InlineAsmOp>(loc, TypeRange{}, operands, text, constraints,
+                              /*has_side_effects=*/true, /*is_align_stack=*/false,
+                              LLVM::AsmDialectAttr(), ArrayAttr());
+}
+
 Value position(OpBuilder &b, Location loc, int64_t i) {
   return b.create<LLVM::ConstantOp>(loc, b.getI32Type(), b.getI32IntegerAttr(i));
 }
@@ -220,7 +283,10 @@ struct LowerLoad : OpRewritePattern<LoadOp> {
       }
       auto chunkType = VectorType::get({access.width}, element);
       Type moved = wordVector(element, access.width);
-      Value chunk = rewriter.create<LLVM::LoadOp>(loc, moved, address, access.width * bytes);
+      std::optional<StringRef> space = wordSpace(op.getBase(), element, access.width);
+      Value chunk = space ? asmLoadWords(rewriter, loc, address, *space, moved.cast<VectorType>())
+                          : rewriter.create<LLVM::LoadOp>(loc, moved, address, access.width * bytes)
+                                .getResult();
       if (moved != chunkType)
         chunk = rewriter.create<LLVM::BitcastOp>(loc, chunkType, chunk);
       for (int64_t j = 0; j < access.width; ++j) {
@@ -261,6 +327,10 @@ struct LowerStore : OpRewritePattern<StoreOp> {
         Type moved = wordVector(element, access.width);
         if (moved != chunkType)
           data = rewriter.create<LLVM::BitcastOp>(loc, moved, data);
+        if (std::optional<StringRef> space = wordSpace(op.getBase(), element, access.width)) {
+          asmStoreWords(rewriter, loc, address, *space, data);
+          continue;
+        }
       }
       rewriter.create<LLVM::StoreOp>(loc, data, address, access.width * bytes);
     }

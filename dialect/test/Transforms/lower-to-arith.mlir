@@ -103,9 +103,10 @@ func.func @swizzled(%s: !llvm.ptr<3>, %i: i32, %v: vector<8xf32>) {
   return
 }
 
-// Eight 16-bit elements move as one 16-byte vector of four words.
+// Eight 16-bit elements move as one 16-byte access of four words, in PTX that LLVM cannot
+// split back into 16-bit vectors.
 // CHECK-LABEL: func.func @halves
-// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// CHECK: llvm.inline_asm has_side_effects "ld.global.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l"
 // CHECK: llvm.bitcast %{{.*}} : vector<4xi32> to vector<8xi16>
 func.func @halves(%g: !llvm.ptr<1>, %i: i32) -> vector<8xi16> {
   %v = cute.load %g[%i] {layout = "8:1", align = 16, divisibility = 8} : !llvm.ptr<1>, i32 -> vector<8xi16>
