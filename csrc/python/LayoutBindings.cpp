@@ -28,7 +28,7 @@ IntTuple toTuple(py::handle object) {
   }
   if (!py::isinstance<py::int_>(object))
     throw py::type_error("a layout leaf must be an int, got " +
-                         std::string(py::str(object.get_type().attr("__name__"))));
+                         std::string(py::str(py::type::of(object).attr("__name__"))));
   return IntTuple(object.cast<int64_t>());
 }
 

@@ -38,8 +38,10 @@ leafValues(Value layoutValue, OpBuilder &builder, Location loc) {
   SmallVector<Value> dynamic;
   if (!layout.isStatic()) {
     auto make = layoutValue.getDefiningOp<MakeLayoutOp>();
-    if (!make)
+    if (!make) {
+      mlir::emitError(loc, "a layout with run-time leaves must come from cute.make_layout");
       return failure();
+    }
     dynamic.append(make.getLeaves().begin(), make.getLeaves().end());
   }
   size_t next = 0;
@@ -63,7 +65,7 @@ struct LowerSize : OpRewritePattern<SizeOp> {
   LogicalResult matchAndRewrite(SizeOp op, PatternRewriter &rewriter) const override {
     auto leaves = leafValues(op.getLayout(), rewriter, op.getLoc());
     if (failed(leaves))
-      return op.emitError("a layout with run-time leaves must come from cute.make_layout");
+      return failure();
     Value product = indexConstant(rewriter, op.getLoc(), 1);
     for (Value extent : leaves->first)
       product = mul(rewriter, op.getLoc(), product, extent);
@@ -78,7 +80,7 @@ struct LowerCosize : OpRewritePattern<CosizeOp> {
     Location loc = op.getLoc();
     auto leaves = leafValues(op.getLayout(), rewriter, loc);
     if (failed(leaves))
-      return op.emitError("a layout with run-time leaves must come from cute.make_layout");
+      return failure();
     // 1 + sum((s_i - 1) * d_i), strides non-negative.
     Value one = indexConstant(rewriter, loc, 1), total = one;
     for (auto [extent, stride] : llvm::zip(leaves->first, leaves->second))
@@ -95,7 +97,7 @@ struct LowerCrd2Idx : OpRewritePattern<Crd2IdxOp> {
     Location loc = op.getLoc();
     auto leaves = leafValues(op.getLayout(), rewriter, loc);
     if (failed(leaves))
-      return op.emitError("a layout with run-time leaves must come from cute.make_layout");
+      return failure();
     auto &[extents, strides] = *leaves;
     SmallVector<Value> coords(op.getCoords().begin(), op.getCoords().end());
     if (coords.size() == 1 && extents.size() > 1) {
