@@ -146,6 +146,16 @@ public:
     loaded->call(fn.entry, pointers.data(), device, stream);
   }
 
+  /// For native callers (the torch extension): the packed host entry of `name` and the
+  /// runtime's LoadedArtifact, valid while this Artifact lives.
+  uintptr_t hostEntryAddress(const std::string &name) const {
+    auto found = functions.find(name);
+    if (found == functions.end())
+      throw py::key_error("no host function '" + name + "' in this artifact");
+    return reinterpret_cast<uintptr_t>(found->second.entry);
+  }
+  uintptr_t runtimeAddress() const { return reinterpret_cast<uintptr_t>(loaded.get()); }
+
 private:
   CuteArtifact *handle;
   std::unique_ptr<LoadedArtifact> loaded;
@@ -217,7 +227,11 @@ PYBIND11_MODULE(_C, m) {
       .def("cubins", &Artifact::cubins, "[(gpu.module name, CUBIN bytes)]")
       .def("stage", &Artifact::stage, "A kept stage's bytes, or None")
       .def("call", &Artifact::call, py::arg("function"), py::arg("args"), py::arg("device"),
-           py::arg("stream"), "Run a host function; its launches go to `stream` on `device`");
+           py::arg("stream"), "Run a host function; its launches go to `stream` on `device`")
+      .def("host_entry_address", &Artifact::hostEntryAddress, py::arg("function"),
+           "Address of a host function's packed entry, void entry(void **args)")
+      .def("runtime_address", &Artifact::runtimeAddress,
+           "Address of the runtime's LoadedArtifact (cute_torch::runtime) that launches it");
 
   m.def("compile", &compile, py::arg("mlir"), py::arg("options_json"));
   m.def("load", &load, py::arg("host_mlir"), py::arg("metadata_json"), py::arg("cubins"),

@@ -1,11 +1,12 @@
 //===- ops.cpp - the torch extension: TORCH_LIBRARY(cute) -----------------===//
 //
-// Links libtorch and the runtime, never MLIR. This is the skeleton the torch-bridge issue fills
-// with `cute::pointwise` and friends (C++ key, C++ cache, launch on the current stream); today
-// it registers the namespace and one op that reports whether the runtime can reach a GPU.
+// Links libtorch and the runtime, never MLIR. The schemas of every torch.ops.cute op and their
+// CUDA, CPU (an error) and Autograd kernels; fake (meta) kernels are registered from Python
+// (cute_torch/ops/registration.py), where the expression language lives.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Pointwise.h"
 #include "cute_torch/runtime.h"
 
 #include <torch/library.h>
@@ -26,4 +27,9 @@ std::string runtimeStatus() {
 
 TORCH_LIBRARY(cute, m) {
   m.def("runtime_status() -> str", &runtimeStatus);
+  m.def("pointwise(str expr, Tensor[] inputs, ScalarType? out_dtype=None) -> Tensor");
 }
+
+TORCH_LIBRARY_IMPL(cute, CUDA, m) { m.impl("pointwise", &cute_torch::ops::pointwiseCuda); }
+TORCH_LIBRARY_IMPL(cute, CPU, m) { m.impl("pointwise", &cute_torch::ops::pointwiseCpu); }
+TORCH_LIBRARY_IMPL(cute, Autograd, m) { m.impl("pointwise", &cute_torch::ops::pointwiseAutograd); }

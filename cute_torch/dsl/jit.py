@@ -100,15 +100,33 @@ class _Signature:
     def __init__(self, fn: Callable):
         self.signature = inspect.signature(fn)
         self.params = list(self.signature.parameters.values())
-        self.annotations = [p.annotation for p in self.params]
+        kinds = [p.kind for p in self.params]
+        if inspect.Parameter.KEYWORD_ONLY in kinds or inspect.Parameter.VAR_KEYWORD in kinds:
+            raise DSLError(ARGUMENT_MISMATCH, f"{fn.__name__}: DSL functions take positional parameters (and "
+                           "*args); keyword-only parameters and **kwargs are not supported",
+                           Location(fn.__code__.co_filename, fn.__code__.co_firstlineno))
+        self.variadic = inspect.Parameter.VAR_POSITIONAL in kinds
+        self.annotations = [p.annotation for p in self.params if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+        self._rest = self.params[-1].annotation if self.variadic else None
 
     def bind(self, args, kwargs) -> tuple:
+        """The arguments in order, *args flattened into the positional ones."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
             raise DSLError(ARGUMENT_MISMATCH, str(e), user_location()) from None
         bound.apply_defaults()
-        return tuple(bound.arguments.values())
+        flat = []
+        for p in self.params:
+            value = bound.arguments.get(p.name, ())
+            flat.extend(value) if p.kind is inspect.Parameter.VAR_POSITIONAL else flat.append(value)
+        return tuple(flat)
+
+    def annotations_for(self, count: int) -> list:
+        """The annotation of each of `count` flattened arguments."""
+        if not self.variadic:
+            return self.annotations
+        return self.annotations + [self._rest] * (count - len(self.annotations))
 
 
 def _arg_key(value, annotation) -> tuple:
@@ -294,13 +312,13 @@ class JitFunction(_DSLFunction):
     def __call__(self, *args, **kwargs):
         if ir.current() is not None:
             return self.traced_callable()(*args, **kwargs)
-        if kwargs or len(args) != len(self._annotations):
+        if kwargs or len(args) != len(self._annotations) or self._sig.variadic:
             args = self._sig.bind(args, kwargs)
         if self._plain:  # no annotations: torch tensors take the short path
             tensor_type = _tensor_type()
             key = tuple([tensor_key(a) if type(a) is tensor_type else _arg_key(a, None) for a in args])
         else:
-            key = tuple(map(_arg_key, args, self._annotations))
+            key = tuple(map(_arg_key, args, self._sig.annotations_for(len(args))))
         spec = self._cache.get(key)
         if spec is None:
             spec = self._cache[key] = self._specialize(args, key, self.options)
@@ -308,7 +326,7 @@ class JitFunction(_DSLFunction):
 
     def compile(self, *args, options: dict | None = None, **kwargs) -> CompiledFunction:
         args = self._sig.bind(args, kwargs)
-        key = tuple(map(_arg_key, args, self._annotations))
+        key = tuple(map(_arg_key, args, self._sig.annotations_for(len(args))))
         merged = {**self.options, **(options or {})}
         spec = self._cache.get(key) if not options else None
         if spec is None:

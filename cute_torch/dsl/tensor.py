@@ -338,6 +338,18 @@ class TensorArg:
                            f"{ptr & -ptr}-byte aligned", user_location())
         self.dynamic_shape: set[int] = set()
         self.dynamic_stride: set[int] = set()
+        self._wide: bool | None = None
+
+    @classmethod
+    def describe(cls, dtype: type[Numeric], shape: tuple, stride: tuple, alignment: int, device: int,
+                 wide: bool = False) -> "TensorArg":
+        """A tensor argument without a tensor, to compile for one (e.g. from C++ descriptions);
+        `wide` asks for 64-bit offsets."""
+        arg = cls.__new__(cls)
+        arg.tensor, arg.dtype, arg.shape, arg.stride = None, dtype, tuple(shape), tuple(stride)
+        arg.device, arg.alignment, arg._wide = device, alignment, wide
+        arg.dynamic_shape, arg.dynamic_stride = set(), set()
+        return arg
 
     def data_ptr(self) -> int:
         return self.tensor.data_ptr()
@@ -372,7 +384,7 @@ class TensorArg:
 
     @property
     def wide(self) -> bool:
-        return _needs_64bit(self.shape, self.stride)
+        return self._wide if self._wide is not None else _needs_64bit(self.shape, self.stride)
 
     def key(self, kind: int) -> tuple:
         shape = tuple(None if i in self.dynamic_shape else s for i, s in enumerate(self.shape))

@@ -63,6 +63,7 @@ void buildCommonPipeline(OpPassManager &pm) {
 void buildDevicePipeline(OpPassManager &pm) {
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createStripDebugInfoPass()); // Replaced by line info when it lands.
+  kernels.addPass(createMathToLibdevicePass());
   kernels.addPass(createLowerGpuOpsToNVVMOpsPass(/*indexBitwidth=*/64));
   kernels.addPass(createReconcileUnrealizedCastsPass());
   kernels.addPass(createCanonicalizerPass());

@@ -1,0 +1,386 @@
+//===- Pointwise.cpp - cute::pointwise: key, cache, launch, autograd -----===//
+//
+// The hot path of a call, all in C++: check devices and dtypes, broadcast, allocate the
+// output, coalesce the dimensions of the output and every input together, pick the kernel
+// variant (a Plan, see cute_torch/pointwise/kernel.py) from a C++ cache and run its host
+// entry on the current stream of the inputs' device. A miss asks the Python builder.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Pointwise.h"
+
+#include "PythonBuilder.h"
+#include "cute_torch/runtime.h"
+
+#include <ATen/ExpandUtils.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/autograd.h>
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace cute_torch::ops {
+namespace {
+
+constexpr int kMaxRank = 4;
+
+struct DtypeName {
+  c10::ScalarType type;
+  const char *name;
+};
+constexpr DtypeName kSupported[] = {
+    {c10::kFloat, "float32"}, {c10::kHalf, "float16"}, {c10::kBFloat16, "bfloat16"},
+    {c10::kDouble, "float64"}, {c10::kInt, "int32"},  {c10::kLong, "int64"},
+    {c10::kChar, "int8"},     {c10::kByte, "uint8"},  {c10::kBool, "bool"}};
+
+const char *dtypeName(c10::ScalarType type, const char *what) {
+  for (const DtypeName &d : kSupported)
+    if (d.type == type)
+      return d.name;
+  std::string names;
+  for (const DtypeName &d : kSupported)
+    names += std::string(names.empty() ? "" : ", ") + d.name;
+  TORCH_CHECK_TYPE(false, "cute::pointwise: ", what, " has dtype ", c10::toString(type),
+                   ", which is not supported; supported dtypes: ", names);
+}
+
+c10::ScalarType dtypeFromName(const std::string &name) {
+  for (const DtypeName &d : kSupported)
+    if (name == d.name)
+      return d.type;
+  TORCH_CHECK(false, "cute::pointwise: the builder returned an unknown dtype '", name, "'");
+}
+
+struct Kernel {
+  void (*entry)(void **) = nullptr;
+  runtime::LoadedArtifact *runtime = nullptr;
+};
+
+/// What one expression over one combination of input dtypes needs: its result dtype and
+/// its compiled variants.
+struct ExprInfo {
+  c10::ScalarType outDtype;
+  std::unordered_map<std::string, Kernel> kernels; // by plan key
+};
+
+std::mutex cacheMutex;
+std::unordered_map<std::string, std::unique_ptr<ExprInfo>> exprCache;
+std::unordered_map<std::string, std::string> gradCache;
+
+/// The builder's view of the dtypes: names, and which inputs are 0-dim (they promote like
+/// scalars in torch).
+std::vector<BuilderArg> dtypeArgs(c10::string_view expr, at::TensorList inputs,
+                                  std::optional<c10::ScalarType> outDtype) {
+  std::string names, zeroDims;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    names += std::string(i ? "," : "") +
+             dtypeName(inputs[i].scalar_type(), ("input x" + std::to_string(i)).c_str());
+    zeroDims += inputs[i].dim() == 0 ? '1' : '0';
+  }
+  return {std::string(expr), names, zeroDims,
+          outDtype ? BuilderArg(dtypeName(*outDtype, "out_dtype")) : BuilderArg::none()};
+}
+
+ExprInfo &exprInfo(c10::string_view expr, at::TensorList inputs,
+                   std::optional<c10::ScalarType> outDtype) {
+  std::string key(expr);
+  key += '\x1f';
+  key += outDtype ? static_cast<char>('A' + static_cast<int>(*outDtype)) : '-';
+  for (const at::Tensor &t : inputs) {
+    key += static_cast<char>('A' + static_cast<int>(t.scalar_type()));
+    key += t.dim() == 0 ? '0' : 'n';
+  }
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    auto found = exprCache.find(key);
+    if (found != exprCache.end())
+      return *found->second;
+  }
+  // A miss: Python parses and types the expression (errors come back with the position).
+  BuilderResult result = callBuilder("dtype", dtypeArgs(expr, inputs, outDtype));
+  auto info = std::make_unique<ExprInfo>();
+  info->outDtype = dtypeFromName(result.text);
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  auto &slot = exprCache[key];
+  if (!slot)
+    slot = std::move(info);
+  return *slot;
+}
+
+/// The output and inputs as one iteration space: sizes (outer to inner) and each input's
+/// strides, with size-1 dimensions dropped and mergeable neighbours merged.
+struct Geometry {
+  int rank = 0;
+  std::array<int64_t, kMaxRank> sizes{};
+  std::vector<std::array<int64_t, kMaxRank>> strides; // per input
+};
+
+bool coalesce(c10::IntArrayRef shape, at::TensorList inputs, Geometry &g) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  const size_t n = inputs.size();
+  // Inner to outer: (size, strides of each input).
+  c10::SmallVector<int64_t, 8> sizes;
+  c10::SmallVector<c10::SmallVector<int64_t, 8>, 8> strides(n);
+  for (int64_t d = ndim - 1; d >= 0; --d) {
+    if (shape[d] == 1)
+      continue;
+    bool merge = !sizes.empty();
+    c10::SmallVector<int64_t, 8> here(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t j = d - (ndim - inputs[i].dim());
+      here[i] = (j < 0 || inputs[i].size(j) == 1) ? 0 : inputs[i].stride(j);
+      if (merge && here[i] != strides[i].back() * sizes.back())
+        merge = false;
+    }
+    if (merge) {
+      sizes.back() *= shape[d];
+      continue;
+    }
+    sizes.push_back(shape[d]);
+    for (size_t i = 0; i < n; ++i)
+      strides[i].push_back(here[i]);
+  }
+  if (sizes.empty()) { // one element
+    sizes.push_back(1);
+    for (auto &s : strides)
+      s.push_back(0);
+  }
+  if (sizes.size() > kMaxRank)
+    return false;
+  g.rank = static_cast<int>(sizes.size());
+  g.strides.assign(n, {});
+  for (int d = 0; d < g.rank; ++d) {
+    g.sizes[d] = sizes[g.rank - 1 - d];
+    for (size_t i = 0; i < n; ++i)
+      g.strides[i][d] = strides[i][g.rank - 1 - d];
+  }
+  return true;
+}
+
+/// The plan's key (see kernel.py's Plan) and the packed arguments of the host entry.
+struct Launch {
+  std::string planKey, inner;
+  int vec = 1;
+  bool wide = false;
+};
+
+Launch plan(const Geometry &g, const at::Tensor &out, at::TensorList inputs) {
+  Launch p;
+  const int last = g.rank - 1;
+  int64_t minElement = out.element_size();
+  bool vectorizable = reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0;
+  int64_t extent = out.numel();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int64_t inner = g.strides[i][last];
+    p.inner += inner == 1 ? '1' : inner == 0 ? '0' : 's';
+    int64_t span = 1;
+    for (int d = 0; d < g.rank; ++d)
+      span += (g.sizes[d] - 1) * g.strides[i][d];
+    extent = std::max(extent, span);
+    if (inner == 1) {
+      minElement = std::min<int64_t>(minElement, inputs[i].element_size());
+      vectorizable &= reinterpret_cast<uintptr_t>(inputs[i].data_ptr()) % 16 == 0;
+    } else if (inner != 0) {
+      vectorizable = false;
+    }
+  }
+  const int vec = static_cast<int>(16 / minElement);
+  vectorizable &= g.sizes[last] % vec == 0;
+  for (size_t i = 0; vectorizable && i < inputs.size(); ++i)
+    if (p.inner[i] == '1')
+      for (int d = 0; d < last; ++d)
+        vectorizable &= g.strides[i][d] % vec == 0;
+  p.vec = vectorizable ? vec : 1;
+  p.wide = extent >= (int64_t(1) << 31);
+  p.planKey = std::to_string(g.rank) + p.inner + "/" + std::to_string(p.vec) + (p.wide ? "w" : "n") +
+              "/" + std::to_string(out.device().index());
+  return p;
+}
+
+const Kernel &kernelFor(ExprInfo &info, c10::string_view expr, at::TensorList inputs,
+                        std::optional<c10::ScalarType> outDtype, const Geometry &g,
+                        const Launch &p, int device) {
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    auto found = info.kernels.find(p.planKey);
+    if (found != info.kernels.end())
+      return found->second;
+  }
+  std::vector<BuilderArg> args = dtypeArgs(expr, inputs, outDtype);
+  args.back() = BuilderArg(dtypeName(info.outDtype, "the result"));
+  args.insert(args.end(), {BuilderArg(g.rank), BuilderArg(p.inner), BuilderArg(p.vec),
+                           BuilderArg(p.wide), BuilderArg(device)});
+  BuilderResult built = callBuilder("kernel", args);
+  TORCH_CHECK(built.ints.size() >= 2, "cute::pointwise: the builder returned no kernel");
+  Kernel kernel{reinterpret_cast<void (*)(void **)>(built.ints[0]),
+                reinterpret_cast<runtime::LoadedArtifact *>(built.ints[1])};
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  return info.kernels.emplace(p.planKey, kernel).first->second;
+}
+
+void run(const Kernel &kernel, const Geometry &g, const Launch &p, const at::Tensor &out,
+         at::TensorList inputs) {
+  c10::SmallVector<int64_t, 48> slots;
+  slots.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(out.data_ptr())));
+  for (const at::Tensor &t : inputs)
+    slots.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr())));
+  slots.push_back(out.numel());
+  for (int d = 0; d < g.rank; ++d)
+    slots.push_back(g.sizes[d]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (int d = 0; d + 1 < g.rank; ++d)
+      slots.push_back(g.strides[i][d]);
+    if (p.inner[i] == 's')
+      slots.push_back(g.strides[i][g.rank - 1]);
+  }
+  // i32 arguments are read from the low half of their 8-byte slot (little-endian).
+  c10::SmallVector<void *, 48> pointers;
+  for (int64_t &slot : slots)
+    pointers.push_back(&slot);
+  const c10::Device device = out.device();
+  c10::DeviceGuard guard(device);
+  const c10::Stream stream =
+      c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
+  try {
+    kernel.runtime->call(kernel.entry, pointers.data(), device.index(),
+                         reinterpret_cast<uintptr_t>(stream.native_handle()));
+  } catch (const runtime::CudaError &e) {
+    TORCH_CHECK(false, "cute::pointwise: ", e.what());
+  }
+}
+
+} // namespace
+
+at::Tensor pointwiseCuda(c10::string_view expr, at::TensorList inputs,
+                         std::optional<c10::ScalarType> outDtype) {
+  TORCH_CHECK_VALUE(!inputs.empty(), "cute::pointwise needs at least one input tensor");
+  const c10::Device device = inputs[0].device();
+  for (size_t i = 1; i < inputs.size(); ++i)
+    TORCH_CHECK(inputs[i].device() == device,
+                "cute::pointwise: expected all inputs on the same device, but x0 is on ", device,
+                " and x", i, " is on ", inputs[i].device());
+  TORCH_CHECK(device.is_cuda(), "cute::pointwise runs on CUDA tensors; its inputs are on ", device);
+  ExprInfo &info = exprInfo(expr, inputs, outDtype);
+  c10::DimVector shape(inputs[0].sizes().begin(), inputs[0].sizes().end());
+  for (size_t i = 1; i < inputs.size(); ++i)
+    shape = at::infer_size_dimvector(shape, inputs[i].sizes());
+  at::Tensor out = at::empty(shape, inputs[0].options().dtype(info.outDtype));
+  if (out.numel() == 0)
+    return out;
+
+  std::vector<at::Tensor> dense; // only when the layout has more than kMaxRank dimensions
+  at::TensorList operands = inputs;
+  Geometry g;
+  if (!coalesce(shape, operands, g)) {
+    for (const at::Tensor &t : inputs)
+      dense.push_back(t.expand(shape).contiguous());
+    operands = dense;
+    TORCH_INTERNAL_ASSERT(coalesce(shape, operands, g));
+  }
+  const Launch p = plan(g, out, operands);
+  const Kernel &kernel = kernelFor(info, expr, operands, outDtype, g, p, device.index());
+  run(kernel, g, p, out, operands);
+  return out;
+}
+
+at::Tensor pointwiseCpu(c10::string_view, at::TensorList inputs, std::optional<c10::ScalarType>) {
+  TORCH_CHECK(false, "cute::pointwise runs on CUDA tensors; got a tensor on ",
+              inputs.empty() ? c10::Device(c10::kCPU) : inputs[0].device(),
+              ". Move the inputs with .cuda()");
+}
+
+// -- autograd --------------------------------------------------------------------------------------
+
+namespace {
+
+const c10::TypedOperatorHandle<at::Tensor(c10::string_view, at::TensorList,
+                                          std::optional<c10::ScalarType>)> &
+pointwiseOp() {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("cute::pointwise", "")
+                       .typed<at::Tensor(c10::string_view, at::TensorList,
+                                         std::optional<c10::ScalarType>)>();
+  return op;
+}
+
+/// d(expr)/d(x_index) * x_n as an expression over x0..x_{n-1} and the incoming gradient x_n;
+/// "" if the expression does not depend on that input differentiably.
+std::string gradExpression(const std::string &expr, size_t n, size_t index) {
+  std::string key = expr + '\x1f' + std::to_string(n) + '/' + std::to_string(index);
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    auto found = gradCache.find(key);
+    if (found != gradCache.end())
+      return found->second;
+  }
+  BuilderResult result = callBuilder(
+      "grad", {expr, static_cast<int64_t>(n), static_cast<int64_t>(index)});
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  return gradCache.emplace(key, result.isNone ? "" : result.text).first->second;
+}
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+class PointwiseFunction : public torch::autograd::Function<PointwiseFunction> {
+public:
+  static at::Tensor forward(AutogradContext *ctx, c10::string_view expr, at::TensorList inputs,
+                            std::optional<c10::ScalarType> outDtype) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    ctx->saved_data["expr"] = std::string(expr);
+    ctx->save_for_backward(inputs.vec());
+    return pointwiseOp().call(expr, inputs, outDtype);
+  }
+
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    const std::string expr = ctx->saved_data["expr"].toStringRef();
+    variable_list inputs = ctx->get_saved_variables();
+    const size_t n = inputs.size();
+    variable_list operands = inputs;
+    operands.push_back(grads[0]);
+    variable_list result(n + 2); // expr, each input, out_dtype
+    for (size_t i = 0; i < n; ++i) {
+      if (!ctx->needs_input_grad(i))
+        continue;
+      const at::Tensor &input = inputs[i];
+      const std::string gradExpr = gradExpression(expr, n, i);
+      if (gradExpr.empty()) {
+        result[i + 1] = at::zeros_like(input);
+        continue;
+      }
+      // A broadcast input sums its gradient: accumulate in float32 for half types.
+      const bool reduces = input.sym_sizes() != grads[0].sym_sizes();
+      const c10::ScalarType type = input.scalar_type();
+      const bool half = type == c10::kHalf || type == c10::kBFloat16;
+      at::Tensor grad = pointwiseOp().call(gradExpr, operands,
+                                           reduces && half ? c10::kFloat : type);
+      if (reduces)
+        grad = at::sum_to(grad, input.sym_sizes()).to(type);
+      result[i + 1] = grad;
+    }
+    return result;
+  }
+};
+
+} // namespace
+
+at::Tensor pointwiseAutograd(c10::string_view expr, at::TensorList inputs,
+                             std::optional<c10::ScalarType> outDtype) {
+  bool needsGrad = false;
+  for (const at::Tensor &t : inputs)
+    needsGrad |= t.requires_grad();
+  if (needsGrad && at::GradMode::is_enabled()) {
+    const c10::ScalarType type = exprInfo(expr, inputs, outDtype).outDtype;
+    if (c10::isFloatingType(type))
+      return PointwiseFunction::apply(expr, inputs, outDtype);
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  return pointwiseOp().call(expr, inputs, outDtype);
+}
+
+} // namespace cute_torch::ops

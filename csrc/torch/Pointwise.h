@@ -1,0 +1,25 @@
+//===- Pointwise.h - cute::pointwise kernels for the dispatcher ---*- C++ -*-===//
+
+#ifndef CUTE_TORCH_OPS_POINTWISE_H
+#define CUTE_TORCH_OPS_POINTWISE_H
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+namespace cute_torch::ops {
+
+/// cute::pointwise(str expr, Tensor[] inputs, ScalarType? out_dtype=None) -> Tensor
+at::Tensor pointwiseCuda(c10::string_view expr, at::TensorList inputs,
+                         std::optional<c10::ScalarType> outDtype);
+/// CPU tensors get a clear error (the op runs on CUDA only).
+at::Tensor pointwiseCpu(c10::string_view expr, at::TensorList inputs,
+                        std::optional<c10::ScalarType> outDtype);
+/// The Autograd kernel: a C++ autograd Function whose backward is cute::pointwise again
+/// (the derivative expression comes from the Python builder, once per expression).
+at::Tensor pointwiseAutograd(c10::string_view expr, at::TensorList inputs,
+                             std::optional<c10::ScalarType> outDtype);
+
+} // namespace cute_torch::ops
+
+#endif // CUTE_TORCH_OPS_POINTWISE_H

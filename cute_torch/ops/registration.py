@@ -1,0 +1,80 @@
+"""Loads the torch extension (libcute_torch_ops.so: the schemas and the CUDA, CPU and Autograd
+kernels of torch.ops.cute.*), installs the Python builder its C++ caches call on a miss, and
+registers the fake (meta) kernels, which need the expression language and so live here."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+import torch
+
+from ..pointwise.dtypes import result_dtype
+from ..pointwise.grad import gradient
+from ..pointwise.kernel import Plan, build
+
+LIBRARY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lib", "libcute_torch_ops.so")
+
+_lock = threading.Lock()
+_loaded = False
+
+
+def _dtypes(names: str) -> tuple:
+    return tuple(getattr(torch, n) for n in names.split(",")) if names else ()
+
+
+def _builder(kind: str, *args):
+    """What the C++ side asks on a cache miss (see csrc/torch/Pointwise.cpp)."""
+    if kind == "dtype":
+        expr, names, zero_dims, out = args
+        dtype = result_dtype(expr, _dtypes(names), tuple(z == "1" for z in zero_dims),
+                             getattr(torch, out) if out else None)
+        return str(dtype).replace("torch.", "")
+    if kind == "kernel":
+        expr, names, zero_dims, out, rank, inner, vec, wide, device = args
+        plan = Plan(expr, tuple(names.split(",")), tuple(z == "1" for z in zero_dims), out, rank, inner, vec, wide)
+        return build(plan, device)
+    if kind == "grad":
+        expr, n, index = args
+        return gradient(expr, n, index)
+    raise ValueError(f"unknown builder request {kind!r}")
+
+
+def _pointwise_fake(expr: str, inputs: list, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    if not inputs:
+        raise ValueError("cute::pointwise needs at least one input tensor")
+    devices = {t.device for t in inputs}
+    if len(devices) > 1:
+        raise RuntimeError(f"cute::pointwise: expected all inputs on the same device, got {sorted(map(str, devices))}")
+    dtype = result_dtype(expr, tuple(t.dtype for t in inputs), tuple(t.dim() == 0 for t in inputs), out_dtype)
+    return inputs[0].new_empty(broadcast_shape([t.shape for t in inputs]), dtype=dtype)
+
+
+def broadcast_shape(shapes: list) -> list:
+    """torch's broadcasting, with at::infer_size's error (what the CUDA kernel raises); sizes
+    may be SymInts."""
+    result = list(shapes[0])
+    for shape in shapes[1:]:
+        ndim = max(len(result), len(shape))
+        a = [1] * (ndim - len(result)) + result
+        b = [1] * (ndim - len(shape)) + list(shape)
+        for d in range(ndim):
+            if a[d] != b[d] and a[d] != 1 and b[d] != 1:
+                raise RuntimeError(f"The size of tensor a ({a[d]}) must match the size of tensor b ({b[d]}) at "
+                                   f"non-singleton dimension {d}")
+        result = [y if x == 1 else x for x, y in zip(a, b)]
+    return result
+
+
+def load() -> None:
+    """Makes torch.ops.cute.* usable; idempotent and thread-safe."""
+    global _loaded
+    with _lock:
+        if _loaded:
+            return
+        torch.ops.load_library(LIBRARY)
+        # PyDLL keeps the GIL during the call, which takes a reference to the builder.
+        ctypes.PyDLL(LIBRARY).cute_torch_set_builder(ctypes.py_object(_builder))
+        torch.library.register_fake("cute::pointwise")(_pointwise_fake)
+        _loaded = True

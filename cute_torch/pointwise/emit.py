@@ -1,0 +1,101 @@
+"""A pointwise expression as DSL scalar code, for one element.
+
+Each node is computed in its dtype's compute type (Float32 for float16/bfloat16, like torch's
+"opmath"), so a fused chain of half-precision ops rounds once, at the end; explicit casts do
+round (`bfloat16(x0)` converts to bfloat16 and back). Constants are literals of the compute
+type of the operation that uses them. Types come from dtypes.node_types (torch's rules).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..dsl import math as dmath
+from ..dsl.numeric import Boolean, Float32, Numeric, as_numeric, convert, where
+from ..dsl.tensor import numeric_of_torch_dtype
+from .expr import CASTS, Node
+
+_COMPARE = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+            "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+def compute_type(dtype: torch.dtype) -> type[Numeric]:
+    """The type a value of `dtype` is computed in."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return Float32
+    return numeric_of_torch_dtype(dtype)
+
+
+def _as(value, t: type[Numeric]) -> Numeric:
+    return convert(value if isinstance(value, Numeric) else as_numeric(value, t), t)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + dmath.exp(-x))
+
+
+def _nan_propagating(pick_first):
+    """maximum/minimum as torch defines them: NaN if either side is NaN."""
+    def fn(a, b):
+        chosen = where(pick_first(a, b), a, b)
+        if type(a).is_float:
+            chosen = where(b != b, b, where(a != a, a, chosen))
+        return chosen
+    return fn
+
+
+_UNARY = {
+    "neg": lambda x: -x, "abs": abs, "exp": dmath.exp, "log": dmath.log, "sqrt": dmath.sqrt, "rsqrt": dmath.rsqrt,
+    "tanh": dmath.tanh, "erf": dmath.erf, "sigmoid": _sigmoid,
+    "relu": lambda x: where(x <= 0, as_numeric(0, type(x)), x),  # NaN stays NaN, as in torch
+    "gelu": lambda x: 0.5 * x * (1.0 + dmath.erf(x * math.sqrt(0.5))),
+    "gelu_tanh": lambda x: 0.5 * x * (1.0 + dmath.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))),
+    "silu": lambda x: x * _sigmoid(x),
+}
+_BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+           "div": lambda a, b: a / b, "maximum": _nan_propagating(lambda a, b: a > b),
+           "minimum": _nan_propagating(lambda a, b: a < b)}
+
+
+def _power(x, exponent):
+    if float(exponent) == 0.5:
+        return dmath.sqrt(x)
+    if float(exponent) == -0.5:
+        return dmath.rsqrt(x)
+    if float(exponent).is_integer() and abs(exponent) <= 64:
+        n, result, base = int(abs(exponent)), None, x
+        while n:  # square and multiply
+            if n & 1:
+                result = base if result is None else result * base
+            base = base * base if n > 1 else base
+            n >>= 1
+        result = as_numeric(1, type(x)) if result is None else result
+        return 1.0 / result if exponent < 0 else result
+    return dmath.exp(float(exponent) * dmath.log(x))  # NaN for negative x, as in torch
+
+
+def emit(node: Node, env: list, types: dict):
+    """The DSL value of `node` in its compute type; `env` holds the inputs, already in theirs."""
+    dtype, extra = types[node]
+    if node.op == "input":
+        return env[node.value]
+    if dtype is None:  # a constant (sub)expression, folded while typing
+        return extra
+    args = [emit(a, env, types) for a in node.args]
+    t = compute_type(dtype)
+    if node.op in CASTS:
+        return _as(_as(args[0], numeric_of_torch_dtype(dtype)), t)
+    if node.op in _COMPARE:
+        ct = compute_type(extra)
+        return _COMPARE[node.op](_as(args[0], ct), _as(args[1], ct))
+    if node.op == "where":
+        return where(_as(args[0], Boolean), _as(args[1], t), _as(args[2], t))
+    if node.op == "pow":
+        return _power(_as(args[0], t), node.value)
+    if node.op in _UNARY:
+        return _as(_UNARY[node.op](_as(args[0], t)), t)
+    return _as(_BINARY[node.op](_as(args[0], t), _as(args[1], t)), t)
+

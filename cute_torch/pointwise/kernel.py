@@ -1,0 +1,198 @@
+"""The `cute::pointwise` kernel, written in the DSL, and its builder.
+
+The C++ op (csrc/torch/pointwise.cpp) broadcasts the inputs, coalesces the dimensions of the
+output and all inputs together (rank 1 for contiguous tensors), and chooses a Plan: the rank,
+each input's innermost stride class ('1' contiguous, '0' broadcast, 's' any), the vector width
+and the index width. Sizes and strides are run-time values, so one kernel serves every shape
+of its plan. The host entry's arguments, in the order the C++ side packs them:
+
+    out_ptr, x0_ptr .. xN_ptr, numel, size[0..rank), then for each input the strides of
+    dims 0..rank-2, and of dim rank-1 if its class is 's'      (all i32, or i64 when `wide`)
+
+Each thread handles ITERS vectors of `vec` elements, strided by the block so that a warp's
+accesses are contiguous; with vec > 1 every contiguous input and the output move in 16-byte
+accesses (the C++ side checks alignment and divisibility first). Whole tiles load everything
+before computing; the last, partial tile goes element by element.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from ..dsl.control import range_constexpr
+from ..dsl.jit import Constexpr, jit, kernel
+from ..dsl.layout import Layout
+from ..dsl.numeric import Int32, Int64, Uint32, Uint64, convert
+from ..dsl import arch
+from ..dsl.tensor import TensorArg, numeric_of_torch_dtype
+from ..dsl.tensor_ssa import TensorSSA
+from .dtypes import node_types
+from .emit import compute_type, emit
+from .expr import parse
+
+THREADS = 256
+ITERS = 4
+
+
+class Plan(NamedTuple):
+    expr: str
+    in_dtypes: tuple   # torch dtype names, e.g. "bfloat16"
+    zero_dims: tuple   # which inputs are 0-dim (they promote like scalars)
+    out_dtype: str
+    rank: int
+    inner: str         # per input: '1', '0' or 's'
+    vec: int
+    wide: bool
+
+    def dtypes(self) -> tuple:
+        return tuple(getattr(torch, d) for d in self.in_dtypes)
+
+
+# -- device code ------------------------------------------------------------------------------------
+
+def _index_type(plan: Plan):
+    return Uint64 if plan.wide else Uint32
+
+
+def _split(plan: Plan, values: tuple):
+    """(out, inputs, numel, sizes, strides per input) from the flat kernel arguments."""
+    k = len(plan.in_dtypes)
+    u = _index_type(plan)
+    out, inputs = values[0], values[1:k + 1]
+    n = convert(values[k + 1], u)
+    rest = [convert(v, u) for v in values[k + 2:]]
+    sizes, rest = rest[:plan.rank], rest[plan.rank:]
+    strides = []
+    for cls in plan.inner:
+        outer = rest[:plan.rank - 1]
+        rest = rest[plan.rank - 1:]
+        if cls == "s":
+            inner, rest = rest[0], rest[1:]
+        else:
+            inner = int(cls)
+        strides.append(outer + [inner])
+    return out, inputs, n, sizes, strides
+
+
+def _offsets(plan: Plan, idx, sizes, strides) -> list:
+    """Each input's element offset for output element `idx` (row-major over `sizes`)."""
+    if plan.rank == 1:
+        return [s if isinstance(s, int) and s == 0 else idx if isinstance(s, int) else idx * s
+                for (s,) in strides]
+    coords, rest = [], idx
+    for d in range(plan.rank - 1, 0, -1):
+        coords.append(rest % sizes[d])
+        rest = rest // sizes[d]
+    coords.append(rest)
+    coords.reverse()
+    result = []
+    for per_dim in strides:
+        total = 0
+        for c, s in zip(coords, per_dim):
+            if not (isinstance(s, int) and s == 0):
+                total = total + (c if isinstance(s, int) else c * s)
+        result.append(total)
+    return result
+
+
+def _element(plan: Plan, tensor, offset, count: int):
+    """`count` elements at `offset` (a TensorSSA), or one (a scalar) for count 1."""
+    divisibility = count if count > 1 else 1
+    view = tensor.with_layout(Layout(count, 1) if count > 1 else Layout(1, 0), offset, divisibility)
+    return view.load() if count > 1 else view[0]
+
+
+def _compute(plan: Plan, columns: list, count: int, types: dict, tree) -> list:
+    """The expression for `count` elements; columns[i] is input i's TensorSSA or scalar."""
+    in_types = [compute_type(d) for d in plan.dtypes()]
+    results = []
+    for j in range(count):
+        env = []
+        for column, t in zip(columns, in_types):
+            value = column[j] if isinstance(column, TensorSSA) else column
+            env.append(convert(value, t))
+        results.append(emit(tree, env, types))
+    return results
+
+
+def _vector_tile(plan: Plan, values: tuple, start):
+    out, inputs, n, sizes, strides = _split(plan, values)
+    types = node_types(plan.expr, plan.dtypes(), plan.zero_dims)
+    tree = parse(plan.expr)
+    out_t = numeric_of_torch_dtype(getattr(torch, plan.out_dtype))
+    tid = convert(arch.thread_idx()[0], _index_type(plan))
+    loaded = []
+    for it in range(ITERS):  # all loads first: ITERS x inputs accesses in flight
+        idx = start + (tid + it * THREADS) * plan.vec
+        offsets = _offsets(plan, idx, sizes, strides)
+        loaded.append((idx, [_element(plan, x, off, 1 if cls == "0" else plan.vec)
+                             for x, off, cls in zip(inputs, offsets, plan.inner)]))
+    for idx, columns in loaded:
+        results = _compute(plan, columns, plan.vec, types, tree)
+        view = out.with_layout(Layout(plan.vec, 1) if plan.vec > 1 else Layout(1, 0), idx, plan.vec)
+        view.store(TensorSSA.from_elements([convert(r, out_t) for r in results], out_t, plan.vec))
+
+
+def _tail_index(plan: Plan, start, e: int):
+    tid = convert(arch.thread_idx()[0], _index_type(plan))
+    it, j = divmod(e, plan.vec)
+    return start + (tid + it * THREADS) * plan.vec + j
+
+
+def _tail_element(plan: Plan, values: tuple, idx):
+    out, inputs, n, sizes, strides = _split(plan, values)
+    types = node_types(plan.expr, plan.dtypes(), plan.zero_dims)
+    offsets = _offsets(plan, idx, sizes, strides)
+    columns = [_element(plan, x, off, 1) for x, off in zip(inputs, offsets)]
+    (result,) = _compute(plan, columns, 1, types, parse(plan.expr))
+    out[idx] = result
+
+
+@kernel
+def _pointwise_kernel(plan: Constexpr, *values):
+    u = _index_type(plan)
+    tile = THREADS * ITERS * plan.vec
+    start = convert(arch.block_idx()[0], u) * tile
+    n = convert(values[len(plan.in_dtypes) + 1], u)
+    if start + tile <= n:
+        _vector_tile(plan, values, start)
+    else:
+        for e in range_constexpr(ITERS * plan.vec):
+            idx = _tail_index(plan, start, e)
+            if idx < n:
+                _tail_element(plan, values, idx)
+
+
+@jit
+def _pointwise_host(plan: Constexpr, *values):
+    tile = THREADS * ITERS * plan.vec
+    n = values[len(plan.in_dtypes) + 1]
+    _pointwise_kernel(plan, *values).launch(grid=((n + (tile - 1)) // tile, 1, 1), block=(THREADS, 1, 1))
+
+
+# -- building -------------------------------------------------------------------------------------
+
+def _operand(dtype_name: str, plan: Plan, device: int) -> TensorArg:
+    dtype = numeric_of_torch_dtype(getattr(torch, dtype_name))
+    width = torch.empty((), dtype=getattr(torch, dtype_name)).element_size()
+    return TensorArg.describe(dtype, (1,), (1,), 16 if plan.vec > 1 else width, device, plan.wide)
+
+
+def stand_ins(plan: Plan, device: int) -> list:
+    """Arguments with the plan's kinds and types (values are irrelevant: only keys matter)."""
+    index = Int64 if plan.wide else Int32
+    operands = [_operand(plan.out_dtype, plan, device)] + [_operand(d, plan, device) for d in plan.in_dtypes]
+    strides = sum((plan.rank - 1) + (cls == "s") for cls in plan.inner)
+    return operands + [index(1)] * (1 + plan.rank + strides)
+
+
+def build(plan: Plan, device: int):
+    """Compiles (or loads from the disk cache) the kernel of `plan` for `device`; returns
+    (host entry address, runtime artifact address, the object that keeps both alive)."""
+    compiled = _pointwise_host.compile(plan, *stand_ins(plan, device))
+    spec = compiled._spec
+    artifact = spec.module._artifact
+    return artifact.host_entry_address(spec._entry), artifact.runtime_address(), compiled
+
