@@ -27,7 +27,7 @@ echo "build: ok in $(( $(date +%s) - start )) s"
 tests_rc=${PIPESTATUS[0]}
 "$PYTHON" -m pytest tests -q -m gpu -p no:cacheprovider 2>&1 | tail -1 | sed 's/^/gpu tier: /'
 
-for bench in benchmarks/copy_kernels.py benchmarks/compile_latency.py benchmarks/launch_overhead.py; do
+for bench in benchmarks/pointwise.py benchmarks/copy_kernels.py benchmarks/compile_latency.py benchmarks/launch_overhead.py; do
   echo "== $bench"
   "$PYTHON" "$bench" 2>&1 | tee -a "$LOG/benchmarks.log"
 done

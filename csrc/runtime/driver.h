@@ -35,6 +35,11 @@ struct Driver {
   std::string describe(CUresult result) const;
   /// Throws CudaError("<what>: CUDA_ERROR_X: description") unless result is CUDA_SUCCESS.
   void check(CUresult result, const std::string &what) const;
+  /// check() whose message is built only on failure (`what` returns a std::string).
+  template <typename What> void checkLazy(CUresult result, What &&what) const {
+    if (result != CUDA_SUCCESS)
+      check(result, what());
+  }
 };
 
 } // namespace cute_torch::runtime

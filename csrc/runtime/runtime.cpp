@@ -9,15 +9,16 @@ namespace cute_torch::runtime {
 namespace {
 
 CUcontext primaryContext(const Driver &d, int device) {
-  CUdevice handle;
-  d.check(d.cuDeviceGet(&handle, device), "cuDeviceGet(" + std::to_string(device) + ")");
   // Retained once per device and never released: torch holds the same primary context.
+  // This runs on every launch: no driver call and no string on a hit.
   static std::mutex mutex;
   static std::map<int, CUcontext> retained;
   std::lock_guard<std::mutex> lock(mutex);
   auto found = retained.find(device);
   if (found != retained.end())
     return found->second;
+  CUdevice handle;
+  d.check(d.cuDeviceGet(&handle, device), "cuDeviceGet(" + std::to_string(device) + ")");
   CUcontext context;
   d.check(d.cuDevicePrimaryCtxRetain(&context, handle), "cuDevicePrimaryCtxRetain");
   retained[device] = context;
@@ -120,9 +121,12 @@ void LoadedArtifact::launchInCurrentContext(int kernel, Dim3 grid, Dim3 block, D
   if (kernel < 0 || size_t(kernel) >= kernelList.size())
     throw CudaError("launch of kernel #" + std::to_string(kernel) + ", which does not exist");
   const KernelDesc &desc = kernelList[kernel];
-  std::string what = "launching kernel '" + desc.name + "' (gpu.module @" + desc.module +
-                     ") with grid " + dims(grid) + ", block " + dims(block) + ", cluster " +
-                     dims(cluster) + ", " + std::to_string(smem) + " bytes of dynamic smem";
+  // Spelled only when a call fails: building it costs as much as the launch itself.
+  auto what = [&] {
+    return "launching kernel '" + desc.name + "' (gpu.module @" + desc.module + ") with grid " +
+           dims(grid) + ", block " + dims(block) + ", cluster " + dims(cluster) + ", " +
+           std::to_string(smem) + " bytes of dynamic smem";
+  };
   CUcontext context;
   d.check(d.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
   PerContext &loaded = loadedIn(context);
@@ -131,14 +135,14 @@ void LoadedArtifact::launchInCurrentContext(int kernel, Dim3 grid, Dim3 block, D
     // Beyond 48 KB a kernel must opt in to its dynamic shared memory.
     d.check(d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                  int(smem)),
-            what + " (raising the dynamic shared memory limit)");
+            what() + " (raising the dynamic shared memory limit)");
     loaded.smemLimit[kernel] = int(smem);
   }
   CUstream cuStream = reinterpret_cast<CUstream>(stream);
   if (cluster.x * cluster.y * cluster.z == 1) {
-    d.check(d.cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem,
-                             cuStream, params, nullptr),
-            what);
+    d.checkLazy(d.cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                 smem, cuStream, params, nullptr),
+                what);
     return;
   }
   CUlaunchAttribute attribute{};
@@ -157,7 +161,7 @@ void LoadedArtifact::launchInCurrentContext(int kernel, Dim3 grid, Dim3 block, D
   config.hStream = cuStream;
   config.attrs = &attribute;
   config.numAttrs = 1;
-  d.check(d.cuLaunchKernelEx(&config, function, params, nullptr), what);
+  d.checkLazy(d.cuLaunchKernelEx(&config, function, params, nullptr), what);
 }
 
 void LoadedArtifact::launch(int kernel, Dim3 grid, Dim3 block, Dim3 cluster, uint32_t smem,

@@ -197,8 +197,12 @@ Launch plan(const Geometry &g, const at::Tensor &out, at::TensorList inputs) {
         vectorizable &= g.strides[i][d] % vec == 0;
   p.vec = vectorizable ? vec : 1;
   p.wide = extent >= (int64_t(1) << 31);
-  p.planKey = std::to_string(g.rank) + p.inner + "/" + std::to_string(p.vec) + (p.wide ? "w" : "n") +
-              "/" + std::to_string(out.device().index());
+  // rank, classes, vec, wide, device: short enough to stay in std::string's inline buffer.
+  p.planKey += static_cast<char>('0' + g.rank);
+  p.planKey += p.inner;
+  p.planKey += static_cast<char>('A' + p.vec);
+  p.planKey += p.wide ? 'w' : 'n';
+  p.planKey += static_cast<char>('0' + out.device().index());
   return p;
 }
 
@@ -296,17 +300,15 @@ at::Tensor pointwiseCpu(c10::string_view, at::TensorList inputs, std::optional<c
 
 // -- autograd --------------------------------------------------------------------------------------
 
-namespace {
-
-const c10::TypedOperatorHandle<at::Tensor(c10::string_view, at::TensorList,
-                                          std::optional<c10::ScalarType>)> &
-pointwiseOp() {
+const PointwiseOp &pointwiseOp() {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("cute::pointwise", "")
                        .typed<at::Tensor(c10::string_view, at::TensorList,
                                          std::optional<c10::ScalarType>)>();
   return op;
 }
+
+namespace {
 
 /// d(expr)/d(x_index) * x_n as an expression over x0..x_{n-1} and the incoming gradient x_n;
 /// "" if the expression does not depend on that input differentiably.

@@ -4,10 +4,16 @@
 #define CUTE_TORCH_OPS_POINTWISE_H
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <optional>
 
 namespace cute_torch::ops {
+
+using PointwiseOp = c10::TypedOperatorHandle<at::Tensor(c10::string_view, at::TensorList,
+                                                        std::optional<c10::ScalarType>)>;
+/// The dispatcher's handle of cute::pointwise (every call goes through it).
+const PointwiseOp &pointwiseOp();
 
 /// cute::pointwise(str expr, Tensor[] inputs, ScalarType? out_dtype=None) -> Tensor
 at::Tensor pointwiseCuda(c10::string_view expr, at::TensorList inputs,

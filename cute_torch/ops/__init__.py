@@ -14,46 +14,57 @@ import torch
 
 from ..pointwise.dtypes import reference
 from ..pointwise.expr import ExpressionError
+from . import registration
 from .registration import load
 
 load()
+_fast = registration.fast_pointwise
+_op = torch.ops.cute.pointwise.default
 
 __all__ = ["ExpressionError", "add", "gelu", "load", "mul", "pointwise", "reference", "relu", "sigmoid", "silu",
            "tanh"]
 
 
 def pointwise(expr: str, *inputs: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
-    """torch.ops.cute.pointwise(expr, list(inputs), out_dtype): one fused kernel for `expr`."""
+    """torch.ops.cute.pointwise(expr, list(inputs), out_dtype): one fused kernel for `expr`.
+
+    Outside torch.compile this takes a shorter path into the same dispatcher op
+    (csrc/torch/PythonEntry.cpp); under tracing, or for tensor subclasses, the generic one."""
     if not inputs:  # the dispatcher would find no device to dispatch on
         raise ValueError("cute::pointwise needs at least one input tensor")
+    if not torch.compiler.is_compiling():
+        out = _fast(expr, inputs, out_dtype)
+        if out is not NotImplemented:
+            return out
+    return _op(expr, list(inputs), out_dtype)
     return torch.ops.cute.pointwise(expr, list(inputs), out_dtype)
 
 
 def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     if approximate not in ("none", "tanh"):
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-    return torch.ops.cute.pointwise("gelu(x0)" if approximate == "none" else "gelu_tanh(x0)", [x], None)
+    return pointwise("gelu(x0)" if approximate == "none" else "gelu_tanh(x0)", x)
 
 
 def silu(x: torch.Tensor) -> torch.Tensor:
-    return torch.ops.cute.pointwise("silu(x0)", [x], None)
+    return pointwise("silu(x0)", x)
 
 
 def relu(x: torch.Tensor) -> torch.Tensor:
-    return torch.ops.cute.pointwise("relu(x0)", [x], None)
+    return pointwise("relu(x0)", x)
 
 
 def sigmoid(x: torch.Tensor) -> torch.Tensor:
-    return torch.ops.cute.pointwise("sigmoid(x0)", [x], None)
+    return pointwise("sigmoid(x0)", x)
 
 
 def tanh(x: torch.Tensor) -> torch.Tensor:
-    return torch.ops.cute.pointwise("tanh(x0)", [x], None)
+    return pointwise("tanh(x0)", x)
 
 
 def add(x: torch.Tensor, y: torch.Tensor, alpha: float = 1) -> torch.Tensor:
-    return torch.ops.cute.pointwise("x0 + x1" if alpha == 1 else f"x0 + {float(alpha)!r} * x1", [x, y], None)
+    return pointwise("x0 + x1" if alpha == 1 else f"x0 + {float(alpha)!r} * x1", x, y)
 
 
 def mul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return torch.ops.cute.pointwise("x0 * x1", [x, y], None)
+    return pointwise("x0 * x1", x, y)

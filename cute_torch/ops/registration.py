@@ -18,6 +18,7 @@ LIBRARY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lib", "libcu
 
 _lock = threading.Lock()
 _loaded = False
+fast_pointwise = None  # csrc/torch/PythonEntry.cpp: (expr, tuple, dtype|None) -> Tensor | NotImplemented
 
 
 def _dtypes(names: str) -> tuple:
@@ -69,12 +70,15 @@ def broadcast_shape(shapes: list) -> list:
 
 def load() -> None:
     """Makes torch.ops.cute.* usable; idempotent and thread-safe."""
-    global _loaded
+    global _loaded, fast_pointwise
     with _lock:
         if _loaded:
             return
         torch.ops.load_library(LIBRARY)
-        # PyDLL keeps the GIL during the call, which takes a reference to the builder.
-        ctypes.PyDLL(LIBRARY).cute_torch_set_builder(ctypes.py_object(_builder))
+        # PyDLL keeps the GIL during these calls (one takes a reference to the builder).
+        library = ctypes.PyDLL(LIBRARY)
+        library.cute_torch_set_builder(ctypes.py_object(_builder))
+        library.cute_torch_pointwise_entry.restype = ctypes.py_object
+        fast_pointwise = library.cute_torch_pointwise_entry()
         torch.library.register_fake("cute::pointwise")(_pointwise_fake)
         _loaded = True
