@@ -72,6 +72,23 @@ std::mutex cacheMutex;
 std::unordered_map<std::string, std::unique_ptr<ExprInfo>> exprCache;
 std::unordered_map<std::string, std::string> gradCache;
 
+/// "cuda:1", "cpu", ... spelled here: streaming a c10::Device into an error message crashed
+/// with torch 2.11's CUDA build (seen on the H200 machine), so messages never do.
+std::string deviceName(const c10::Device &device) {
+  const char *type = device.is_cuda() ? "cuda" : device.is_cpu() ? "cpu" : device.is_meta() ? "meta" : "other";
+  return device.has_index() ? std::string(type) + ":" + std::to_string(device.index()) : type;
+}
+
+/// Out of line: throwing this error from pointwiseCuda's own frame crashed the process on the
+/// H200 machine (torch 2.11), while errors thrown from its callees propagate normally.
+__attribute__((noinline)) void checkSameDevice(at::TensorList inputs) {
+  const c10::Device device = inputs[0].device();
+  for (size_t i = 1; i < inputs.size(); ++i)
+    TORCH_CHECK(inputs[i].device() == device,
+                "cute::pointwise: expected all inputs on the same device, but x0 is on ",
+                deviceName(device), " and x", i, " is on ", deviceName(inputs[i].device()));
+}
+
 /// The builder's view of the dtypes: names, and which inputs are 0-dim (they promote like
 /// scalars in torch).
 std::vector<BuilderArg> dtypeArgs(c10::string_view expr, at::TensorList inputs,
@@ -264,11 +281,9 @@ at::Tensor pointwiseCuda(c10::string_view expr, at::TensorList inputs,
                          std::optional<c10::ScalarType> outDtype) {
   TORCH_CHECK_VALUE(!inputs.empty(), "cute::pointwise needs at least one input tensor");
   const c10::Device device = inputs[0].device();
-  for (size_t i = 1; i < inputs.size(); ++i)
-    TORCH_CHECK(inputs[i].device() == device,
-                "cute::pointwise: expected all inputs on the same device, but x0 is on ", device,
-                " and x", i, " is on ", inputs[i].device());
-  TORCH_CHECK(device.is_cuda(), "cute::pointwise runs on CUDA tensors; its inputs are on ", device);
+  checkSameDevice(inputs);
+  TORCH_CHECK(device.is_cuda(), "cute::pointwise runs on CUDA tensors; its inputs are on ",
+              deviceName(device));
   ExprInfo &info = exprInfo(expr, inputs, outDtype);
   c10::DimVector shape(inputs[0].sizes().begin(), inputs[0].sizes().end());
   for (size_t i = 1; i < inputs.size(); ++i)
@@ -294,8 +309,7 @@ at::Tensor pointwiseCuda(c10::string_view expr, at::TensorList inputs,
 
 at::Tensor pointwiseCpu(c10::string_view, at::TensorList inputs, std::optional<c10::ScalarType>) {
   TORCH_CHECK(false, "cute::pointwise runs on CUDA tensors; got a tensor on ",
-              inputs.empty() ? c10::Device(c10::kCPU) : inputs[0].device(),
-              ". Move the inputs with .cuda()");
+              inputs.empty() ? "cpu" : deviceName(inputs[0].device()), ". Move the inputs with .cuda()");
 }
 
 // -- autograd --------------------------------------------------------------------------------------

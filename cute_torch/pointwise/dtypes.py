@@ -11,6 +11,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import _disable_current_modes
 
 from .expr import CASTS, ExpressionError, Node, parse
 
@@ -102,7 +103,9 @@ def node_types(expr: str, dtypes: tuple, zero_dims: tuple) -> dict:
     tree = parse(expr, len(dtypes))
     values: dict = {}
     try:
-        evaluate(tree, [_meta(d, z) for d, z in zip(dtypes, zero_dims)], values)
+        # Outside any active dispatch mode (fake tensors, opcheck's schema checks): plain meta.
+        with _disable_current_modes():
+            evaluate(tree, [_meta(d, z) for d, z in zip(dtypes, zero_dims)], values)
     except (RuntimeError, TypeError, ZeroDivisionError, ValueError, OverflowError) as e:
         names = ", ".join(f"x{i}: {str(d).replace('torch.', '')}" for i, d in enumerate(dtypes))
         raise ExpressionError(f"cute::pointwise: '{expr}' is not defined for inputs ({names}): {e}") from None
