@@ -79,9 +79,10 @@ std::string deviceName(const c10::Device &device) {
   return device.has_index() ? std::string(type) + ":" + std::to_string(device.index()) : type;
 }
 
-/// Out of line: throwing this error from pointwiseCuda's own frame crashed the process on the
-/// H200 machine (torch 2.11), while errors thrown from its callees propagate normally.
-__attribute__((noinline)) void checkSameDevice(at::TensorList inputs) {
+/// Known bug: with a CPU and a CUDA tensor among the inputs, this error (thrown here, or from
+/// the Autograd kernel, tried too) crashes the process on the H200 machine (torch 2.11), while
+/// other errors of the same op propagate; cute_torch.ops checks devices before entering C++.
+void checkSameDevice(at::TensorList inputs) {
   const c10::Device device = inputs[0].device();
   for (size_t i = 1; i < inputs.size(); ++i)
     TORCH_CHECK(inputs[i].device() == device,
