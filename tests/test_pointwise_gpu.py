@@ -216,8 +216,9 @@ def test_errors():
         op("x0 + x1", [x, torch.randn(3, device="cuda")])
 
 
-@pytest.mark.skipif(os.environ.get("CUTE_TORCH_TRY_MIXED") is None, reason="known bug: the C++ error for mixed CPU/CUDA inputs crashes the process "
-                    "(torch 2.11 on the H200 machine); cute_torch.ops checks first. CUTE_TORCH_TRY_MIXED=1 runs it")
+@pytest.mark.skipif(os.environ.get("CUTE_TORCH_TRY_MIXED") is None,
+                    reason="known bug: the C++ error for mixed CPU/CUDA inputs crashes the process (torch 2.11 "
+                    "on the H200 machine); cute_torch.ops checks first. CUTE_TORCH_TRY_MIXED=1 runs it")
 def test_mixed_devices_through_torch_ops():
     with pytest.raises(RuntimeError, match="same device"):
         op("x0 + x1", [torch.randn(8, device="cuda"), torch.randn(8)])
