@@ -10,26 +10,11 @@ out; out.copy_(src.t())), and torch.compile for the add.
 """
 
 import argparse
-import statistics
 
 import torch
+from timing import median_ms
 
 from cute_torch.kernels import elementwise_add, transpose
-
-
-def median_ms(fn, repeats: int) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end))
-    return statistics.median(samples)
 
 
 def main() -> None:

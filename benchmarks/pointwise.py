@@ -16,25 +16,11 @@ import statistics
 import time
 
 import torch
+from timing import median_ms
 
 import cute_torch.ops as cops
 
 EXPR = "relu(x0 * x1 + x2) * 2"
-
-
-def median_ms(fn, repeats: int) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end))
-    return statistics.median(samples)
 
 
 def host_us(fn, calls: int = 5000) -> float:

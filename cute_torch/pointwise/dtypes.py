@@ -19,20 +19,19 @@ SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64,
                     torch.int8, torch.uint8, torch.bool)
 
 
-def _maximum(a, b):
-    if not isinstance(b, torch.Tensor):
-        return torch.clamp_min(a, b)
-    if not isinstance(a, torch.Tensor):
-        return torch.clamp_min(b, a)
-    return torch.maximum(a, b)
+def _clamping(binary, clamp):
+    """torch.maximum/minimum, which take tensors only; a Python number clamps instead."""
+    def fn(a, b):
+        if not isinstance(b, torch.Tensor):
+            return clamp(a, b)
+        if not isinstance(a, torch.Tensor):
+            return clamp(b, a)
+        return binary(a, b)
+    return fn
 
 
-def _minimum(a, b):
-    if not isinstance(b, torch.Tensor):
-        return torch.clamp_max(a, b)
-    if not isinstance(a, torch.Tensor):
-        return torch.clamp_max(b, a)
-    return torch.minimum(a, b)
+_maximum = _clamping(torch.maximum, torch.clamp_min)
+_minimum = _clamping(torch.minimum, torch.clamp_max)
 
 
 # What each operation means, in torch (the definition the kernel must match).

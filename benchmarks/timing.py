@@ -1,0 +1,21 @@
+"""Shared by the benchmark scripts: GPU time of a call, as METHOD.md asks (median of CUDA-event
+timings after warm-up)."""
+
+import statistics
+
+import torch
+
+
+def median_ms(fn, repeats: int) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    return statistics.median(samples)
