@@ -96,6 +96,23 @@ def test_disk_cache_serves_a_fresh_process_without_tracing(tmp_path):
     assert warm.stdout == cold.stdout  # same CUBIN size
 
 
+def test_a_rebuilt_compiler_does_not_reuse_entries(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUTE_TORCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("CUTE_TORCH_NO_CACHE", raising=False)
+    assert cache.compiler_build_id() != "unknown"  # the library's size and mtime
+    x = torch.empty(100)
+
+    def compile_fresh():  # a new JitFunction: no in-memory cache, only the disk one
+        traces.clear()
+        cute.compile(cute.jit(scale.fn), x, x, 2.0)
+        return len(traces)
+
+    assert compile_fresh() == 1
+    assert compile_fresh() == 0  # loaded from disk
+    monkeypatch.setattr(cache, "_BUILD_ID", "another-build")
+    assert compile_fresh() == 1  # another compiler build: traced and compiled again
+
+
 def test_corrupt_entry_is_recompiled_not_trusted(tmp_path):
     cache_dir = tmp_path / "cache"
     assert _run(tmp_path, cache_dir).returncode == 0

@@ -1,7 +1,7 @@
 """The disk cache of compiled specializations.
 
-An entry is content-addressed by (DSL source fingerprint, specialization key, compiler version,
-options, arch) and holds what the compiler's `load` needs: the host stage (LLVM dialect), the
+An entry is content-addressed by (DSL source fingerprint, specialization key, compiler version
+and build, options, arch) and holds what the compiler's `load` needs: the host stage (LLVM dialect), the
 metadata and the CUBINs. Writes go to a temporary file renamed into place (atomic on POSIX, so
 concurrent processes and ranks never see half an entry); every read verifies a SHA-256 of the
 payload, and a corrupt entry is deleted and recompiled, never trusted.
@@ -75,3 +75,20 @@ def store(root: str, digest: str, host: str, metadata: str, cubins: list[tuple[s
 
 def digest(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+_BUILD_ID: str | None = None
+
+
+def compiler_build_id() -> str:
+    """Which build of libcute_compiler.so this is (its size and modification time): a rebuilt
+    compiler (a new pass, a fixed lowering) must not load entries the old one wrote."""
+    global _BUILD_ID
+    if _BUILD_ID is None:
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib", "libcute_compiler.so")
+        try:
+            st = os.stat(path)
+            _BUILD_ID = f"{st.st_size}-{st.st_mtime_ns}"
+        except OSError:
+            _BUILD_ID = "unknown"
+    return _BUILD_ID

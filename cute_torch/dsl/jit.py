@@ -351,7 +351,8 @@ class JitFunction(_DSLFunction):
         stable = self._stable_key(key)
         if stable is not None and not k.no_cache:
             settings = (k.opt_level, k.ptxas_options, k.line_info, k.cubin_backend, k.cuda_home)
-            digest = cache.digest("cute_torch-dsl-1", _C.compiler_version(), self._source_fingerprint(), stable,
+            digest = cache.digest("cute_torch-dsl-1", _C.compiler_version(), cache.compiler_build_id(),
+                                  self._source_fingerprint(), stable,
                                   sorted(compile_options.items()), settings, arch, name)
             found = cache.load(k.cache_dir, digest)
             if found is not None:
