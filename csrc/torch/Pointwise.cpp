@@ -72,22 +72,21 @@ std::mutex cacheMutex;
 std::unordered_map<std::string, std::unique_ptr<ExprInfo>> exprCache;
 std::unordered_map<std::string, std::string> gradCache;
 
-/// "cuda:1", "cpu", ... spelled here: streaming a c10::Device into an error message crashed
-/// with torch 2.11's CUDA build (seen on the H200 machine), so messages never do.
+/// "cuda:1", "cpu", ... Error messages here pass only strings to TORCH_CHECK: a size_t argument
+/// (c10::str of an unsigned long) crashed the process with torch 2.11's CUDA build on the H200
+/// machine, so numbers go through std::to_string.
 std::string deviceName(const c10::Device &device) {
   const char *type = device.is_cuda() ? "cuda" : device.is_cpu() ? "cpu" : device.is_meta() ? "meta" : "other";
   return device.has_index() ? std::string(type) + ":" + std::to_string(device.index()) : type;
 }
 
-/// Known bug: with a CPU and a CUDA tensor among the inputs, this error (thrown here, or from
-/// the Autograd kernel, tried too) crashes the process on the H200 machine (torch 2.11), while
-/// other errors of the same op propagate; cute_torch.ops checks devices before entering C++.
 void checkSameDevice(at::TensorList inputs) {
   const c10::Device device = inputs[0].device();
   for (size_t i = 1; i < inputs.size(); ++i)
     TORCH_CHECK(inputs[i].device() == device,
                 "cute::pointwise: expected all inputs on the same device, but x0 is on ",
-                deviceName(device), " and x", i, " is on ", deviceName(inputs[i].device()));
+                deviceName(device), " and x", std::to_string(i), " is on ",
+                deviceName(inputs[i].device()));
 }
 
 /// The builder's view of the dtypes: names, and which inputs are 0-dim (they promote like

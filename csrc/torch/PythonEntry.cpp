@@ -42,16 +42,6 @@ PyObject *pointwiseEntry(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   }
   if (inputs.empty())
     Py_RETURN_NOTIMPLEMENTED;
-  // Checked here, as a Python error: a C++ error for mixed CPU/CUDA inputs thrown inside the
-  // CUDA kernel crashed the process on the H200 machine (torch 2.11); cause not found yet.
-  for (size_t i = 1; i < inputs.size(); ++i)
-    if (inputs[i].device() != inputs[0].device()) {
-      PyErr_Format(PyExc_RuntimeError,
-                   "cute::pointwise: expected all inputs on the same device, but x0 is on %s and "
-                   "x%zu is on %s",
-                   inputs[0].device().str().c_str(), i, inputs[i].device().str().c_str());
-      return nullptr;
-    }
   std::optional<c10::ScalarType> dtype;
   if (args[2] != Py_None) {
     if (!THPDtype_Check(args[2]))
