@@ -161,10 +161,11 @@ def compact_row_major(shape: IntTuple) -> IntTuple:
 class Layout:
     """`shape:stride`, printed in CuTe's notation, e.g. `(4,8):(1,4)`. Callable on coordinates."""
 
-    __slots__ = ("shape", "stride")
+    __slots__ = ("shape", "stride", "_hash")
 
     def __init__(self, shape: IntTuple, stride: IntTuple):
         self.shape, self.stride = shape, stride
+        self._hash = None
 
     def __call__(self, *coord):
         return crd2idx(coord[0] if len(coord) == 1 else coord, self.shape, self.stride)
@@ -178,7 +179,10 @@ class Layout:
         return isinstance(other, Layout) and self.is_static and other.is_static and str(self) == str(other)
 
     def __hash__(self) -> int:
-        return hash(str(self))
+        # Layouts are specialization keys (Constexpr arguments), hashed on every call: spell once.
+        if self._hash is None:
+            self._hash = hash(str(self))
+        return self._hash
 
     def __getitem__(self, mode: int) -> "Layout":
         """Mode `mode` as a layout (CuTe's layout<i>)."""
