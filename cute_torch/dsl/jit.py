@@ -181,7 +181,11 @@ class Specialization:
         self._entry = entry
         self.keys = keys
         self._kinds = tuple(k[0] for k in keys)
-        self._simple = all(k in (TENSOR, SCALAR) for k in self._kinds)
+        # The hot path: tensors and Python scalars go to the host entry as they are; compile-time
+        # arguments are dropped (they are in the key, not in the host ABI).
+        self._simple = all(k in (TENSOR, SCALAR, CONSTEXPR) for k in self._kinds)
+        self._runtime = None if all(k != CONSTEXPR for k in self._kinds) else \
+            tuple(i for i, k in enumerate(self._kinds) if k != CONSTEXPR)
         devices = {k[6] for k in keys if k[0] in (TENSOR, TENSOR_ARG)}
         self.device = next(iter(devices)) if devices else None
         self._source = source
@@ -200,9 +204,10 @@ class Specialization:
 
     def run(self, args: tuple) -> None:
         device = self.device
-        if self._simple and device is not None and device >= 0:
-            try:  # the hot path: tensors and Python scalars go to the host entry as they are
-                self._call(self._entry, args, device, self._stream(device))
+        if self._simple and device is not None and device >= 0 and len(args) == len(self._kinds):
+            try:
+                runtime = args if self._runtime is None else [args[i] for i in self._runtime]
+                self._call(self._entry, runtime, device, self._stream(device))
                 return
             except TypeError:
                 pass  # a DSL scalar or a wrong argument: the careful path says which
