@@ -56,8 +56,17 @@ def _index_type(plan: Plan):
     return Uint64 if plan.wide else Uint32
 
 
-def _split(plan: Plan, values: tuple):
-    """(out, inputs, numel, sizes, strides per input) from the flat kernel arguments."""
+class _Operands(NamedTuple):
+    """The kernel's arguments unpacked, emitted once at its entry and used by both paths."""
+    out: object
+    inputs: tuple
+    n: object
+    sizes: list
+    strides: list   # per input, per dim: 0, 1 or a run-time value
+    tid: object
+
+
+def _unpack(plan: Plan, values: tuple) -> _Operands:
     k = len(plan.in_dtypes)
     u = _index_type(plan)
     out, inputs = values[0], values[1:k + 1]
@@ -73,7 +82,7 @@ def _split(plan: Plan, values: tuple):
         else:
             inner = int(cls)
         strides.append(outer + [inner])
-    return out, inputs, n, sizes, strides
+    return _Operands(out, inputs, n, sizes, strides, convert(arch.thread_idx()[0], u))
 
 
 def _offsets(plan: Plan, idx, sizes, strides) -> list:
@@ -97,10 +106,14 @@ def _offsets(plan: Plan, idx, sizes, strides) -> list:
     return result
 
 
-def _element(plan: Plan, tensor, offset, count: int):
+def _view(tensor, offset, count: int):
+    """`count` contiguous elements at `offset`, known to be a multiple of `count`."""
+    return tensor.with_layout(Layout(count, 1) if count > 1 else Layout(1, 0), offset, count)
+
+
+def _element(tensor, offset, count: int):
     """`count` elements at `offset` (a TensorSSA), or one (a scalar) for count 1."""
-    divisibility = count if count > 1 else 1
-    view = tensor.with_layout(Layout(count, 1) if count > 1 else Layout(1, 0), offset, divisibility)
+    view = _view(tensor, offset, count)
     return view.load() if count > 1 else view[0]
 
 
@@ -117,52 +130,47 @@ def _compute(plan: Plan, columns: list, count: int, types: dict, tree) -> list:
     return results
 
 
-def _vector_tile(plan: Plan, values: tuple, start):
-    out, inputs, n, sizes, strides = _split(plan, values)
+def _vector_tile(plan: Plan, ops: _Operands, start):
     types = node_types(plan.expr, plan.dtypes(), plan.zero_dims)
     tree = parse(plan.expr)
     out_t = numeric_of_torch_dtype(getattr(torch, plan.out_dtype))
-    tid = convert(arch.thread_idx()[0], _index_type(plan))
     loaded = []
     for it in range(ITERS):  # all loads first: ITERS x inputs accesses in flight
-        idx = start + (tid + it * THREADS) * plan.vec
-        offsets = _offsets(plan, idx, sizes, strides)
-        loaded.append((idx, [_element(plan, x, off, 1 if cls == "0" else plan.vec)
-                             for x, off, cls in zip(inputs, offsets, plan.inner)]))
+        idx = start + (ops.tid + it * THREADS) * plan.vec
+        offsets = _offsets(plan, idx, ops.sizes, ops.strides)
+        loaded.append((idx, [_element(x, off, 1 if cls == "0" else plan.vec)
+                             for x, off, cls in zip(ops.inputs, offsets, plan.inner)]))
     for idx, columns in loaded:
         results = _compute(plan, columns, plan.vec, types, tree)
-        view = out.with_layout(Layout(plan.vec, 1) if plan.vec > 1 else Layout(1, 0), idx, plan.vec)
-        view.store(TensorSSA.from_elements([convert(r, out_t) for r in results], out_t, plan.vec))
+        _view(ops.out, idx, plan.vec).store(
+            TensorSSA.from_elements([convert(r, out_t) for r in results], out_t, plan.vec))
 
 
-def _tail_index(plan: Plan, start, e: int):
-    tid = convert(arch.thread_idx()[0], _index_type(plan))
+def _tail_index(plan: Plan, ops: _Operands, start, e: int):
     it, j = divmod(e, plan.vec)
-    return start + (tid + it * THREADS) * plan.vec + j
+    return start + (ops.tid + it * THREADS) * plan.vec + j
 
 
-def _tail_element(plan: Plan, values: tuple, idx):
-    out, inputs, n, sizes, strides = _split(plan, values)
+def _tail_element(plan: Plan, ops: _Operands, idx):
     types = node_types(plan.expr, plan.dtypes(), plan.zero_dims)
-    offsets = _offsets(plan, idx, sizes, strides)
-    columns = [_element(plan, x, off, 1) for x, off in zip(inputs, offsets)]
+    offsets = _offsets(plan, idx, ops.sizes, ops.strides)
+    columns = [_element(x, off, 1) for x, off in zip(ops.inputs, offsets)]
     (result,) = _compute(plan, columns, 1, types, parse(plan.expr))
-    out[idx] = result
+    ops.out[idx] = result
 
 
 @kernel
 def _pointwise_kernel(plan: Constexpr, *values):
-    u = _index_type(plan)
+    ops = _unpack(plan, values)
     tile = THREADS * ITERS * plan.vec
-    start = convert(arch.block_idx()[0], u) * tile
-    n = convert(values[len(plan.in_dtypes) + 1], u)
-    if start + tile <= n:
-        _vector_tile(plan, values, start)
+    start = convert(arch.block_idx()[0], _index_type(plan)) * tile
+    if start + tile <= ops.n:
+        _vector_tile(plan, ops, start)
     else:
         for e in range_constexpr(ITERS * plan.vec):
-            idx = _tail_index(plan, start, e)
-            if idx < n:
-                _tail_element(plan, values, idx)
+            idx = _tail_index(plan, ops, start, e)
+            if idx < ops.n:
+                _tail_element(plan, ops, idx)
 
 
 @jit
