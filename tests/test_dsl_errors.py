@@ -260,3 +260,11 @@ def test_python_loop_constant_range_constexpr_is_fine():
         k(x, n).launch(grid=1, block=32)
 
     assert cute.compile(host, X, 4).__mlir__.count("llvm.store") == 2
+
+
+def test_keyword_only_parameters():
+    with pytest.raises(cute.DSLError) as e:
+        @cute.jit  # DEF
+        def host(x, *, scale):
+            pass
+    check(e.value, codes.ARGUMENT_MISMATCH, test_keyword_only_parameters, "# DEF", "positional")

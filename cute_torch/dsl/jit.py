@@ -104,7 +104,8 @@ class _Signature:
         if inspect.Parameter.KEYWORD_ONLY in kinds or inspect.Parameter.VAR_KEYWORD in kinds:
             raise DSLError(ARGUMENT_MISMATCH, f"{fn.__name__}: DSL functions take positional parameters (and "
                            "*args); keyword-only parameters and **kwargs are not supported",
-                           Location(fn.__code__.co_filename, fn.__code__.co_firstlineno))
+                           Location(fn.__code__.co_filename, fn.__code__.co_firstlineno),
+                           "make them positional parameters (Constexpr ones for options)")
         self.variadic = inspect.Parameter.VAR_POSITIONAL in kinds
         self.annotations = [p.annotation for p in self.params if p.kind is not inspect.Parameter.VAR_POSITIONAL]
         self._rest = self.params[-1].annotation if self.variadic else None
