@@ -5,6 +5,11 @@
 // variant (a Plan, see cute_torch/pointwise/kernel.py) from a C++ cache and run its host
 // entry on the current stream of the inputs' device. A miss asks the Python builder.
 //
+// cute::pointwise.multi computes several expressions over the same inputs in one kernel (the
+// torch.compile backend uses it for intermediates that are also needed outside a fused
+// region). Internally every call is the multi form: the expressions travel joined by
+// kSeparator, which cannot appear in a valid expression.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Pointwise.h"
@@ -28,6 +33,7 @@ namespace cute_torch::ops {
 namespace {
 
 constexpr int kMaxRank = 4;
+constexpr char kSeparator = '\x1e';
 
 struct DtypeName {
   c10::ScalarType type;
@@ -61,10 +67,10 @@ struct Kernel {
   runtime::LoadedArtifact *runtime = nullptr;
 };
 
-/// What one expression over one combination of input dtypes needs: its result dtype and
-/// its compiled variants.
+/// What one expression list over one combination of input dtypes needs: the result dtypes
+/// and the compiled variants.
 struct ExprInfo {
-  c10::ScalarType outDtype;
+  std::vector<c10::ScalarType> outDtypes;
   std::unordered_map<std::string, Kernel> kernels; // by plan key
 };
 
@@ -91,8 +97,15 @@ void checkSameDevice(at::TensorList inputs) {
 
 /// The builder's view of the dtypes: names, and which inputs are 0-dim (they promote like
 /// scalars in torch).
+std::string dtypeNames(c10::ArrayRef<c10::ScalarType> types, const char *what) {
+  std::string names;
+  for (c10::ScalarType t : types)
+    names += std::string(names.empty() ? "" : ",") + dtypeName(t, what);
+  return names;
+}
+
 std::vector<BuilderArg> dtypeArgs(c10::string_view expr, at::TensorList inputs,
-                                  std::optional<c10::ScalarType> outDtype) {
+                                  c10::ArrayRef<c10::ScalarType> outDtypes) {
   std::string names, zeroDims;
   for (size_t i = 0; i < inputs.size(); ++i) {
     names += std::string(i ? "," : "") +
@@ -100,14 +113,16 @@ std::vector<BuilderArg> dtypeArgs(c10::string_view expr, at::TensorList inputs,
     zeroDims += inputs[i].dim() == 0 ? '1' : '0';
   }
   return {std::string(expr), names, zeroDims,
-          outDtype ? BuilderArg(dtypeName(*outDtype, "out_dtype")) : BuilderArg::none()};
+          outDtypes.empty() ? BuilderArg::none() : BuilderArg(dtypeNames(outDtypes, "out_dtype"))};
 }
 
-ExprInfo &exprInfo(c10::string_view expr, at::TensorList inputs,
-                   std::optional<c10::ScalarType> outDtype) {
+/// `expr` holds `count` expressions joined by kSeparator; `outDtypes` is empty or one each.
+ExprInfo &exprInfo(c10::string_view expr, size_t count, at::TensorList inputs,
+                   c10::ArrayRef<c10::ScalarType> outDtypes) {
   std::string key(expr);
   key += '\x1f';
-  key += outDtype ? static_cast<char>('A' + static_cast<int>(*outDtype)) : '-';
+  for (c10::ScalarType t : outDtypes)
+    key += static_cast<char>('A' + static_cast<int>(t));
   for (const at::Tensor &t : inputs) {
     key += static_cast<char>('A' + static_cast<int>(t.scalar_type()));
     key += t.dim() == 0 ? '0' : 'n';
@@ -119,9 +134,17 @@ ExprInfo &exprInfo(c10::string_view expr, at::TensorList inputs,
       return *found->second;
   }
   // A miss: Python parses and types the expression (errors come back with the position).
-  BuilderResult result = callBuilder("dtype", dtypeArgs(expr, inputs, outDtype));
+  BuilderResult result = callBuilder("dtype", dtypeArgs(expr, inputs, outDtypes));
   auto info = std::make_unique<ExprInfo>();
-  info->outDtype = dtypeFromName(result.text);
+  for (size_t start = 0; start <= result.text.size();) {
+    size_t end = result.text.find(',', start);
+    end = end == std::string::npos ? result.text.size() : end;
+    info->outDtypes.push_back(dtypeFromName(result.text.substr(start, end - start)));
+    start = end + 1;
+  }
+  TORCH_CHECK(info->outDtypes.size() == count, "cute::pointwise: the builder typed ",
+              std::to_string(info->outDtypes.size()), " results for ", std::to_string(count),
+              " expressions");
   std::lock_guard<std::mutex> lock(cacheMutex);
   auto &slot = exprCache[key];
   if (!slot)
@@ -186,12 +209,16 @@ struct Launch {
   bool wide = false;
 };
 
-Launch plan(const Geometry &g, const at::Tensor &out, at::TensorList inputs) {
+Launch plan(const Geometry &g, at::TensorList outs, at::TensorList inputs) {
   Launch p;
   const int last = g.rank - 1;
-  int64_t minElement = out.element_size();
-  bool vectorizable = reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0;
-  int64_t extent = out.numel();
+  int64_t minElement = 16;
+  bool vectorizable = true;
+  for (const at::Tensor &out : outs) {
+    minElement = std::min<int64_t>(minElement, out.element_size());
+    vectorizable &= reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0;
+  }
+  int64_t extent = outs[0].numel();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int64_t inner = g.strides[i][last];
     p.inner += inner == 1 ? '1' : inner == 0 ? '0' : 's';
@@ -219,21 +246,19 @@ Launch plan(const Geometry &g, const at::Tensor &out, at::TensorList inputs) {
   p.planKey += p.inner;
   p.planKey += static_cast<char>('A' + p.vec);
   p.planKey += p.wide ? 'w' : 'n';
-  p.planKey += static_cast<char>('0' + out.device().index());
+  p.planKey += static_cast<char>('0' + outs[0].device().index());
   return p;
 }
 
 const Kernel &kernelFor(ExprInfo &info, c10::string_view expr, at::TensorList inputs,
-                        std::optional<c10::ScalarType> outDtype, const Geometry &g,
-                        const Launch &p, int device) {
+                        const Geometry &g, const Launch &p, int device) {
   {
     std::lock_guard<std::mutex> lock(cacheMutex);
     auto found = info.kernels.find(p.planKey);
     if (found != info.kernels.end())
       return found->second;
   }
-  std::vector<BuilderArg> args = dtypeArgs(expr, inputs, outDtype);
-  args.back() = BuilderArg(dtypeName(info.outDtype, "the result"));
+  std::vector<BuilderArg> args = dtypeArgs(expr, inputs, info.outDtypes);
   args.insert(args.end(), {BuilderArg(g.rank), BuilderArg(p.inner), BuilderArg(p.vec),
                            BuilderArg(p.wide), BuilderArg(device)});
   BuilderResult built = callBuilder("kernel", args);
@@ -244,13 +269,14 @@ const Kernel &kernelFor(ExprInfo &info, c10::string_view expr, at::TensorList in
   return info.kernels.emplace(p.planKey, kernel).first->second;
 }
 
-void run(const Kernel &kernel, const Geometry &g, const Launch &p, const at::Tensor &out,
+void run(const Kernel &kernel, const Geometry &g, const Launch &p, at::TensorList outs,
          at::TensorList inputs) {
   c10::SmallVector<int64_t, 48> slots;
-  slots.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(out.data_ptr())));
+  for (const at::Tensor &t : outs)
+    slots.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr())));
   for (const at::Tensor &t : inputs)
     slots.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr())));
-  slots.push_back(out.numel());
+  slots.push_back(outs[0].numel());
   for (int d = 0; d < g.rank; ++d)
     slots.push_back(g.sizes[d]);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -263,7 +289,7 @@ void run(const Kernel &kernel, const Geometry &g, const Launch &p, const at::Ten
   c10::SmallVector<void *, 48> pointers;
   for (int64_t &slot : slots)
     pointers.push_back(&slot);
-  const c10::Device device = out.device();
+  const c10::Device device = outs[0].device();
   c10::DeviceGuard guard(device);
   const c10::Stream stream =
       c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
@@ -277,20 +303,25 @@ void run(const Kernel &kernel, const Geometry &g, const Launch &p, const at::Ten
 
 } // namespace
 
-at::Tensor pointwiseCuda(c10::string_view expr, at::TensorList inputs,
-                         std::optional<c10::ScalarType> outDtype) {
+namespace {
+
+/// Both ops: `expr` holds `count` expressions joined by kSeparator.
+std::vector<at::Tensor> pointwiseImpl(c10::string_view expr, size_t count, at::TensorList inputs,
+                                      c10::ArrayRef<c10::ScalarType> outDtypes) {
   TORCH_CHECK_VALUE(!inputs.empty(), "cute::pointwise needs at least one input tensor");
   const c10::Device device = inputs[0].device();
   checkSameDevice(inputs);
   TORCH_CHECK(device.is_cuda(), "cute::pointwise runs on CUDA tensors; its inputs are on ",
               deviceName(device));
-  ExprInfo &info = exprInfo(expr, inputs, outDtype);
+  ExprInfo &info = exprInfo(expr, count, inputs, outDtypes);
   c10::DimVector shape(inputs[0].sizes().begin(), inputs[0].sizes().end());
   for (size_t i = 1; i < inputs.size(); ++i)
     shape = at::infer_size_dimvector(shape, inputs[i].sizes());
-  at::Tensor out = at::empty(shape, inputs[0].options().dtype(info.outDtype));
-  if (out.numel() == 0)
-    return out;
+  std::vector<at::Tensor> outs;
+  for (c10::ScalarType type : info.outDtypes)
+    outs.push_back(at::empty(shape, inputs[0].options().dtype(type)));
+  if (outs[0].numel() == 0)
+    return outs;
 
   std::vector<at::Tensor> dense; // only when the layout has more than kMaxRank dimensions
   at::TensorList operands = inputs;
@@ -301,15 +332,49 @@ at::Tensor pointwiseCuda(c10::string_view expr, at::TensorList inputs,
     operands = dense;
     TORCH_INTERNAL_ASSERT(coalesce(shape, operands, g));
   }
-  const Launch p = plan(g, out, operands);
-  const Kernel &kernel = kernelFor(info, expr, operands, outDtype, g, p, device.index());
-  run(kernel, g, p, out, operands);
-  return out;
+  const Launch p = plan(g, outs, operands);
+  const Kernel &kernel = kernelFor(info, expr, operands, g, p, device.index());
+  run(kernel, g, p, outs, operands);
+  return outs;
+}
+
+} // namespace
+
+at::Tensor pointwiseCuda(c10::string_view expr, at::TensorList inputs,
+                         std::optional<c10::ScalarType> outDtype) {
+  TORCH_CHECK_VALUE(expr.find(kSeparator) == c10::string_view::npos,
+                    "cute::pointwise: the expression contains the character \\x1e");
+  c10::ArrayRef<c10::ScalarType> outDtypes;
+  if (outDtype)
+    outDtypes = *outDtype;
+  return pointwiseImpl(expr, 1, inputs, outDtypes)[0];
+}
+
+std::vector<at::Tensor> pointwiseMultiCuda(std::vector<std::string> exprs, at::TensorList inputs,
+                                           std::optional<std::vector<c10::ScalarType>> outDtypes) {
+  TORCH_CHECK_VALUE(!exprs.empty(), "cute::pointwise.multi needs at least one expression");
+  TORCH_CHECK_VALUE(!outDtypes || outDtypes->size() == exprs.size(),
+                    "cute::pointwise.multi: ", std::to_string(exprs.size()), " expressions but ",
+                    std::to_string(outDtypes ? outDtypes->size() : 0), " out_dtypes");
+  std::string joined;
+  for (const std::string &e : exprs) {
+    TORCH_CHECK_VALUE(e.find(kSeparator) == std::string::npos,
+                      "cute::pointwise.multi: an expression contains the character \\x1e");
+    joined += (joined.empty() ? "" : std::string(1, kSeparator)) + e;
+  }
+  return pointwiseImpl(joined, exprs.size(), inputs,
+                       outDtypes ? c10::ArrayRef<c10::ScalarType>(*outDtypes)
+                                 : c10::ArrayRef<c10::ScalarType>());
 }
 
 at::Tensor pointwiseCpu(c10::string_view, at::TensorList inputs, std::optional<c10::ScalarType>) {
   TORCH_CHECK(false, "cute::pointwise runs on CUDA tensors; got a tensor on ",
               inputs.empty() ? "cpu" : deviceName(inputs[0].device()), ". Move the inputs with .cuda()");
+}
+
+std::vector<at::Tensor> pointwiseMultiCpu(std::vector<std::string>, at::TensorList inputs,
+                                          std::optional<std::vector<c10::ScalarType>> outDtypes) {
+  return {pointwiseCpu("", inputs, std::nullopt)};
 }
 
 // -- autograd --------------------------------------------------------------------------------------
@@ -391,7 +456,10 @@ at::Tensor pointwiseAutograd(c10::string_view expr, at::TensorList inputs,
   for (const at::Tensor &t : inputs)
     needsGrad |= t.requires_grad();
   if (needsGrad && at::GradMode::is_enabled()) {
-    const c10::ScalarType type = exprInfo(expr, inputs, outDtype).outDtype;
+    c10::ArrayRef<c10::ScalarType> outDtypes;
+    if (outDtype)
+      outDtypes = *outDtype;
+    const c10::ScalarType type = exprInfo(expr, 1, inputs, outDtypes).outDtypes[0];
     if (c10::isFloatingType(type))
       return PointwiseFunction::apply(expr, inputs, outDtype);
   }

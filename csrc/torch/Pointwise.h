@@ -7,6 +7,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace cute_torch::ops {
 
@@ -18,9 +20,15 @@ const PointwiseOp &pointwiseOp();
 /// cute::pointwise(str expr, Tensor[] inputs, ScalarType? out_dtype=None) -> Tensor
 at::Tensor pointwiseCuda(c10::string_view expr, at::TensorList inputs,
                          std::optional<c10::ScalarType> outDtype);
+/// cute::pointwise.multi(str[] exprs, Tensor[] inputs, ScalarType[]? out_dtypes=None) -> Tensor[]:
+/// several expressions over the same inputs, one kernel, one output each.
+std::vector<at::Tensor> pointwiseMultiCuda(std::vector<std::string> exprs, at::TensorList inputs,
+                                           std::optional<std::vector<c10::ScalarType>> outDtypes);
 /// CPU tensors get a clear error (the op runs on CUDA only).
 at::Tensor pointwiseCpu(c10::string_view expr, at::TensorList inputs,
                         std::optional<c10::ScalarType> outDtype);
+std::vector<at::Tensor> pointwiseMultiCpu(std::vector<std::string> exprs, at::TensorList inputs,
+                                          std::optional<std::vector<c10::ScalarType>> outDtypes);
 /// The Autograd kernel: a C++ autograd Function whose backward is cute::pointwise again
 /// (the derivative expression comes from the Python builder, once per expression).
 at::Tensor pointwiseAutograd(c10::string_view expr, at::TensorList inputs,

@@ -28,8 +28,15 @@ std::string runtimeStatus() {
 TORCH_LIBRARY(cute, m) {
   m.def("runtime_status() -> str", &runtimeStatus);
   m.def("pointwise(str expr, Tensor[] inputs, ScalarType? out_dtype=None) -> Tensor");
+  m.def("pointwise.multi(str[] exprs, Tensor[] inputs, ScalarType[]? out_dtypes=None) -> Tensor[]");
 }
 
-TORCH_LIBRARY_IMPL(cute, CUDA, m) { m.impl("pointwise", &cute_torch::ops::pointwiseCuda); }
-TORCH_LIBRARY_IMPL(cute, CPU, m) { m.impl("pointwise", &cute_torch::ops::pointwiseCpu); }
+TORCH_LIBRARY_IMPL(cute, CUDA, m) {
+  m.impl("pointwise", &cute_torch::ops::pointwiseCuda);
+  m.impl("pointwise.multi", &cute_torch::ops::pointwiseMultiCuda);
+}
+TORCH_LIBRARY_IMPL(cute, CPU, m) {
+  m.impl("pointwise", &cute_torch::ops::pointwiseCpu);
+  m.impl("pointwise.multi", &cute_torch::ops::pointwiseMultiCpu);
+}
 TORCH_LIBRARY_IMPL(cute, Autograd, m) { m.impl("pointwise", &cute_torch::ops::pointwiseAutograd); }

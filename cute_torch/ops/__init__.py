@@ -21,7 +21,7 @@ load()
 _fast = registration.fast_pointwise
 _op = torch.ops.cute.pointwise.default
 
-__all__ = ["ExpressionError", "add", "gelu", "load", "mul", "pointwise", "reference", "relu", "sigmoid", "silu",
+__all__ = ["ExpressionError", "add", "gelu", "load", "mul", "pointwise", "pointwise_multi", "reference", "relu", "sigmoid", "silu",
            "tanh"]
 
 
@@ -37,7 +37,12 @@ def pointwise(expr: str, *inputs: torch.Tensor, out_dtype: torch.dtype | None = 
         if out is not NotImplemented:
             return out
     return _op(expr, list(inputs), out_dtype)
-    return torch.ops.cute.pointwise(expr, list(inputs), out_dtype)
+
+
+def pointwise_multi(exprs: list, *inputs: torch.Tensor, out_dtypes: list | None = None) -> list:
+    """torch.ops.cute.pointwise.multi(exprs, list(inputs), out_dtypes): several expressions over
+    the same inputs in one kernel, one output tensor each (all of the broadcast shape)."""
+    return torch.ops.cute.pointwise.multi(list(exprs), list(inputs), out_dtypes)
 
 
 def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:

@@ -12,7 +12,7 @@ import torch
 
 from ..pointwise.dtypes import result_dtype
 from ..pointwise.grad import gradient
-from ..pointwise.kernel import Plan, build
+from ..pointwise.kernel import SEPARATOR, Plan, build
 
 LIBRARY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lib", "libcute_torch_ops.so")
 
@@ -27,11 +27,13 @@ def _dtypes(names: str) -> tuple:
 
 def _builder(kind: str, *args):
     """What the C++ side asks on a cache miss (see csrc/torch/Pointwise.cpp)."""
-    if kind == "dtype":
+    if kind == "dtype":  # one name per expression, joined by ","
         expr, names, zero_dims, out = args
-        dtype = result_dtype(expr, _dtypes(names), tuple(z == "1" for z in zero_dims),
-                             getattr(torch, out) if out else None)
-        return str(dtype).replace("torch.", "")
+        exprs = expr.split(SEPARATOR)
+        outs = _dtypes(out) if out else (None,) * len(exprs)
+        zeros = tuple(z == "1" for z in zero_dims)
+        return ",".join(str(result_dtype(e, _dtypes(names), zeros, o)).replace("torch.", "")
+                        for e, o in zip(exprs, outs))
     if kind == "kernel":
         expr, names, zero_dims, out, rank, inner, vec, wide, device = args
         plan = Plan(expr, tuple(names.split(",")), tuple(z == "1" for z in zero_dims), out, rank, inner, vec, wide)
@@ -43,13 +45,37 @@ def _builder(kind: str, *args):
 
 
 def _pointwise_fake(expr: str, inputs: list, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    (out,) = _pointwise_multi_fake([expr], inputs, None if out_dtype is None else [out_dtype])
+    return out
+
+
+# c10::ScalarType's (stable) values: a ScalarType[] argument reaches Python kernels as ints.
+_SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 3: torch.int32, 4: torch.int64, 5: torch.float16, 6: torch.float32,
+                 7: torch.float64, 11: torch.bool, 15: torch.bfloat16}
+
+
+def _as_dtype(value) -> torch.dtype:
+    if isinstance(value, torch.dtype):
+        return value
+    if value not in _SCALAR_TYPES:
+        raise TypeError(f"cute::pointwise.multi: out_dtypes has an unsupported dtype (ScalarType {value})")
+    return _SCALAR_TYPES[value]
+
+
+def _pointwise_multi_fake(exprs: list, inputs: list, out_dtypes: list | None = None) -> list:
     if not inputs:
         raise ValueError("cute::pointwise needs at least one input tensor")
+    if not exprs:
+        raise ValueError("cute::pointwise.multi needs at least one expression")
+    if out_dtypes is not None and len(out_dtypes) != len(exprs):
+        raise ValueError(f"cute::pointwise.multi: {len(exprs)} expressions but {len(out_dtypes)} out_dtypes")
     devices = {t.device for t in inputs}
     if len(devices) > 1:
         raise RuntimeError(f"cute::pointwise: expected all inputs on the same device, got {sorted(map(str, devices))}")
-    dtype = result_dtype(expr, tuple(t.dtype for t in inputs), tuple(t.dim() == 0 for t in inputs), out_dtype)
-    return inputs[0].new_empty(broadcast_shape([t.shape for t in inputs]), dtype=dtype)
+    shape = broadcast_shape([t.shape for t in inputs])
+    dtypes, zeros = tuple(t.dtype for t in inputs), tuple(t.dim() == 0 for t in inputs)
+    return [inputs[0].new_empty(shape, dtype=result_dtype(e, dtypes, zeros, o))
+            for e, o in zip(exprs, [_as_dtype(o) for o in out_dtypes] if out_dtypes else [None] * len(exprs))]
 
 
 def broadcast_shape(shapes: list) -> list:
@@ -81,4 +107,5 @@ def load() -> None:
         library.cute_torch_pointwise_entry.restype = ctypes.py_object
         fast_pointwise = library.cute_torch_pointwise_entry()
         torch.library.register_fake("cute::pointwise")(_pointwise_fake)
+        torch.library.register_fake("cute::pointwise.multi")(_pointwise_multi_fake)
         _loaded = True

@@ -6,11 +6,11 @@ each input's innermost stride class ('1' contiguous, '0' broadcast, 's' any), th
 and the index width. Sizes and strides are run-time values, so one kernel serves every shape
 of its plan. The host entry's arguments, in the order the C++ side packs them:
 
-    out_ptr, x0_ptr .. xN_ptr, numel, size[0..rank), then for each input the strides of
+    out0_ptr .. outM_ptr, x0_ptr .. xN_ptr, numel, size[0..rank), then for each input the strides of
     dims 0..rank-2, and of dim rank-1 if its class is 's'      (all i32, or i64 when `wide`)
 
 Each thread handles ITERS vectors of `vec` elements, strided by the block so that a warp's
-accesses are contiguous; with vec > 1 every contiguous input and the output move in 16-byte
+accesses are contiguous; every output expression is computed from the same loaded elements; with vec > 1 every contiguous input and the output move in 16-byte
 accesses (the C++ side checks alignment and divisibility first). Whole tiles load everything
 before computing; the last, partial tile goes element by element.
 """
@@ -34,13 +34,14 @@ from .expr import parse
 
 THREADS = 256
 ITERS = 4
+SEPARATOR = "\x1e"  # joins the expressions of cute::pointwise.multi (as in Pointwise.cpp)
 
 
 class Plan(NamedTuple):
-    expr: str
+    expr: str          # one expression per output, joined by SEPARATOR
     in_dtypes: tuple   # torch dtype names, e.g. "bfloat16"
     zero_dims: tuple   # which inputs are 0-dim (they promote like scalars)
-    out_dtype: str
+    out_dtype: str     # per output, joined by ","
     rank: int
     inner: str         # per input: '1', '0' or 's'
     vec: int
@@ -48,6 +49,12 @@ class Plan(NamedTuple):
 
     def dtypes(self) -> tuple:
         return tuple(getattr(torch, d) for d in self.in_dtypes)
+
+    def exprs(self) -> list:
+        return self.expr.split(SEPARATOR)
+
+    def out_dtypes(self) -> list:
+        return self.out_dtype.split(",")
 
 
 # -- device code ------------------------------------------------------------------------------------
@@ -58,7 +65,7 @@ def _index_type(plan: Plan):
 
 class _Operands(NamedTuple):
     """The kernel's arguments unpacked, emitted once at its entry and used by both paths."""
-    out: object
+    outs: tuple
     inputs: tuple
     n: object
     sizes: list
@@ -67,11 +74,11 @@ class _Operands(NamedTuple):
 
 
 def _unpack(plan: Plan, values: tuple) -> _Operands:
-    k = len(plan.in_dtypes)
+    m, k = len(plan.out_dtypes()), len(plan.in_dtypes)
     u = _index_type(plan)
-    out, inputs = values[0], values[1:k + 1]
-    n = convert(values[k + 1], u)
-    rest = [convert(v, u) for v in values[k + 2:]]
+    outs, inputs = values[:m], values[m:m + k]
+    n = convert(values[m + k], u)
+    rest = [convert(v, u) for v in values[m + k + 1:]]
     sizes, rest = rest[:plan.rank], rest[plan.rank:]
     strides = []
     for cls in plan.inner:
@@ -82,7 +89,7 @@ def _unpack(plan: Plan, values: tuple) -> _Operands:
         else:
             inner = int(cls)
         strides.append(outer + [inner])
-    return _Operands(out, inputs, n, sizes, strides, convert(arch.thread_idx()[0], u))
+    return _Operands(outs, inputs, n, sizes, strides, convert(arch.thread_idx()[0], u))
 
 
 def _offsets(plan: Plan, idx, sizes, strides) -> list:
@@ -117,6 +124,12 @@ def _element(tensor, offset, count: int):
     return view.load() if count > 1 else view[0]
 
 
+def _outputs(plan: Plan) -> list:
+    """Per output: (tree, node types, element type)."""
+    return [(parse(e), node_types(e, plan.dtypes(), plan.zero_dims), numeric_of_torch_dtype(getattr(torch, d)))
+            for e, d in zip(plan.exprs(), plan.out_dtypes())]
+
+
 def _compute(plan: Plan, columns: list, count: int, types: dict, tree) -> list:
     """The expression for `count` elements; columns[i] is input i's TensorSSA or scalar."""
     in_types = [compute_type(d) for d in plan.dtypes()]
@@ -131,9 +144,7 @@ def _compute(plan: Plan, columns: list, count: int, types: dict, tree) -> list:
 
 
 def _vector_tile(plan: Plan, ops: _Operands, start):
-    types = node_types(plan.expr, plan.dtypes(), plan.zero_dims)
-    tree = parse(plan.expr)
-    out_t = numeric_of_torch_dtype(getattr(torch, plan.out_dtype))
+    outputs = _outputs(plan)
     loaded = []
     for it in range(ITERS):  # all loads first: ITERS x inputs accesses in flight
         idx = start + (ops.tid + it * THREADS) * plan.vec
@@ -141,9 +152,10 @@ def _vector_tile(plan: Plan, ops: _Operands, start):
         loaded.append((idx, [_element(x, off, 1 if cls == "0" else plan.vec)
                              for x, off, cls in zip(ops.inputs, offsets, plan.inner)]))
     for idx, columns in loaded:
-        results = _compute(plan, columns, plan.vec, types, tree)
-        _view(ops.out, idx, plan.vec).store(
-            TensorSSA.from_elements([convert(r, out_t) for r in results], out_t, plan.vec))
+        for out, (tree, types, out_t) in zip(ops.outs, outputs):
+            results = _compute(plan, columns, plan.vec, types, tree)
+            _view(out, idx, plan.vec).store(
+                TensorSSA.from_elements([convert(r, out_t) for r in results], out_t, plan.vec))
 
 
 def _tail_index(plan: Plan, ops: _Operands, start, e: int):
@@ -152,11 +164,11 @@ def _tail_index(plan: Plan, ops: _Operands, start, e: int):
 
 
 def _tail_element(plan: Plan, ops: _Operands, idx):
-    types = node_types(plan.expr, plan.dtypes(), plan.zero_dims)
     offsets = _offsets(plan, idx, ops.sizes, ops.strides)
     columns = [_element(x, off, 1) for x, off in zip(ops.inputs, offsets)]
-    (result,) = _compute(plan, columns, 1, types, parse(plan.expr))
-    ops.out[idx] = result
+    for out, (tree, types, _) in zip(ops.outs, _outputs(plan)):
+        (result,) = _compute(plan, columns, 1, types, tree)
+        out[idx] = result
 
 
 @kernel
@@ -176,7 +188,7 @@ def _pointwise_kernel(plan: Constexpr, *values):
 @jit
 def _pointwise_host(plan: Constexpr, *values):
     tile = THREADS * ITERS * plan.vec
-    n = values[len(plan.in_dtypes) + 1]
+    n = values[len(plan.out_dtypes()) + len(plan.in_dtypes)]
     _pointwise_kernel(plan, *values).launch(grid=((n + (tile - 1)) // tile, 1, 1), block=(THREADS, 1, 1))
 
 
@@ -191,7 +203,7 @@ def _operand(dtype_name: str, plan: Plan, device: int) -> TensorArg:
 def stand_ins(plan: Plan, device: int) -> list:
     """Arguments with the plan's kinds and types (values are irrelevant: only keys matter)."""
     index = Int64 if plan.wide else Int32
-    operands = [_operand(plan.out_dtype, plan, device)] + [_operand(d, plan, device) for d in plan.in_dtypes]
+    operands = [_operand(d, plan, device) for d in plan.out_dtypes() + list(plan.in_dtypes)]
     strides = sum((plan.rank - 1) + (cls == "s") for cls in plan.inner)
     return operands + [index(1)] * (1 + plan.rank + strides)
 
