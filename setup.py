@@ -69,5 +69,7 @@ setup(
     packages=find_packages(include=["cute_torch", "cute_torch.*"]),
     ext_modules=[Extension("cute_torch._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
+    # torch.compile(backend="cute") without importing cute_torch first.
+    entry_points={"torch_dynamo_backends": ["cute = cute_torch.backend:cute_backend"]},
     python_requires=">=3.10",
 )

@@ -1,0 +1,118 @@
+"""torch.compile(model, backend="cute"): AOTAutograd ATen graphs in, fused DSL kernels out.
+
+    import torch
+    compiled = torch.compile(model, backend="cute", options={"fallback": "aten"})
+
+Dynamo captures the graph; AOTAutograd (with the core ATen decompositions, so pointwise work
+arrives as core ATen ops) splits it into forward and backward graphs; each graph then goes
+through REWRITES, which replace matched subgraphs by torch.ops.cute.* calls; the rest runs as
+ATen (fallback="aten") or is compiled by Inductor, which treats the cute ops as opaque
+(fallback="inductor"). docs/backend.md has the options, the logs and how to add a pattern.
+
+The backend is registered under the name "cute" when this module is imported, and through the
+`torch_dynamo_backends` entry point of the package, so the name resolves in a fresh process.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import torch
+import torch.fx as fx
+from torch._dynamo.backends.common import aot_autograd
+from torch._dynamo.backends.registry import register_backend
+from torch._functorch.aot_autograd import make_boxed_func
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch._guards import detect_fake_mode
+
+from .fusion import find_regions
+from .options import Options
+from .report import emit, graph_text
+from .rewrite import BackendError, apply
+
+__all__ = ["BackendError", "Options", "cute_backend", "rewrite_graph"]
+
+_graph_ids = itertools.count()
+
+
+def _pointwise(gm: fx.GraphModule, fake_mode, options: Options) -> dict:
+    regions = find_regions(gm.graph, options.devices)
+    return apply(gm, regions, fake_mode, options.strict, options.check_builds)
+
+
+# The graph rewrites, in order. A pattern that consumes pointwise ops (a GEMM with its epilogue,
+# a norm) goes before "pointwise", so that the fusion sees only what is left.
+REWRITES = [("pointwise", _pointwise)]
+
+
+def rewrite_graph(gm: fx.GraphModule, example_inputs, options: Options | None = None, name: str = "graph") -> dict:
+    """Applies REWRITES to an ATen graph in place; returns what the pointwise fusion did."""
+    import cute_torch.ops  # noqa: F401  (loads torch.ops.cute.*)
+
+    options = options or Options()
+    before = graph_text(gm) if options.log_graphs or options.debug_dir else ""
+    fake_mode = detect_fake_mode(example_inputs)
+    result = {"fused": [], "fallback": []}
+    for _, rewrite in REWRITES:
+        step = rewrite(gm, fake_mode, options)
+        result["fused"] += step["fused"]
+        result["fallback"] += step["fallback"]
+    emit(options, name, before, gm, result)
+    return result
+
+
+def _aten_compiler(options: Options, graph_id: int, kind: str):
+    def compile_graph(gm: fx.GraphModule, example_inputs):
+        rewrite_graph(gm, example_inputs, options, f"graph{graph_id}_{kind}")
+        return make_boxed_func(gm.forward)
+    return compile_graph
+
+
+def _inductor_compiler(options: Options, graph_id: int):
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    kinds = itertools.count()
+
+    def inner_compile(gm: fx.GraphModule, example_inputs, **kwargs):
+        kind = "backward" if kwargs.get("is_backward") else "forward"
+        rewrite_graph(gm, example_inputs, options, f"graph{graph_id}_{kind}{next(kinds)}")
+        return compile_fx_inner(gm, example_inputs, **kwargs)
+    return inner_compile
+
+
+def cute_backend(gm: fx.GraphModule, example_inputs, options: dict | None = None, mode: str | None = None):
+    """The Dynamo backend. `options` as in options.Options; `mode` is accepted and ignored."""
+    parsed = Options.parse(options)
+    graph_id = next(_graph_ids)
+    if parsed.fallback == "inductor":
+        from torch._inductor.compile_fx import compile_fx
+        return compile_fx(gm, example_inputs, inner_compile=_inductor_compiler(parsed, graph_id))
+    backend = aot_autograd(
+        fw_compiler=_aten_compiler(parsed, graph_id, "forward"),
+        bw_compiler=_aten_compiler(parsed, graph_id, "backward"),
+        inference_compiler=_aten_compiler(parsed, graph_id, "inference"),
+        decompositions=_decompositions(),
+        partition_fn=min_cut_rematerialization_partition,
+        keep_inference_input_mutations=True,
+    )
+    return backend(gm, example_inputs)
+
+
+@functools.lru_cache(maxsize=1)
+def _decompositions() -> dict:
+    """Core ATen: composite ops (silu, the activations' backward, mse_loss, ...) arrive as the
+    pointwise ops they are made of. gelu is core ATen and fused as one function."""
+    from torch._decomp import core_aten_decompositions
+    return dict(core_aten_decompositions())
+
+
+def _register() -> None:
+    # When the entry point is what imports this module, Dynamo registers the function itself
+    # right after (registering here too would be a duplicate).
+    from torch._dynamo.backends import registry
+    if "cute" not in registry._COMPILER_FNS and registry._BACKENDS.get("cute") is None:
+        register_backend(name="cute")(cute_backend)
+
+
+_register()

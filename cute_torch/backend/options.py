@@ -1,0 +1,35 @@
+"""The backend's options: torch.compile(m, backend="cute", options={...})."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+FALLBACKS = ("aten", "inductor")
+
+
+@dataclass(frozen=True)
+class Options:
+    fallback: str = "aten"        # what runs the rest of the graph: ATen ops, or Inductor
+    strict: bool = False          # a region whose kernel fails to build raises instead of staying ATen
+    debug_dir: str | None = None  # each graph before and after the rewrite, and its regions, as files
+    log_graphs: bool = False      # print the same to stderr (also CUTE_TORCH_LOG_GRAPHS=1)
+    devices: tuple = ("cuda",)    # device types whose tensors are fused (tests add "cpu")
+    check_builds: bool = True     # build each region's kernel at compile time (fallback on failure)
+
+    @classmethod
+    def parse(cls, options: dict | None) -> "Options":
+        options = dict(options or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"cute backend: unknown option(s) {', '.join(map(repr, unknown))}; "
+                             f"known: {', '.join(sorted(known))}")
+        if options.get("fallback", "aten") not in FALLBACKS:
+            raise ValueError(f"cute backend: option 'fallback' must be one of {FALLBACKS}, "
+                             f"got {options['fallback']!r}")
+        if "devices" in options:
+            options["devices"] = tuple(options["devices"])
+        if os.environ.get("CUTE_TORCH_LOG_GRAPHS", "") not in ("", "0"):
+            options.setdefault("log_graphs", True)
+        return cls(**options)

@@ -1,0 +1,49 @@
+"""What the backend tells about each graph: CUTE_TORCH_LOG_GRAPHS=1 (stderr) and debug_dir (files)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+
+import torch.fx as fx
+
+from .rewrite import describe
+
+
+def graph_text(gm: fx.GraphModule) -> str:
+    return gm.print_readable(print_output=False)
+
+
+def summary(name: str, result: dict, gm: fx.GraphModule) -> str:
+    """One line: what was fused and what stays ATen."""
+    fused, fallback = result["fused"], result["fallback"]
+    nodes = sum(len(r.nodes) for r in fused)
+    multi = sum(len(r.outputs) > 1 for r in fused)
+    kept = collections.Counter(str(n.target).replace("aten.", "").replace(".default", "")
+                               for n in gm.graph.nodes if n.op == "call_function" and
+                               not str(n.target).startswith("cute.") and n.target.__name__ != "getitem")
+    kept_text = ", ".join(f"{t} x{c}" for t, c in kept.most_common(8)) or "none"
+    return (f"cute backend [{name}]: {nodes} ops fused into {len(fused)} kernels ({multi} multi-output), "
+            f"{len(fallback)} regions fell back to ATen; ATen ops left: {kept_text}")
+
+
+def regions_text(result: dict) -> str:
+    lines = [f"fused: {describe(r)}" for r in result["fused"]]
+    lines += [f"fallback: {describe(r)}: {type(e).__name__}: {e}" for r, e in result["fallback"]]
+    return "\n".join(lines) + "\n"
+
+
+def emit(options, name: str, before: str, gm: fx.GraphModule, result: dict) -> None:
+    if not (options.log_graphs or options.debug_dir):
+        return
+    after, line = graph_text(gm), summary(name, result, gm)
+    if options.log_graphs:
+        print(f"== cute backend [{name}]: before\n{before}\n== cute backend [{name}]: after\n{after}\n{line}",
+              file=sys.stderr)
+    if options.debug_dir:
+        os.makedirs(options.debug_dir, exist_ok=True)
+        for suffix, text in (("before.py", before), ("after.py", after),
+                             ("regions.txt", regions_text(result) + line + "\n")):
+            with open(os.path.join(options.debug_dir, f"{name}.{suffix}"), "w") as f:
+                f.write(text)
