@@ -21,13 +21,15 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | s
 
 start=$(date +%s)
 "$PYTHON" setup.py -q build_ext --inplace >"$LOG/build.log" 2>&1 || { tail -40 "$LOG/build.log"; exit 1; }
+"$PYTHON" setup.py -q egg_info >>"$LOG/build.log" 2>&1  # the torch_dynamo_backends entry point
 echo "build: ok in $(( $(date +%s) - start )) s"
 
 "$PYTHON" -m pytest tests -q -rs -p no:cacheprovider 2>&1 | tee "$LOG/pytest.log" | tail -25
 tests_rc=${PIPESTATUS[0]}
 "$PYTHON" -m pytest tests -q -m gpu -p no:cacheprovider 2>&1 | tail -1 | sed 's/^/gpu tier: /'
 
-for bench in benchmarks/pointwise.py benchmarks/copy_kernels.py benchmarks/compile_latency.py benchmarks/launch_overhead.py; do
+for bench in benchmarks/pointwise.py benchmarks/copy_kernels.py benchmarks/compile_latency.py benchmarks/launch_overhead.py \
+             benchmarks/backend.py; do
   echo "== $bench"
   "$PYTHON" "$bench" 2>&1 | tee -a "$LOG/benchmarks.log"
 done

@@ -10,9 +10,9 @@
    fusible uses it (an ATen op, the graph's output), or when its expression is large and used
    twice; every other fusible node is inlined into its users (recomputed, never stored).
 3. Realized nodes are grouped: a realized node joins the group of a realized node it is computed
-   from when both have the same shape and device and no path leaves the group and comes back
-   (the kernel would need its own output). A group is one kernel; its extra members are the
-   intermediates used outside (cute::pointwise.multi).
+   from, or else of one that reads the same input, when both have the same shape and device and
+   no path leaves the group and comes back (the kernel would need its own output). A group is
+   one kernel; its extra members are the intermediates used outside (cute::pointwise.multi).
 
 Shapes are read from the nodes' fake values; SymInt sizes are compared only when the answer
 is known without a guard, so dynamic dimensions stay symbolic.
@@ -199,15 +199,23 @@ class _Graph:
         self.realized_set = set(self.realized)
         groups: list = []   # lists of realized nodes
         group_of: dict = {}
+        readers: dict = {}  # graph value -> the groups that read it
         for node in self.realized:
             value = fake_value(node)
-            candidates = []
-            for leaf in self._leaves(node, set()):
+            producers, siblings = [], []
+            leaves = self._leaves(node, set())
+            for leaf in leaves:
                 g = group_of.get(leaf.node)
-                if g is not None and g not in candidates:
-                    candidates.append(g)
+                if g is not None and g not in producers:
+                    producers.append(g)
+                for g in readers.get(leaf.node, ()):
+                    if g not in siblings:
+                        siblings.append(g)
+            # Producers first (the latest is most often the one computed just before), then
+            # groups reading the same inputs (one pass over them instead of two).
+            candidates = producers[::-1] + [g for g in siblings[::-1] if g not in producers]
             chosen = None
-            for g in reversed(candidates):  # the latest group first: it is most often the producer
+            for g in candidates:
                 first = fake_value(groups[g][0])
                 if first.device != value.device or not same_shape(first.shape, value.shape):
                     continue
@@ -221,6 +229,8 @@ class _Graph:
                 groups.append([])
             groups[chosen].append(node)
             group_of[node] = chosen
+            for leaf in leaves:
+                readers.setdefault(leaf.node, []).append(chosen)
         return groups
 
     def region(self, members: list) -> Region:

@@ -18,6 +18,7 @@ LIBRARY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lib", "libcu
 
 _lock = threading.Lock()
 _loaded = False
+kernel_builds = 0  # kernels the C++ caches asked for (tests check that a new shape builds none)
 fast_pointwise = None  # csrc/torch/PythonEntry.cpp: (expr, tuple, dtype|None) -> Tensor | NotImplemented
 
 
@@ -35,6 +36,8 @@ def _builder(kind: str, *args):
         return ",".join(str(result_dtype(e, _dtypes(names), zeros, o)).replace("torch.", "")
                         for e, o in zip(exprs, outs))
     if kind == "kernel":
+        global kernel_builds
+        kernel_builds += 1
         expr, names, zero_dims, out, rank, inner, vec, wide, device = args
         plan = Plan(expr, tuple(names.split(",")), tuple(z == "1" for z in zero_dims), out, rank, inner, vec, wide)
         return build(plan, device)

@@ -108,6 +108,11 @@ def node_types(expr: str, dtypes: tuple, zero_dims: tuple) -> dict:
     except (RuntimeError, TypeError, ZeroDivisionError, ValueError, OverflowError) as e:
         names = ", ".join(f"x{i}: {str(d).replace('torch.', '')}" for i, d in enumerate(dtypes))
         raise ExpressionError(f"cute::pointwise: '{expr}' is not defined for inputs ({names}): {e}") from None
+    with _disable_current_modes():  # torch.result_type below sees the plain meta tensors too
+        return _types_of(expr, tree, values)
+
+
+def _types_of(expr: str, tree: Node, values: dict) -> dict:
     types = {}
     for node, value in values.items():
         dtype = value.dtype if isinstance(value, torch.Tensor) else None

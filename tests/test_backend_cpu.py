@@ -1,0 +1,279 @@
+"""The torch.compile backend's graph work on CPU (torch 2.13): which regions are found, and that
+the rewritten forward and backward graphs compute the same function. The rewritten graphs run
+with each cute::pointwise call replaced by a CPU evaluation of its expressions (dtypes.reference),
+and under meta tensors through the fake kernels."""
+
+import functools
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+import cute_torch.backend as backend
+import cute_torch.ops  # noqa: F401
+from cute_torch.backend import Options, rewrite_graph
+from cute_torch.pointwise.dtypes import reference
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CPU = Options(devices=("cpu",), check_builds=False)
+CUTE_OPS = (torch.ops.cute.pointwise.default, torch.ops.cute.pointwise.multi)
+
+
+class ReferenceInterpreter(torch.fx.Interpreter):
+    """Runs a rewritten graph on CPU: cute::pointwise calls evaluate their expressions in torch."""
+
+    def call_function(self, target, args, kwargs):
+        if target is torch.ops.cute.pointwise.default:
+            expr, inputs, dtype = args
+            return reference(expr, inputs).to(dtype)
+        if target is torch.ops.cute.pointwise.multi:
+            exprs, inputs, dtypes = args
+            return [reference(e, inputs).to(d) for e, d in zip(exprs, dtypes)]
+        return super().call_function(target, args, kwargs)
+
+
+def compile_cpu(fn, options=CPU, dynamic=False):
+    """torch.compile with the backend's graph pipeline; returns (compiled fn, [(kind, gm, result)])."""
+    seen = []
+
+    def compiler(kind):
+        def compile_graph(gm, example_inputs):
+            result = rewrite_graph(gm, example_inputs, options, kind)
+            seen.append((kind, gm, result))
+            return make_boxed_func(ReferenceInterpreter(gm).run)
+        return compile_graph
+
+    aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                       inference_compiler=compiler("inference"), decompositions=backend._decompositions(),
+                       partition_fn=min_cut_rematerialization_partition)
+    torch._dynamo.reset()
+    return torch.compile(fn, backend=aot, dynamic=dynamic), seen
+
+
+def cute_calls(gm):
+    return [n for n in gm.graph.nodes if n.target in CUTE_OPS]
+
+
+def exprs_of(gm):
+    out = []
+    for n in cute_calls(gm):
+        out.append(n.args[0] if n.target is CUTE_OPS[0] else tuple(n.args[0]))
+    return out
+
+
+def aten_targets(gm):
+    return [n.target for n in gm.graph.nodes if n.op == "call_function" and n.target not in CUTE_OPS
+            and n.target.__name__ != "getitem"]
+
+
+def check_same(fn, *inputs, grad=True, rtol=1.3e-6, atol=1e-5, dynamic=False):
+    """Compiles fn, checks forward values (and gradients) against eager; returns the graphs seen."""
+    compiled, seen = compile_cpu(fn, dynamic=dynamic)
+    leaves = [x.detach().clone().requires_grad_(grad and x.is_floating_point()) for x in inputs]
+    mine = [x.detach().clone().requires_grad_(grad and x.is_floating_point()) for x in inputs]
+    expected, got = fn(*leaves), compiled(*mine)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    got = got if isinstance(got, tuple) else (got,)
+    for e, g in zip(expected, got):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g, e, rtol=rtol, atol=atol)
+    if grad:
+        sum(e.float().sum() for e in expected if e.is_floating_point()).backward()
+        sum(g.float().sum() for g in got if g.is_floating_point()).backward()
+        for a, b in zip(leaves, mine):
+            if a.grad is not None:
+                torch.testing.assert_close(b.grad, a.grad, rtol=rtol, atol=atol)
+    return {kind: (gm, result) for kind, gm, result in seen}
+
+
+def randn(*shape, dtype=torch.float32):
+    return torch.randn(*shape, dtype=dtype)
+
+
+# -- regions ----------------------------------------------------------------------------------------
+
+
+def test_chain_is_one_kernel():
+    graphs = check_same(lambda x: torch.relu(x * 2 + 1).exp() - 0.5, randn(4, 8), grad=False)
+    gm, result = graphs["inference"]
+    assert exprs_of(gm) == ["(exp(relu(((x0 * 2) + 1))) - 0.5)"]
+    assert aten_targets(gm) == []
+    assert len(result["fused"]) == 1 and len(result["fused"][0].nodes) == 5
+
+
+def test_diamond_inlines_the_shared_value():
+    def f(x, y):
+        t = x * y
+        return t.exp() + torch.tanh(t)
+    gm, _ = check_same(f, randn(4, 8), randn(4, 8), grad=False)["inference"]
+    assert exprs_of(gm) == ["(exp((x0 * x1)) + tanh((x0 * x1)))"]
+
+
+def test_intermediate_used_outside_becomes_a_second_output():
+    def f(x, y):
+        t = x + y
+        return torch.relu(t) * 2, t.sum()
+    gm, result = check_same(f, randn(4, 8), randn(4, 8), grad=False)["inference"]
+    assert exprs_of(gm) == [("(x0 + x1)", "(relu((x0 + x1)) * 2)")]
+    assert aten_targets(gm) == [torch.ops.aten.sum.dim_IntList]
+    assert [len(r.outputs) for r in result["fused"]] == [2]
+
+
+def test_unsupported_op_splits_regions():
+    gm, _ = check_same(lambda x: torch.sin(x * 2) + 1, randn(4, 8), grad=False)["inference"]
+    assert exprs_of(gm) == ["(x0 * 2)", "(x0 + 1)"]
+    assert aten_targets(gm) == [torch.ops.aten.sin.default]
+
+
+def test_broadcasting_and_scalars():
+    def f(x, b, s):
+        return F.gelu(x + b) * s + 3
+    gm, result = check_same(f, randn(4, 8), randn(8), randn(()), grad=False)["inference"]
+    assert exprs_of(gm) == ["((gelu((x0 + x1)) * x2) + 3)"]
+    assert [tuple(leaf.node.meta["val"].shape) for leaf in result["fused"][0].leaves] == [(4, 8), (8,), ()]
+
+
+def test_dtype_casts():
+    def f(x, y):
+        return (x.to(torch.bfloat16) * y).float() + 1, (x > 0).to(torch.int32)
+    gm, _ = check_same(f, randn(4, 8), randn(4, 8, dtype=torch.bfloat16), grad=False)["inference"]
+    assert exprs_of(gm) == [("(float32((bfloat16(x0) * x1)) + 1)", "int32((x0 > 0))")]
+
+
+def test_views_between_ops_are_pushed_onto_the_inputs():
+    def f(x, y, z):
+        a = (x * y).permute(1, 0) + z            # a permute of an intermediate
+        return torch.relu(a.unsqueeze(0)) * 2    # an unsqueeze
+    gm, result = check_same(f, randn(4, 8), randn(4, 8), randn(8, 4), grad=False)["inference"]
+    assert exprs_of(gm) == ["(relu(((x0 * x1) + x2)) * 2)"]
+    views = [leaf.views for leaf in result["fused"][0].leaves]
+    assert [[v[0] for v in vs] for vs in views] == [[torch.ops.aten.permute.default, torch.ops.aten.unsqueeze.default]] * 2 + [[torch.ops.aten.unsqueeze.default]]
+
+
+def test_view_of_a_broadcast_value_ends_the_region():
+    # (x + b) has inputs of another shape: its flattening cannot be pushed onto b.
+    def f(x, b, z):
+        return (x + b).reshape(32) * z
+    gm, _ = check_same(f, randn(4, 8), randn(8), randn(32), grad=False)["inference"]
+    assert exprs_of(gm) == ["(x0 + x1)", "(x0 * x1)"]
+
+
+def test_training_graphs_are_rewritten_forward_and_backward():
+    def f(x, w, b):
+        h = F.gelu(x @ w + b)
+        return (h * torch.sigmoid(h) + x).pow(2).mean()
+    graphs = check_same(f, randn(8, 16), randn(16, 16), randn(16))
+    for kind in ("forward", "backward"):
+        gm, result = graphs[kind]
+        assert result["fused"], kind
+        assert not any(t in (torch.ops.aten.gelu.default, torch.ops.aten.sigmoid.default, torch.ops.aten.mul.Tensor)
+                       for t in aten_targets(gm)), kind
+
+
+def test_symint_sizes_stay_symbolic():
+    def f(x, b):
+        return torch.relu(x * 2 + b).sum(0)
+    compiled, seen = compile_cpu(f, dynamic=True)
+    for n in (6, 10):
+        x, b = randn(n, 8), randn(8)
+        torch.testing.assert_close(compiled(x, b), f(x, b))
+    assert len(seen) == 1  # one graph for both sizes
+    _, gm, _ = seen[0]
+    placeholders = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+    assert any(isinstance(p, torch.SymInt) for p in placeholders)
+    (call,) = cute_calls(gm)
+    assert isinstance(call.meta["val"].shape[0], torch.SymInt)
+
+
+def test_rewritten_graph_has_eager_shapes_and_dtypes_on_meta():
+    def f(x, y, b):
+        t = x.to(torch.bfloat16) + b
+        return t * y, (t > 0)
+    compiled, seen = compile_cpu(f)
+    compiled(randn(4, 8), randn(4, 8, dtype=torch.bfloat16), randn(8))
+    _, gm, _ = seen[0]
+    meta = [torch.empty(4, 8, device="meta"), torch.empty(4, 8, device="meta", dtype=torch.bfloat16),
+            torch.empty(8, device="meta")]
+    got, expected = gm(*meta), f(*meta)
+    for g, e in zip(got, expected):
+        assert (g.shape, g.dtype) == (e.shape, e.dtype)
+
+
+# -- options, fallback, logs ------------------------------------------------------------------------
+
+
+def test_failed_build_falls_back_to_aten_with_one_warning(monkeypatch):
+    from cute_torch.backend import rewrite
+
+    def broken(plan, device):
+        raise RuntimeError("ptxas exploded")
+    monkeypatch.setattr(rewrite, "build", broken)
+    compiled, seen = compile_cpu(lambda x: torch.relu(x) * 2, Options(devices=("cpu",)))
+    x = randn(4, 8)
+    with pytest.warns(UserWarning, match="stays ATen; its kernel failed to build: RuntimeError: ptxas exploded"):
+        torch.testing.assert_close(compiled(x), torch.relu(x) * 2)
+    _, gm, result = seen[0]
+    assert cute_calls(gm) == [] and len(result["fallback"]) == 1
+
+    compiled, _ = compile_cpu(lambda x: torch.relu(x) * 2, Options(devices=("cpu",), strict=True))
+    with pytest.raises(Exception, match="failed to build: RuntimeError: ptxas exploded"):
+        compiled(x)
+
+
+def test_kernels_build_at_compile_time():
+    # The compile-only tier: the multi-output kernel is traced, lowered and run through ptxas.
+    def f(x, y):
+        t = x + y
+        return t, torch.relu(t).sum()
+    compiled, seen = compile_cpu(f, Options(devices=("cpu",)))
+    compiled(randn(4, 8), randn(4, 8))
+    _, gm, result = seen[0]
+    assert len(result["fused"]) == 1 and result["fallback"] == []
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="unknown option.*'fallbak'"):
+        Options.parse({"fallbak": "aten"})
+    with pytest.raises(ValueError, match="'fallback' must be one of"):
+        Options.parse({"fallback": "triton"})
+    assert Options.parse({"fallback": "inductor", "strict": True}).strict
+
+
+def test_log_graphs_and_debug_dir(tmp_path, capfd, monkeypatch):
+    monkeypatch.setenv("CUTE_TORCH_LOG_GRAPHS", "1")
+    options = Options.parse({"devices": ("cpu",), "check_builds": False, "debug_dir": str(tmp_path)})
+    compiled, _ = compile_cpu(lambda x: torch.relu(x * 3).sum(), options)
+    compiled(randn(4, 8))
+    err = capfd.readouterr().err
+    assert "== cute backend [inference]: before" in err and "== cute backend [inference]: after" in err
+    assert ("cute backend [inference]: 2 ops fused into 1 kernels (0 multi-output), 0 regions fell back to ATen; "
+            "ATen ops left: sum.dim_IntList x1") in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inference.after.py", "inference.before.py",
+                                                          "inference.regions.txt"]
+    assert (tmp_path / "inference.regions.txt").read_text().startswith("fused: [relu] = relu((x0 * 3))\n")
+
+
+def test_backend_resolves_by_name_in_a_fresh_process():
+    code = ("import sys, torch\n"
+            "from torch._dynamo import lookup_backend\n"
+            "assert 'cute_torch' not in sys.modules\n"
+            "fn = lookup_backend('cute')\n"
+            "print(fn.__module__, 'cute_torch' in sys.modules)\n")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", code], cwd="/", env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["cute_torch.backend", "True"]
+
+
+def test_cute_backend_runs_on_cpu_tensors_without_fusing():
+    # The default options fuse CUDA tensors only; on CPU the graph stays ATen and runs.
+    torch._dynamo.reset()
+    f = lambda x: torch.relu(x) * 2  # noqa: E731
+    x = randn(4, 8)
+    torch.testing.assert_close(torch.compile(f, backend="cute")(x), f(x))

@@ -1,0 +1,134 @@
+"""torch.compile(backend="cute") on the GPU: cute::pointwise.multi against eager, a training
+loop against eager, dynamic shapes without new kernels, and fallback="inductor"."""
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import cute_torch.backend  # noqa: E402,F401
+import cute_torch.ops  # noqa: E402
+from cute_torch.ops import registration  # noqa: E402
+from cute_torch.pointwise.dtypes import reference  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+def randn(*shape, dtype=torch.float32):
+    return torch.randn(shape, device="cuda").to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_pointwise_multi_matches_the_reference(dtype):
+    x, b = randn(257, 96, dtype=dtype), randn(96, dtype=dtype)
+    exprs = ["x0 + x1", "gelu(x0 + x1) * 2", "x0 > x1"]
+    block = torch.empty(257 * 96 * 3, device="cuda").fill_(float("nan"))  # poison what the outputs get
+    del block
+    outs = torch.ops.cute.pointwise.multi(exprs, [x, b], [dtype, torch.float32, torch.bool])
+    for e, out, d in zip(exprs, outs, [dtype, torch.float32, torch.bool]):
+        ref = reference(e, [x.double(), b.double()]).to(d) if dtype == torch.float32 else reference(e, [x, b]).to(d)
+        assert out.dtype == d and out.shape == (257, 96)
+        if d == torch.bool:
+            assert torch.equal(out, reference(e, [x, b]))
+        else:
+            torch.testing.assert_close(out, ref, rtol=1e-5 if dtype == torch.float32 else 1.6e-2, atol=1e-5)
+
+
+class Block(nn.Module):
+    """An MLP block: Linear with bias, GELU, Linear, residual."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(x)))
+
+
+def pointwise_loss(y, target):
+    """Pointwise-heavy: a smooth-L1-like term, a sigmoid gate and a log-cosh term."""
+    diff = y - target
+    gate = torch.sigmoid(target)
+    smooth = torch.where(diff.abs() < 1, 0.5 * diff * diff, diff.abs() - 0.5)
+    return (gate * smooth + 0.1 * torch.log(torch.cosh(diff) + 1e-6)).mean()
+
+
+def train(model, steps, x, target, compile_options=None):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step(x, target):
+        return pointwise_loss(model(x), target)
+    fn = step if compile_options is None else torch.compile(step, backend="cute", options=compile_options)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = fn(x, target)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("options", [{}, {"fallback": "inductor"}], ids=["aten", "inductor"])
+def test_training_loop_matches_eager(options):
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    eager = Block(64).cuda()
+    compiled = copy.deepcopy(eager)
+    x, target = randn(128, 64), randn(128, 64)
+    builds = registration.kernel_builds
+    expected = train(eager, 20, x, target)
+    got = train(compiled, 20, x, target, options)
+    assert registration.kernel_builds > builds  # the cute kernels did run
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(expected), rtol=1e-4, atol=1e-5)
+    for p, q in zip(compiled.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5)
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+def test_loss_is_fused_around_unsupported_ops(tmp_path):
+    # log(cosh) is not in the language: everything else around it must still be fused.
+    torch._dynamo.reset()
+    fn = torch.compile(pointwise_loss, backend="cute", options={"debug_dir": str(tmp_path)})
+    y, t = randn(64, 32), randn(64, 32)
+    torch.testing.assert_close(fn(y, t), pointwise_loss(y, t))
+    after = (tmp_path / "graph0_inference.after.py").read_text()
+    assert "cute.pointwise" in after
+    assert "aten.sigmoid" not in after and "aten.where" not in after
+
+
+def test_dynamic_batch_compiles_kernels_once():
+    torch._dynamo.reset()
+    model = Block(32).cuda()
+
+    def f(x):
+        return F.silu(model(x)) * 0.5 + x
+    compiled = torch.compile(f, backend="cute", dynamic=True)
+    with torch.no_grad():
+        x = randn(48, 32)
+        torch.testing.assert_close(compiled(x), f(x))
+        builds = registration.kernel_builds
+        frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        x = randn(80, 32)
+        torch.testing.assert_close(compiled(x), f(x))
+    assert registration.kernel_builds == builds
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == frames
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_pointwise_heavy_inference_matches_eager(dtype):
+    torch._dynamo.reset()
+
+    def f(x, y, b):
+        h = F.gelu(x * y + b)
+        return h * torch.sigmoid(x) + torch.tanh(y) * 0.5 - torch.relu(b - x)
+    x, y, b = randn(512, 256, dtype=dtype), randn(512, 256, dtype=dtype), randn(256, dtype=dtype)
+    got = torch.compile(f, backend="cute")(x, y, b)
+    expected = f(x.double(), y.double(), b.double())
+    # Half types: computed in fp32, rounded once (eager rounds after every op).
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(got.double(), expected, **tol)
