@@ -125,6 +125,16 @@ def test_intermediate_used_outside_becomes_a_second_output():
     assert [len(r.outputs) for r in result["fused"]] == [2]
 
 
+def test_kernel_output_feeds_a_later_kernel():
+    # d is stored for cosh (not fusible) and read by the second kernel, which needs cosh(d).
+    def f(x, y):
+        d = x - y
+        return torch.sigmoid(y) * d.abs() + torch.log(torch.cosh(d) + 1)
+    gm, _ = check_same(f, randn(4, 8), randn(4, 8), grad=False)["inference"]
+    assert exprs_of(gm) == ["(x0 - x1)", "((sigmoid(x0) * abs(x1)) + log((x2 + 1)))"]
+    assert aten_targets(gm) == [torch.ops.aten.cosh.default]
+
+
 def test_unsupported_op_splits_regions():
     gm, _ = check_same(lambda x: torch.sin(x * 2) + 1, randn(4, 8), grad=False)["inference"]
     assert exprs_of(gm) == ["(x0 * 2)", "(x0 + 1)"]

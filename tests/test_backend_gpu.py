@@ -30,12 +30,12 @@ def test_pointwise_multi_matches_the_reference(dtype):
     del block
     outs = torch.ops.cute.pointwise.multi(exprs, [x, b], [dtype, torch.float32, torch.bool])
     for e, out, d in zip(exprs, outs, [dtype, torch.float32, torch.bool]):
-        ref = reference(e, [x.double(), b.double()]).to(d) if dtype == torch.float32 else reference(e, [x, b]).to(d)
         assert out.dtype == d and out.shape == (257, 96)
         if d == torch.bool:
             assert torch.equal(out, reference(e, [x, b]))
-        else:
-            torch.testing.assert_close(out, ref, rtol=1e-5 if dtype == torch.float32 else 1.6e-2, atol=1e-5)
+        else:  # computed in fp32 from the inputs, rounded once to the output dtype
+            ref = reference(e, [x.double(), b.double()]).to(d)
+            torch.testing.assert_close(out, ref, rtol=1e-5 if d == torch.float32 else 8e-3, atol=1e-5)
 
 
 class Block(nn.Module):
@@ -96,9 +96,10 @@ def test_loss_is_fused_around_unsupported_ops(tmp_path):
     fn = torch.compile(pointwise_loss, backend="cute", options={"debug_dir": str(tmp_path)})
     y, t = randn(64, 32), randn(64, 32)
     torch.testing.assert_close(fn(y, t), pointwise_loss(y, t))
-    after = (tmp_path / "graph0_inference.after.py").read_text()
+    (path,) = tmp_path.glob("graph*_inference.after.py")
+    after = path.read_text()
     assert "cute.pointwise" in after
-    assert "aten.sigmoid" not in after and "aten.where" not in after
+    assert "aten.sigmoid" not in after and "aten.where" not in after and "aten.sub" not in after
 
 
 def test_dynamic_batch_compiles_kernels_once():

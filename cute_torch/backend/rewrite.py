@@ -49,9 +49,10 @@ def _set_fake(node: fx.Node, fake_mode, fn, *args) -> None:
         node.meta["val"] = fn(*[value(a) for a in args])
 
 
-def _materialize(graph: fx.Graph, leaf: Leaf, fake_mode) -> fx.Node:
-    """The leaf's node with its pushed views applied (view ops before the kernel)."""
-    current = leaf.node
+def _materialize(graph: fx.Graph, leaf: Leaf, fake_mode, replaced: dict) -> fx.Node:
+    """The leaf's node (or the kernel output that replaced it) with its pushed views applied
+    (view ops before the kernel)."""
+    current = replaced.get(leaf.node, leaf.node)
     for target, args, kwargs in leaf.views:
         node = graph.call_function(target, (current, *args), dict(kwargs))
         _set_fake(node, fake_mode, lambda x, *a, _t=target, _k=dict(kwargs): _t(x, *a, **_k), current, *args)
@@ -63,6 +64,7 @@ def apply(gm: fx.GraphModule, regions: list, fake_mode, strict: bool, check: boo
     """Rewrites `gm` in place; returns {"fused": [regions], "fallback": [(region, error)]}."""
     graph = gm.graph
     fused, fallback = [], []
+    replaced: dict = {}  # region outputs -> the kernel results that took their place
     for region in regions:
         if check:
             try:
@@ -79,7 +81,7 @@ def apply(gm: fx.GraphModule, regions: list, fake_mode, strict: bool, check: boo
         users = [u for o in region.outputs for u in o.users if u not in region.nodes]
         anchor = min(users, key=order.__getitem__)
         with graph.inserting_before(anchor):
-            inputs = [_materialize(graph, leaf, fake_mode) for leaf in region.leaves]
+            inputs = [_materialize(graph, leaf, fake_mode, replaced) for leaf in region.leaves]
             dtypes = [fake_value(o).dtype for o in region.outputs]
             if len(region.outputs) == 1:
                 call = graph.call_function(torch.ops.cute.pointwise.default, (region.exprs[0], inputs, dtypes[0]))
@@ -101,6 +103,7 @@ def apply(gm: fx.GraphModule, regions: list, fake_mode, strict: bool, check: boo
                                      f"{tuple(fake_value(old).shape)}")
             # Nodes inlined into this kernel keep their operands; they are dead after this.
             old.replace_all_uses_with(new, delete_user_cb=lambda user: user not in region.nodes)
+            replaced[old] = new
         fused.append(region)
     _stable_topological_sort(graph)
     graph.eliminate_dead_code()
