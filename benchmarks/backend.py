@@ -15,11 +15,15 @@ Each row is the median of `repeats` CUDA-event timings after warm-up (and after 
 
 import argparse
 import copy
+import os
+import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 from timing import median_ms
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+from mlp_block import Block, pointwise_loss  # noqa: E402
 
 import cute_torch.backend  # noqa: F401  (registers "cute"; the entry point would too)
 
@@ -27,22 +31,6 @@ import cute_torch.backend  # noqa: F401  (registers "cute"; the entry point woul
 def pointwise_heavy(x, y, b):
     h = F.gelu(x * y + b)
     return h * torch.sigmoid(x) + torch.tanh(y) * 0.5 - torch.relu(b - x)
-
-
-class Block(nn.Module):
-    def __init__(self, d: int):
-        super().__init__()
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        return x + self.fc2(F.gelu(self.fc1(x)))
-
-
-def pointwise_loss(y, target):
-    diff = y - target
-    gate = torch.sigmoid(target)
-    smooth = torch.where(diff.abs() < 1, 0.5 * diff * diff, diff.abs() - 0.5)
-    return (gate * smooth + 0.1 * torch.log(torch.cosh(diff) + 1e-6)).mean()
 
 
 VARIANTS = [("eager", None), ("inductor", "inductor"), ("cute", "cute"),

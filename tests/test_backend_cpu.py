@@ -1,9 +1,8 @@
 """The torch.compile backend's graph work on CPU (torch 2.13): which regions are found, and that
 the rewritten forward and backward graphs compute the same function. The rewritten graphs run
-with each cute::pointwise call replaced by a CPU evaluation of its expressions (dtypes.reference),
-and under meta tensors through the fake kernels."""
+with each cute::pointwise call replaced by a CPU evaluation of its expressions
+(cute_torch/backend/reference.py), and under meta tensors through the fake kernels."""
 
-import functools
 import os
 import subprocess
 import sys
@@ -11,49 +10,22 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from torch._dynamo.backends.common import aot_autograd
-from torch._functorch.aot_autograd import make_boxed_func
-from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-import cute_torch.backend as backend
 import cute_torch.ops  # noqa: F401
-from cute_torch.backend import Options, rewrite_graph
-from cute_torch.pointwise.dtypes import reference
+from cute_torch.backend import Options
+from cute_torch.backend.reference import reference_backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CPU = Options(devices=("cpu",), check_builds=False)
 CUTE_OPS = (torch.ops.cute.pointwise.default, torch.ops.cute.pointwise.multi)
 
 
-class ReferenceInterpreter(torch.fx.Interpreter):
-    """Runs a rewritten graph on CPU: cute::pointwise calls evaluate their expressions in torch."""
-
-    def call_function(self, target, args, kwargs):
-        if target is torch.ops.cute.pointwise.default:
-            expr, inputs, dtype = args
-            return reference(expr, inputs).to(dtype)
-        if target is torch.ops.cute.pointwise.multi:
-            exprs, inputs, dtypes = args
-            return [reference(e, inputs).to(d) for e, d in zip(exprs, dtypes)]
-        return super().call_function(target, args, kwargs)
-
-
 def compile_cpu(fn, options=CPU, dynamic=False):
-    """torch.compile with the backend's graph pipeline; returns (compiled fn, [(kind, gm, result)])."""
+    """torch.compile with the backend's graph pipeline, graphs run by the CPU reference;
+    returns (compiled fn, [(kind, gm, result)])."""
     seen = []
-
-    def compiler(kind):
-        def compile_graph(gm, example_inputs):
-            result = rewrite_graph(gm, example_inputs, options, kind)
-            seen.append((kind, gm, result))
-            return make_boxed_func(ReferenceInterpreter(gm).run)
-        return compile_graph
-
-    aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-                       inference_compiler=compiler("inference"), decompositions=backend._decompositions(),
-                       partition_fn=min_cut_rematerialization_partition)
     torch._dynamo.reset()
-    return torch.compile(fn, backend=aot, dynamic=dynamic), seen
+    return torch.compile(fn, backend=reference_backend(options, seen), dynamic=dynamic), seen
 
 
 def cute_calls(gm):

@@ -2,18 +2,22 @@
 loop against eager, dynamic shapes without new kernels, and fallback="inductor"."""
 
 import copy
+import os
+import sys
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import cute_torch.backend  # noqa: E402,F401
 import cute_torch.ops  # noqa: E402
 from cute_torch.ops import registration  # noqa: E402
 from cute_torch.pointwise.dtypes import reference  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+from mlp_block import Block, pointwise_loss, train  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -38,41 +42,6 @@ def test_pointwise_multi_matches_the_reference(dtype):
             torch.testing.assert_close(out, ref, rtol=1e-5 if d == torch.float32 else 8e-3, atol=1e-5)
 
 
-class Block(nn.Module):
-    """An MLP block: Linear with bias, GELU, Linear, residual."""
-
-    def __init__(self, d: int):
-        super().__init__()
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        return x + self.fc2(F.gelu(self.fc1(x)))
-
-
-def pointwise_loss(y, target):
-    """Pointwise-heavy: a smooth-L1-like term, a sigmoid gate and a log-cosh term."""
-    diff = y - target
-    gate = torch.sigmoid(target)
-    smooth = torch.where(diff.abs() < 1, 0.5 * diff * diff, diff.abs() - 0.5)
-    return (gate * smooth + 0.1 * torch.log(torch.cosh(diff) + 1e-6)).mean()
-
-
-def train(model, steps, x, target, compile_options=None):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-
-    def step(x, target):
-        return pointwise_loss(model(x), target)
-    fn = step if compile_options is None else torch.compile(step, backend="cute", options=compile_options)
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = fn(x, target)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
-
-
 @pytest.mark.parametrize("options", [{}, {"fallback": "inductor"}], ids=["aten", "inductor"])
 def test_training_loop_matches_eager(options):
     torch.manual_seed(0)
@@ -82,7 +51,7 @@ def test_training_loop_matches_eager(options):
     x, target = randn(128, 64), randn(128, 64)
     builds = registration.kernel_builds
     expected = train(eager, 20, x, target)
-    got = train(compiled, 20, x, target, options)
+    got = train(compiled, 20, x, target, lambda gm, inputs: cute_torch.backend.cute_backend(gm, inputs, options))
     assert registration.kernel_builds > builds  # the cute kernels did run
     torch.testing.assert_close(torch.tensor(got), torch.tensor(expected), rtol=1e-4, atol=1e-5)
     for p, q in zip(compiled.parameters(), eager.parameters()):

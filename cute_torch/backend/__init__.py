@@ -31,7 +31,7 @@ from .options import Options
 from .report import emit, graph_text
 from .rewrite import BackendError, apply
 
-__all__ = ["BackendError", "Options", "cute_backend", "rewrite_graph"]
+__all__ = ["BackendError", "Options", "aot_backend", "cute_backend", "decompositions", "rewrite_graph"]
 
 _graph_ids = itertools.count()
 
@@ -88,19 +88,24 @@ def cute_backend(gm: fx.GraphModule, example_inputs, options: dict | None = None
     if parsed.fallback == "inductor":
         from torch._inductor.compile_fx import compile_fx
         return compile_fx(gm, example_inputs, inner_compile=_inductor_compiler(parsed, graph_id))
-    backend = aot_autograd(
-        fw_compiler=_aten_compiler(parsed, graph_id, "forward"),
-        bw_compiler=_aten_compiler(parsed, graph_id, "backward"),
-        inference_compiler=_aten_compiler(parsed, graph_id, "inference"),
-        decompositions=_decompositions(),
+    return aot_backend(functools.partial(_aten_compiler, parsed, graph_id))(gm, example_inputs)
+
+
+def aot_backend(make_compiler):
+    """AOTAutograd as the backend uses it; make_compiler(kind) gives the boxed compiler of the
+    "forward", "backward" and "inference" graphs."""
+    return aot_autograd(
+        fw_compiler=make_compiler("forward"),
+        bw_compiler=make_compiler("backward"),
+        inference_compiler=make_compiler("inference"),
+        decompositions=decompositions(),
         partition_fn=min_cut_rematerialization_partition,
         keep_inference_input_mutations=True,
     )
-    return backend(gm, example_inputs)
 
 
 @functools.lru_cache(maxsize=1)
-def _decompositions() -> dict:
+def decompositions() -> dict:
     """Core ATen: composite ops (silu, the activations' backward, mse_loss, ...) arrive as the
     pointwise ops they are made of. gelu is core ATen and fused as one function."""
     from torch._decomp import core_aten_decompositions

@@ -1,0 +1,41 @@
+"""The backend's graphs without a GPU: each cute::pointwise call evaluated on CPU in torch
+(pointwise/dtypes.py `reference`, op by op). The CPU tests and examples/mlp_block.py use it to
+check that a rewritten graph computes what the original one did, forward and backward."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+from torch._functorch.aot_autograd import make_boxed_func
+
+from ..pointwise.dtypes import reference
+from . import aot_backend, rewrite_graph
+from .options import Options
+
+
+class ReferenceInterpreter(fx.Interpreter):
+    """Runs a rewritten graph; cute::pointwise(.multi) calls evaluate their expressions."""
+
+    def call_function(self, target, args, kwargs):
+        if target is torch.ops.cute.pointwise.default:
+            expr, inputs, dtype = args
+            return reference(expr, inputs).to(dtype)
+        if target is torch.ops.cute.pointwise.multi:
+            exprs, inputs, dtypes = args
+            return [reference(e, inputs).to(d) for e, d in zip(exprs, dtypes)]
+        return super().call_function(target, args, kwargs)
+
+
+def reference_backend(options: Options | None = None, seen: list | None = None):
+    """A torch.compile backend: the cute backend's AOTAutograd and rewrite (CPU tensors admitted),
+    the graphs run by ReferenceInterpreter. `seen` collects (kind, graph module, rewrite result)."""
+    options = options or Options(devices=("cpu",))
+
+    def make_compiler(kind):
+        def compile_graph(gm, example_inputs):
+            result = rewrite_graph(gm, example_inputs, options, kind)
+            if seen is not None:
+                seen.append((kind, gm, result))
+            return make_boxed_func(ReferenceInterpreter(gm).run)
+        return compile_graph
+    return aot_backend(make_compiler)
