@@ -33,6 +33,8 @@ def pointwise_heavy(x, y, b):
     return h * torch.sigmoid(x) + torch.tanh(y) * 0.5 - torch.relu(b - x)
 
 
+# What the cute backend emits for pointwise_heavy (tests/test_backend_cpu.py checks the spelling).
+EXPR = "(((gelu(((x0 * x1) + x2)) * sigmoid(x0)) + (tanh(x1) * 0.5)) - relu((x2 - x0)))"
 VARIANTS = [("eager", None), ("inductor", "inductor"), ("cute", "cute"),
             ("cute + inductor", ("cute", {"fallback": "inductor"}))]
 
@@ -63,9 +65,15 @@ def bench_pointwise(repeats: int) -> None:
             torch._dynamo.reset()
             fn = compiled(pointwise_heavy, variant)
             got = fn(x, y, b)
-            tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=3e-2)
-            torch.testing.assert_close(got.double(), want, **tol)  # what is timed is right
+            # What is timed is right. bf16: eager rounds every intermediate (values up to ~16,
+            # half an ulp 0.03); the fused variants compute in fp32 and round once.
+            tol = (dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else
+                   dict(rtol=2e-2, atol=8e-2) if name == "eager" else dict(rtol=1e-2, atol=1e-2))
+            torch.testing.assert_close(got.double(), want, **tol)
             rows.append((name, median_ms(lambda: fn(x, y, b), repeats)))
+        # The same kernel without torch.compile's wrappers: the GPU time of the fused kernel.
+        rows.append(("cute op, direct", median_ms(lambda: torch.ops.cute.pointwise.default(EXPR, [x, y, b], None),
+                                                  repeats)))
         out = torch.empty_like(x)
         copy_ms = median_ms(lambda: out.copy_(x), repeats)
         nbytes = 3 * x.numel() * x.element_size()

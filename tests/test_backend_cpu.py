@@ -121,6 +121,19 @@ def test_broadcasting_and_scalars():
     assert [tuple(leaf.node.meta["val"].shape) for leaf in result["fused"][0].leaves] == [(4, 8), (8,), ()]
 
 
+def test_benchmark_function_is_one_kernel():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("backend_bench", os.path.join(ROOT, "benchmarks", "backend.py"))
+    bench = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(os.path.join(ROOT, "benchmarks"))
+    gm, _ = check_same(bench.pointwise_heavy, randn(64, 32), randn(64, 32), randn(32), grad=False)["inference"]
+    assert exprs_of(gm) == [bench.EXPR]
+
+
 def test_dtype_casts():
     def f(x, y):
         return (x.to(torch.bfloat16) * y).float() + 1, (x > 0).to(torch.int32)

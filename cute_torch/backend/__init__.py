@@ -25,6 +25,9 @@ from torch._dynamo.backends.registry import register_backend
 from torch._functorch.aot_autograd import make_boxed_func
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch._guards import detect_fake_mode
+from torch.fx._lazy_graph_module import _LazyGraphModule
+
+import cute_torch.ops
 
 from .fusion import find_regions
 from .options import Options
@@ -48,8 +51,6 @@ REWRITES = [("pointwise", _pointwise)]
 
 def rewrite_graph(gm: fx.GraphModule, example_inputs, options: Options | None = None, name: str = "graph") -> dict:
     """Applies REWRITES to an ATen graph in place; returns what the pointwise fusion did."""
-    import cute_torch.ops  # noqa: F401  (loads torch.ops.cute.*)
-
     options = options or Options()
     before = graph_text(gm) if options.log_graphs or options.debug_dir else ""
     fake_mode = detect_fake_mode(example_inputs)
@@ -62,10 +63,28 @@ def rewrite_graph(gm: fx.GraphModule, example_inputs, options: Options | None = 
     return result
 
 
+def _run_pointwise(expr: str, inputs: list, dtype):
+    """torch.ops.cute.pointwise through the short C entry (about 2 us less host time per call)."""
+    out = cute_torch.ops.registration.fast_pointwise(expr, tuple(inputs), dtype)
+    return out if out is not NotImplemented else torch.ops.cute.pointwise.default(expr, inputs, dtype)
+
+
+def _runtime_forward(gm: fx.GraphModule):
+    """The rewritten graph as fallback="aten" runs it: single-output kernels through the short
+    entry, and the generated forward called directly (not through nn.Module.__call__)."""
+    for node in gm.graph.nodes:
+        if node.target is torch.ops.cute.pointwise.default:
+            node.target = _run_pointwise
+    gm.recompile()
+    if isinstance(gm, _LazyGraphModule):
+        gm.real_recompile()
+    return gm.forward
+
+
 def _aten_compiler(options: Options, graph_id: int, kind: str):
     def compile_graph(gm: fx.GraphModule, example_inputs):
         rewrite_graph(gm, example_inputs, options, f"graph{graph_id}_{kind}")
-        return make_boxed_func(gm.forward)
+        return make_boxed_func(_runtime_forward(gm))
     return compile_graph
 
 
