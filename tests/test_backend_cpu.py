@@ -121,6 +121,17 @@ def test_broadcasting_and_scalars():
     assert [tuple(leaf.node.meta["val"].shape) for leaf in result["fused"][0].leaves] == [(4, 8), (8,), ()]
 
 
+def test_expand_of_scalars_stays_aten():
+    # The kernel's shape is the broadcast of its inputs: 0-dim inputs cannot make [4, 8].
+    def f(s, y):
+        return (s * 2).expand(4, 8) + y
+    compiled, seen = compile_cpu(f)
+    s, y = randn(()), randn(8)
+    torch.testing.assert_close(compiled(s, y), f(s, y))
+    _, gm, result = seen[0]
+    assert [type(e).__name__ for _, e in result["fallback"]] == ["ValueError"]
+
+
 def test_benchmark_function_is_one_kernel():
     import importlib.util
     spec = importlib.util.spec_from_file_location("backend_bench", os.path.join(ROOT, "benchmarks", "backend.py"))
