@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import cute_torch.ops  # noqa: F401
+import cute_torch.ops
 from cute_torch.backend import Options
 from cute_torch.backend.reference import reference_backend
 
@@ -220,10 +220,13 @@ def test_failed_build_falls_back_to_aten_with_one_warning(monkeypatch):
     def broken(plan, device):
         raise RuntimeError("ptxas exploded")
     monkeypatch.setattr(rewrite, "build", broken)
-    compiled, seen = compile_cpu(lambda x: torch.relu(x) * 2, Options(devices=("cpu",)))
+    def f(x):
+        return torch.relu(x) * 2  # the line the warning names
+    compiled, seen = compile_cpu(f, Options(devices=("cpu",)))
     x = randn(4, 8)
-    with pytest.warns(UserWarning, match="stays ATen; its kernel failed to build: RuntimeError: ptxas exploded"):
+    with pytest.warns(UserWarning, match="stays ATen; its kernel failed to build: RuntimeError: ptxas exploded") as w:
         torch.testing.assert_close(compiled(x), torch.relu(x) * 2)
+    assert str(w[0].message).startswith(f"{__file__}:{f.__code__.co_firstlineno + 1} in f: return torch.relu(x) * 2")
     _, gm, result = seen[0]
     assert cute_calls(gm) == [] and len(result["fallback"]) == 1
 
@@ -241,6 +244,16 @@ def test_kernels_build_at_compile_time():
     compiled(randn(4, 8), randn(4, 8))
     _, gm, result = seen[0]
     assert len(result["fused"]) == 1 and result["fallback"] == []
+
+
+def test_pointwise_multi_argument_errors():
+    x = torch.empty(4, 8, device="meta")
+    with pytest.raises(ValueError, match="2 expressions but 1 out_dtypes"):
+        torch.ops.cute.pointwise.multi(["x0", "x0 * 2"], [x], [torch.float32])
+    with pytest.raises(ValueError, match="needs at least one expression"):
+        torch.ops.cute.pointwise.multi([], [x])
+    with pytest.raises(cute_torch.ops.ExpressionError, match="unknown function 'cosh'"):
+        torch.ops.cute.pointwise.multi(["x0", "cosh(x0)"], [x])
 
 
 def test_options_are_checked():

@@ -9,6 +9,7 @@ the disk cache or build in milliseconds.
 from __future__ import annotations
 
 import operator
+import re
 import warnings
 
 import torch
@@ -70,11 +71,12 @@ def apply(gm: fx.GraphModule, regions: list, fake_mode, strict: bool, check: boo
             try:
                 check_builds(region)
             except Exception as e:  # the DSL, the compiler or ptxas: any failure means ATen
+                where = source_line(region)
                 if strict:
-                    raise BackendError(f"cute backend: the kernel of region {describe(region)} failed to build: "
-                                       f"{type(e).__name__}: {e}") from e
-                warnings.warn(f"cute backend: region {describe(region)} stays ATen; its kernel failed to build: "
-                              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", stacklevel=2)
+                    raise BackendError(f"{where}cute backend: the kernel of region {describe(region)} failed to "
+                                       f"build: {type(e).__name__}: {e}") from e
+                warnings.warn(f"{where}cute backend: region {describe(region)} stays ATen; its kernel failed to "
+                              f"build: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", stacklevel=2)
                 fallback.append((region, e))
                 continue
         order = {n: i for i, n in enumerate(graph.nodes)}  # earlier rewrites added nodes
@@ -113,6 +115,20 @@ def apply(gm: fx.GraphModule, regions: list, fake_mode, strict: bool, check: boo
     graph.lint()
     gm.recompile()
     return {"fused": fused, "fallback": fallback}
+
+
+def source_line(region: Region) -> str:
+    """'file.py:12 in f: <code>\n' for the user's line that computes the region's first
+    output (Dynamo records it in each node's stack_trace); '' when unknown."""
+    for node in region.outputs:
+        trace = (node.meta.get("stack_trace") or "").strip().splitlines()
+        frames = [i for i, line in enumerate(trace) if line.strip().startswith("File ")]
+        if frames:
+            match = re.match(r'\s*File "(.*)", line (\d+), in (.*)', trace[frames[-1]])
+            if match:
+                code = trace[frames[-1] + 1].strip() if frames[-1] + 1 < len(trace) else ""
+                return f"{match[1]}:{match[2]} in {match[3]}{': ' + code if code else ''}\n"
+    return ""
 
 
 def describe(region: Region) -> str:
