@@ -17,6 +17,7 @@ import math
 
 import torch
 
+from ..pointwise.dtypes import dtype_name
 from ..pointwise.expr import CASTS
 
 aten = torch.ops.aten
@@ -79,7 +80,7 @@ def _clamp(a, min=None, max=None):
 
 
 def _cast(a, dtype):
-    name = str(dtype).replace("torch.", "")
+    name = dtype_name(dtype)
     return f"{name}({a})" if name in CASTS else None
 
 

@@ -114,10 +114,10 @@ class _Graph:
             return
         if node.target in VIEWS:
             source = node.args[0]
-            if (source in self.tokens and self.uniform[source] and not any(isinstance(a, fx.Node) and
-                                                                            isinstance(fake_value(a), torch.Tensor)
-                                                                            for a in node.args[1:])
-                    and any(u.target in POINTWISE for u in node.users)):
+            tensor_args = any(isinstance(fake_value(a), torch.Tensor) for a in node.args[1:])
+            # Pushed only into a pointwise user: a view stored as it is costs nothing as ATen.
+            feeds_pointwise = any(u.target in POINTWISE for u in node.users)
+            if source in self.tokens and self.uniform[source] and not tensor_args and feeds_pointwise:
                 view = (node.target, _hashable(node.args[1:]), _hashable(tuple(sorted(node.kwargs.items()))))
                 self.tokens[node] = [_Ref(source, (view,))]
                 self.uniform[node] = True

@@ -8,6 +8,7 @@ the disk cache or build in milliseconds.
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 import warnings
@@ -15,6 +16,7 @@ import warnings
 import torch
 import torch.fx as fx
 
+from ..pointwise.dtypes import dtype_name
 from ..pointwise.kernel import SEPARATOR, Plan, build
 from .fusion import Leaf, Region, fake_value, same_shape
 
@@ -23,15 +25,11 @@ class BackendError(RuntimeError):
     """A region failed to build under options={"strict": True}."""
 
 
-def _name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def check_builds(region: Region) -> None:
     """Compiles the region's kernel (through the disk cache); raises what the build raises."""
     values = [fake_value(leaf.node) for leaf in region.leaves]
-    plan = Plan(SEPARATOR.join(region.exprs), tuple(_name(v.dtype) for v in values),
-                tuple(v.dim() == 0 for v in values), ",".join(_name(fake_value(o).dtype) for o in region.outputs),
+    plan = Plan(SEPARATOR.join(region.exprs), tuple(dtype_name(v.dtype) for v in values),
+                tuple(v.dim() == 0 for v in values), ",".join(dtype_name(fake_value(o).dtype) for o in region.outputs),
                 1, "".join("0" if v.dim() == 0 else "1" for v in values), 1, False)
     build(plan, region.device.index or 0)
 
@@ -56,7 +54,7 @@ def _materialize(graph: fx.Graph, leaf: Leaf, fake_mode, replaced: dict) -> fx.N
     current = replaced.get(leaf.node, leaf.node)
     for target, args, kwargs in leaf.views:
         node = graph.call_function(target, (current, *args), dict(kwargs))
-        _set_fake(node, fake_mode, lambda x, *a, _t=target, _k=dict(kwargs): _t(x, *a, **_k), current, *args)
+        _set_fake(node, fake_mode, functools.partial(target, **dict(kwargs)), current, *args)
         current = node
     return current
 

@@ -10,7 +10,7 @@ import threading
 
 import torch
 
-from ..pointwise.dtypes import result_dtype
+from ..pointwise.dtypes import dtype_name, result_dtype
 from ..pointwise.grad import gradient
 from ..pointwise.kernel import SEPARATOR, Plan, build
 
@@ -33,7 +33,7 @@ def _builder(kind: str, *args):
         exprs = expr.split(SEPARATOR)
         outs = _dtypes(out) if out else (None,) * len(exprs)
         zeros = tuple(z == "1" for z in zero_dims)
-        return ",".join(str(result_dtype(e, _dtypes(names), zeros, o)).replace("torch.", "")
+        return ",".join(dtype_name(result_dtype(e, _dtypes(names), zeros, o))
                         for e, o in zip(exprs, outs))
     if kind == "kernel":
         global kernel_builds

@@ -82,6 +82,11 @@ def evaluate(node: Node, env: list, record: dict | None = None):
     return value
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """'bfloat16' for torch.bfloat16 (the spelling of casts, plans and messages)."""
+    return str(dtype).replace("torch.", "")
+
+
 def _meta(dtype: torch.dtype, zero_dim: bool) -> torch.Tensor:
     return torch.empty(() if zero_dim else (1,), dtype=dtype, device="meta")
 
@@ -89,8 +94,8 @@ def _meta(dtype: torch.dtype, zero_dim: bool) -> torch.Tensor:
 def check_dtypes(dtypes) -> None:
     for i, dtype in enumerate(dtypes):
         if dtype not in SUPPORTED_DTYPES:
-            names = ", ".join(str(d).replace("torch.", "") for d in SUPPORTED_DTYPES)
-            raise TypeError(f"cute::pointwise: input x{i} has dtype {str(dtype).replace('torch.', '')}, which is not "
+            names = ", ".join(dtype_name(d) for d in SUPPORTED_DTYPES)
+            raise TypeError(f"cute::pointwise: input x{i} has dtype {dtype_name(dtype)}, which is not "
                             f"supported; supported dtypes: {names}")
 
 
@@ -106,7 +111,7 @@ def node_types(expr: str, dtypes: tuple, zero_dims: tuple) -> dict:
         with _disable_current_modes():
             evaluate(tree, [_meta(d, z) for d, z in zip(dtypes, zero_dims)], values)
     except (RuntimeError, TypeError, ZeroDivisionError, ValueError, OverflowError) as e:
-        names = ", ".join(f"x{i}: {str(d).replace('torch.', '')}" for i, d in enumerate(dtypes))
+        names = ", ".join(f"x{i}: {dtype_name(d)}" for i, d in enumerate(dtypes))
         raise ExpressionError(f"cute::pointwise: '{expr}' is not defined for inputs ({names}): {e}") from None
     with _disable_current_modes():  # torch.result_type below sees the plain meta tensors too
         return _types_of(expr, tree, values)
@@ -119,7 +124,7 @@ def _types_of(expr: str, tree: Node, values: dict) -> dict:
         arg = values[node.args[0]] if node.args else None
         if node.op in _FLOAT_ONLY and isinstance(arg, torch.Tensor) and not arg.dtype.is_floating_point:
             raise ExpressionError(f"cute::pointwise: {node.op}() needs a floating-point argument, got "
-                                  f"{str(arg.dtype).replace('torch.', '')} in '{expr}'")
+                                  f"{dtype_name(arg.dtype)} in '{expr}'")
         if (node.op == "pow" and isinstance(arg, torch.Tensor) and not arg.dtype.is_floating_point
                 and node.value < 0):
             raise ExpressionError(f"cute::pointwise: integers to negative powers are not allowed in '{expr}'")
