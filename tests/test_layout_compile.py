@@ -49,3 +49,50 @@ def test_loading_a_dynamic_tensor_says_to_tile_it_first():
         cute.compile(_load_dynamic_host, x)
     assert "Tensor.load needs a static layout" in str(err.value)
     assert "test_layout_compile.py" in str(err.value)
+
+
+def _transpose_accesses(dtype):
+    """For each warp-wide instruction of the transpose's fast path: the (row, column) elements its
+    32 threads touch in a part of the tile, one list per thread (evaluated with the eager algebra)."""
+    tiler, tv, smem = k._transpose_layouts(dtype)
+    vec = k._vector_elements(dtype)
+    rows, cols = tiler
+    for pr in range(k.TRANSPOSE_TILE // rows):
+        for pc in range(k.TRANSPOSE_TILE // cols):
+            for warp in range(cute.size(tv, mode=[0]) // 32):
+                for first in range(0, cute.size(tv, mode=[1]), vec):
+                    yield smem, vec, [[(tv((t, v)) % rows + pr * rows, tv((t, v)) // rows + pc * cols)
+                                       for v in range(first, first + vec)]
+                                      for t in range(warp * 32, warp * 32 + 32)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_transpose_global_accesses_cover_whole_sectors(dtype):
+    # Input and output tiles are row-major and use the same thread-value layout: each warp-wide
+    # 16-byte access must fill the 32-byte sectors it touches (no sector written half by one
+    # instruction and half by the next).
+    size = torch.empty((), dtype=dtype).element_size()
+    for _, _, threads in _transpose_accesses(dtype):
+        per_row: dict = {}
+        for elements in threads:
+            for r, c in elements:
+                per_row.setdefault(r, set()).update(range(c * size, (c + 1) * size))
+        for r, covered in per_row.items():
+            sectors = {b // 32 for b in covered}
+            assert len(covered) == 32 * len(sectors), f"row {r}: {len(covered)} bytes over {len(sectors)} sectors"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_transpose_shared_accesses_are_bank_conflict_free(dtype):
+    size = torch.empty((), dtype=dtype).element_size()
+    for smem, vec, threads in _transpose_accesses(dtype):
+        # Row-wise 16-byte stores run a quarter warp (8 threads, 128 bytes) at a time: 8 distinct
+        # 16-byte bank groups each.
+        for quarter in range(4):
+            groups = {smem(threads[t][0]) * size // 16 % 8 for t in range(quarter * 8, quarter * 8 + 8)}
+            assert len(groups) == 8
+        # Transposed scalar reads (i, j) -> smem(j, i): at most one 4-byte word per bank.
+        for v in range(vec):
+            words = {smem((c, r)) * size // 4 for r, c in (elements[v] for elements in threads)}
+            banks = {w % 32 for w in words}
+            assert len(banks) == len(words), f"value {v}: {len(words)} words in {len(banks)} banks"

@@ -99,17 +99,18 @@ def _transpose_kernel(gIn: cute.Tensor, gOut: cute.Tensor, shape: Constexpr, til
         # The same shared tile read transposed: (i, j) -> smem(j, i).
         smem_t = cute.composition(smem, cute.make_layout((T, T), stride=(T, 1)))
         parts = cute.size(cute.zipped_divide(tile_in, tiler), mode=[1])
+
+        def thread_part(tensor, i):
+            return cute.composition(cute.zipped_divide(tensor, tiler)[((None, None), i)], tv_layout)[(tidx, None)]
+
+        # All of a thread's global loads are issued before its first shared store, so they are in
+        # flight together whatever the instruction scheduler does.
+        values = [thread_part(tile_in, i).load() for i in cute.range_constexpr(parts)]
         for i in cute.range_constexpr(parts):
-            part = ((None, None), i)
-            src = cute.composition(cute.zipped_divide(tile_in, tiler)[part], tv_layout)[(tidx, None)]
-            dst = cute.composition(cute.zipped_divide(smem, tiler)[part], tv_layout)[(tidx, None)]
-            cute.copy(src, dst)
+            thread_part(smem, i).store(values[i])
         cute.arch.sync_threads()
         for i in cute.range_constexpr(parts):
-            part = ((None, None), i)
-            src = cute.composition(cute.zipped_divide(smem_t, tiler)[part], tv_layout)[(tidx, None)]
-            dst = cute.composition(cute.zipped_divide(tile_out, tiler)[part], tv_layout)[(tidx, None)]
-            cute.copy(src, dst)
+            cute.copy(thread_part(smem_t, i), thread_part(tile_out, i))
     else:
         threads = cute.size(tv_layout, mode=[0])
         for v in cute.range_constexpr(T * T // threads):
@@ -133,17 +134,21 @@ _TRANSPOSE_LAYOUTS: dict = {}
 
 
 def _transpose_layouts(dtype: torch.dtype):
-    """256 threads as 32 rows of 8, each thread 8 contiguous elements of a row; the shared tile
-    is row-major under Swizzle<3, log2(vec), 9 - log2(vec)>: rows 8 apart in a column land in
-    different 16-byte bank groups, and 16-byte row vectors stay whole."""
+    """256 threads as 32 rows of 8, each thread one 16-byte vector of a row per part, so every
+    warp-wide global access covers whole 128-byte lines (a thread owning two adjacent vectors
+    would make each of its two instructions touch every 32-byte sector half). The shared tile is
+    row-major under Swizzle<3, log2(vec), log2(T)>: reading the tile transposed, a warp's 8
+    threads of one output row read input rows `vec` apart, which the swizzle sends to 8
+    different 16-byte bank groups; the 16-byte row vectors stay whole."""
     found = _TRANSPOSE_LAYOUTS.get(dtype)
     if found is None:
         T = TRANSPOSE_TILE
-        vec_bits = _vector_elements(dtype).bit_length() - 1
+        vec = _vector_elements(dtype)
+        vec_bits = vec.bit_length() - 1
         thr = cute.make_layout((32, 8), stride=(8, 1))
-        val = cute.make_layout((1, 8), stride=(8, 1))
+        val = cute.make_layout((1, vec), stride=(vec, 1))
         tiler, tv = cute.make_layout_tv(thr, val)
-        smem = cute.make_composed_layout(cute.make_swizzle(3, vec_bits, 9 - vec_bits), 0,
+        smem = cute.make_composed_layout(cute.make_swizzle(3, vec_bits, T.bit_length() - 1), 0,
                                          cute.make_layout((T, T), stride=(T, 1)))
         found = _TRANSPOSE_LAYOUTS[dtype] = (tiler, tv, smem)
     return found
