@@ -218,3 +218,15 @@ def test_kernels_use_16_byte_accesses(plan, accesses):
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
     found = set(re.findall(r"(?:ld|st)\.global\.[\w.]+", ptx))
     assert accesses - {"call.uni"} <= found, found
+
+
+@pytest.mark.parametrize("dtype, wanted, unwanted", [
+    ("float32", "rcp.approx.ftz.f32", "rcp.rn.f32"),   # one MUFU, not the IEEE sequence
+    ("bfloat16", "rcp.approx.ftz.f32", "rcp.rn.f32"),  # computed in float32
+    ("float64", "rcp.rn.f64", "rcp.approx"),           # double stays correctly rounded
+])
+def test_sigmoid_reciprocal(dtype, wanted, unwanted):
+    plan = Plan("sigmoid(x0) + silu(x1)", (dtype, dtype), (False, False), dtype, 1, "11", 1, False)
+    ptx = _pointwise_host.compile(plan, *stand_ins(plan, -1)).__ptx__
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    assert wanted in ptx and unwanted not in ptx

@@ -114,6 +114,19 @@ def test_nan_propagation_matches_torch():
     torch.testing.assert_close(op("relu(x0)", [x]), torch.relu(x), equal_nan=True)
 
 
+def test_sigmoid_and_silu_over_the_float32_range():
+    # The approximate reciprocal (1 ulp) over the whole range, including the tails where exp
+    # overflows or the result is subnormal (flushed to zero: within 2^-126 of the reference).
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.cat([randn(1 << 16, gen=gen) * 40,
+                   torch.tensor([0.0, -87.0, -88.0, -104.0, 88.8, 89.0, 1e30, -1e30, float("inf"), float("-inf"),
+                                 float("nan")], device="cuda")])
+    for expr, fn in (("sigmoid(x0)", torch.sigmoid), ("silu(x0)", torch.nn.functional.silu)):
+        poison_allocator(x.numel(), torch.float32)
+        want = fn(x.double()).float()
+        torch.testing.assert_close(op(expr, [x]), want, rtol=2e-6, atol=2.0 ** -126, equal_nan=True)
+
+
 GRAD_EXPRS = ["relu(x0 * x1 + x2) * 2", "gelu(x0 + x1) * x2", "silu(x0) * sigmoid(x1) - x2 ** 2",
               "where(x0 > 0, x0, 0.01 * x0) * exp(x1 * 0.1) + x2"]
 

@@ -239,6 +239,17 @@ def dynamic_smem(dtype, shape, *, stride=None, offset_bytes: int = 0) -> Tensor:
     return t
 
 
+# -- approximate math ------------------------------------------------------------------------------
+
+def rcp_approx(x) -> Float32:
+    """1 / x for Float32 by the hardware's approximate reciprocal (rcp.approx.ftz.f32: at most
+    1 ulp off, subnormal inputs and results flushed to zero), one instruction where `1.0 / x`
+    is IEEE-rounded and takes several plus a slow-path check."""
+    b = ir.require("device", "rcp_approx")
+    v = convert(x, Float32)
+    return Float32._wrap(b.op(f"nvvm.rcp.approx.ftz.f {v.ir.name} : f32", "f32"))
+
+
 # -- clocks -------------------------------------------------------------------------------------------
 
 def clock() -> Int64:

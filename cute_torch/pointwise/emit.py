@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from ..dsl import arch
 from ..dsl import math as dmath
 from ..dsl.numeric import Boolean, Float32, Numeric, as_numeric, convert, where
 from ..dsl.tensor import numeric_of_torch_dtype
@@ -34,7 +35,14 @@ def _as(value, t: type[Numeric]) -> Numeric:
 
 
 def _sigmoid(x):
-    return 1.0 / (1.0 + dmath.exp(-x))
+    if type(x) is not Float32:
+        return 1.0 / (1.0 + dmath.exp(-x))
+    # The stable form: e = exp(-|x|) never overflows and 1 + e is in [1, 2], so the hardware's
+    # approximate reciprocal (1 ulp, one instruction; IEEE division takes several plus a
+    # slow-path check) is safe to use, and e * r keeps subnormal results for x < -87.3.
+    e = dmath.exp(-abs(x))
+    r = arch.rcp_approx(1.0 + e)
+    return where(x >= 0, r, e * r)
 
 
 def _nan_propagating(pick_first):

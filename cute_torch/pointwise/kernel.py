@@ -33,7 +33,7 @@ from .emit import compute_type, emit
 from .expr import parse
 
 THREADS = 256
-ITERS = 4
+ITERS = 2  # 4 held more registers and ran math-heavy expressions 4-5% slower (docs/torch.md)
 SEPARATOR = "\x1e"  # joins the expressions of cute::pointwise.multi (as in Pointwise.cpp)
 
 
