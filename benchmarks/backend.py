@@ -23,7 +23,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from timing import back_to_back_ms, median_ms
+from timing import median_ms
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 from mlp_block import Block, pointwise_loss  # noqa: E402
@@ -78,9 +78,9 @@ def bench_pointwise(repeats: int) -> None:
         # The same kernel without torch.compile's wrappers.
         calls.append(("cute op, direct", lambda: torch.ops.cute.pointwise.default(EXPR, [x, y, b], None)))
         single = [(name, median_ms(call, repeats)) for name, call in calls]
-        queued = [(name, back_to_back_ms(call, repeats)) for name, call in calls]
+        queued = [(name, median_ms(call, repeats, calls=10)) for name, call in calls]
         out = torch.empty_like(x)
-        copy_ms = back_to_back_ms(lambda: out.copy_(x), repeats)
+        copy_ms = median_ms(lambda: out.copy_(x), repeats, calls=10)
         ideal = copy_ms * 1.5
         print(f"\ncopy {copy_ms:.3f} ms; the ideal for this function: {ideal:.3f} ms (3 x size at copy speed)")
         table(f"pointwise-heavy inference, {str(dtype).replace('torch.', '')}, [4096, 4096]: one call on an idle GPU "
