@@ -8,7 +8,7 @@
     python setup.py build_ext --inplace      # what scripts/build.sh runs
 
 Environment: CUTE_TORCH_PREBUILT_COMPILER=<bundle dir>, MLIR_DIR, CUDA_HOME, CMAKE (the cmake
-binary; Debian's /usr/bin/cmake is preferred because LLVM 16's CMake files predate CMake 4),
+binary; Debian's /usr/bin/cmake is preferred because LLVM 19's CMake files predate CMake 4),
 CUTE_TORCH_BUILD_DIR (default build/), CUTE_TORCH_BUILD_TYPE (default Release).
 """
 
@@ -40,7 +40,7 @@ class CMakeBuild(build_ext):
             f"-DCUDA_HOME={os.environ.get('CUDA_HOME') or '/usr/local/cuda'}",
             f"-DCUTE_BUILD_TORCH={'OFF' if os.environ.get('CUTE_TORCH_BUILD_TORCH') == '0' else 'ON'}",
             f"-DCUTE_PREBUILT_COMPILER={os.path.abspath(prebuilt) if prebuilt else ''}",
-            f"-DMLIR_DIR={os.environ.get('MLIR_DIR', '/usr/lib/llvm-16/lib/cmake/mlir')}",
+            f"-DMLIR_DIR={os.environ.get('MLIR_DIR', '/usr/lib/llvm-19/lib/cmake/mlir')}",
         ]
         if shutil.which("ninja"):
             args.append("-GNinja")

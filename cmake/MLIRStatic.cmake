@@ -1,13 +1,13 @@
 # Link MLIR and LLVM from their static archives only.
 #
-# Debian's LLVM 16 is built with LLVM_LINK_LLVM_DYLIB, so MLIR's exported CMake targets drag in
-# libLLVM-16.so (which needs libz3, absent on the GPU machine). Linking both the dylib and the
+# Debian's LLVM 19 is built with LLVM_LINK_LLVM_DYLIB, so MLIR's exported CMake targets drag in
+# libLLVM.so.19 (which needs libz3, absent on the GPU machine). Linking both the dylib and the
 # archives aborts at load time (duplicate cl::opt registrations), so we never use MLIR's targets
 # for linking: only their include directories, and a linker group over the archives.
 find_package(MLIR REQUIRED CONFIG)
 message(STATUS "Using MLIRConfig.cmake in: ${MLIR_DIR} (LLVM ${LLVM_PACKAGE_VERSION})")
-if(NOT LLVM_PACKAGE_VERSION VERSION_GREATER_EQUAL 16 OR LLVM_PACKAGE_VERSION VERSION_GREATER_EQUAL 17)
-  message(FATAL_ERROR "cute_torch needs LLVM/MLIR 16, found ${LLVM_PACKAGE_VERSION}")
+if(NOT LLVM_PACKAGE_VERSION VERSION_GREATER_EQUAL 19 OR LLVM_PACKAGE_VERSION VERSION_GREATER_EQUAL 20)
+  message(FATAL_ERROR "cute_torch needs LLVM/MLIR 19, found ${LLVM_PACKAGE_VERSION}")
 endif()
 list(APPEND CMAKE_MODULE_PATH "${MLIR_CMAKE_DIR}" "${LLVM_CMAKE_DIR}")
 include(TableGen)

@@ -12,7 +12,7 @@ CMAKE=${CMAKE:-$([[ -x /usr/bin/cmake ]] && echo /usr/bin/cmake || echo cmake)}
 
 start=$(date +%s)
 "$CMAKE" -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DMLIR_DIR=${MLIR_DIR:-/usr/lib/llvm-16/lib/cmake/mlir} \
+  -DMLIR_DIR=${MLIR_DIR:-/usr/lib/llvm-19/lib/cmake/mlir} \
   -DCUTE_BUILD_PYTHON=OFF -DCUTE_BUILD_TORCH=OFF -DCUTE_BUILD_TESTS=OFF \
   -DCUTE_PACKAGE_DIR="$PWD/$BUILD/package" \
   $(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache) >/dev/null
@@ -24,7 +24,7 @@ strip --strip-unneeded -o "$OUT/lib/libcute_compiler.so" "$BUILD/package/lib/lib
 cp csrc/compiler/include/cute_torch/compiler.h "$OUT/include/cute_torch/"
 {
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(. /etc/os-release && echo "$PRETTY_NAME")"
-  echo "llvm: $(/usr/lib/llvm-16/bin/llvm-config --version)"
+  echo "llvm: $(/usr/lib/llvm-19/bin/llvm-config --version)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 } >"$OUT/BUILD_INFO"
 

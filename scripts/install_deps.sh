@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need, only what is missing (quick when all is there).
-#   Debian: LLVM/MLIR 16 dev packages and tools, zstd, ninja, ccache, googletest, cmake 3.25
+#   Debian: LLVM/MLIR 19 dev packages and tools, zstd, ninja, ccache, googletest, cmake 3.25
 #   PyPI (pinned): torch 2.13.0 (the CPU build on these machines: never loosen this pin, a looser
 #   one pulls gigabytes of CUDA wheels), pybind11, pytest, numpy, hypothesis, lit, nvJitLink
 # and checks the CUDA toolkit at $CUDA_HOME (default /usr/local/cuda).
 set -euo pipefail
 
-DEBIAN_PACKAGES=(llvm-16-dev libmlir-16-dev mlir-16-tools libzstd-dev ninja-build ccache
+DEBIAN_PACKAGES=(llvm-19-dev libmlir-19-dev mlir-19-tools libzstd-dev ninja-build ccache
                  googletest libgtest-dev cmake)
 PYTHON=${PYTHON:-python3}
 PIP_PINS=(torch==2.13.0 pybind11==3.1.0 pytest==9.0.3 numpy==2.4.6 hypothesis==6.155.2
@@ -49,4 +49,4 @@ if [[ ! -x "$CUDA_HOME/bin/ptxas" || ! -f "$CUDA_HOME/include/cuda.h" ]]; then
        "set CUDA_HOME to the toolkit root" >&2
   exit 1
 fi
-echo "install_deps: ok (LLVM $(/usr/lib/llvm-16/bin/llvm-config --version), CUDA at $CUDA_HOME)"
+echo "install_deps: ok (LLVM $(/usr/lib/llvm-19/bin/llvm-config --version), CUDA at $CUDA_HOME)"

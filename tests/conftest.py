@@ -46,7 +46,7 @@ def _private_cache_dir(tmp_path_factory):
     os.environ["CUTE_TORCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("cute_cache"))
 
 
-FILECHECK = next((p for p in ("/usr/lib/llvm-16/bin/FileCheck", "/usr/bin/FileCheck-16", "/usr/bin/FileCheck")
+FILECHECK = next((p for p in ("/usr/lib/llvm-19/bin/FileCheck", "/usr/bin/FileCheck-19", "/usr/bin/FileCheck")
                   if os.path.exists(p)), None)
 
 
@@ -57,7 +57,7 @@ def filecheck():
     import tempfile
 
     if FILECHECK is None:
-        pytest.skip("FileCheck (LLVM 16) is not installed here")
+        pytest.skip("FileCheck (LLVM 19) is not installed here")
 
     def run(text: str, checks: str) -> None:
         with tempfile.NamedTemporaryFile("w", suffix=".check", delete=False) as f:

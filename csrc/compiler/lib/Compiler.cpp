@@ -605,6 +605,6 @@ void cute_artifact_destroy(CuteArtifact *artifact) { delete artifact; }
 
 void cute_free_string(char *string) { std::free(string); }
 
-const char *cute_compiler_version(void) { return "cute_torch-compiler 0.1 (LLVM/MLIR 16)"; }
+const char *cute_compiler_version(void) { return "cute_torch-compiler 0.2 (LLVM/MLIR 19)"; }
 
 } // extern "C"

@@ -1,8 +1,8 @@
 //===- DeviceCodegen.cpp - gpu.module -> LLVM IR -> PTX -------------------===//
 //
-// LLVM 16's NVPTX backend knows sm_90 and PTX 7.8 at most: sm_90a modules are compiled for
-// sm_90 and their PTX header is retargeted before assembly (Hopper-only instructions arrive as
-// inline PTX, which LLVM passes through untouched).
+// LLVM 19's NVPTX backend targets every supported arch natively, sm_90a included, and emits
+// PTX 8.5 (what the NVVM dialect's Hopper ops need: wgmma, TMA, setmaxnreg, elect.sync).
+// LLVM 19 knows no sm_100/sm_100a, so neither do we.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,6 +51,9 @@ void initializeNVPTX() {
   });
 }
 
+// The newest PTX ISA LLVM 19 emits; CUDA 12.5+ ptxas reads it for every arch we support.
+constexpr const char *kPtxFeature = "+ptx85";
+
 const std::set<std::string> &supportedArchs() {
   static const std::set<std::string> archs = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"};
   return archs;
@@ -64,14 +67,12 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &arch
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
     fail("codegen", "NVPTX target unavailable: " + error);
-  // LLVM 16 has no sm_90a; the header is retargeted afterwards.
-  std::string cpu = arch == "sm_90a" ? "sm_90" : arch;
-  auto level = optLevel <= 0   ? llvm::CodeGenOpt::None
-               : optLevel == 1 ? llvm::CodeGenOpt::Less
-               : optLevel == 2 ? llvm::CodeGenOpt::Default
-                               : llvm::CodeGenOpt::Aggressive;
+  auto level = optLevel <= 0   ? llvm::CodeGenOptLevel::None
+               : optLevel == 1 ? llvm::CodeGenOptLevel::Less
+               : optLevel == 2 ? llvm::CodeGenOptLevel::Default
+                               : llvm::CodeGenOptLevel::Aggressive;
   return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
-      triple, cpu, "+ptx78", llvm::TargetOptions(), std::nullopt, std::nullopt, level));
+      triple, arch, kPtxFeature, llvm::TargetOptions(), std::nullopt, std::nullopt, level));
 }
 
 /// Links the functions of libdevice the module calls (`__nv_*`, emitted for math ops) and
@@ -80,7 +81,7 @@ void linkLibdevice(llvm::Module &module, const std::string &cudaHome) {
   bool needed = false;
   std::set<std::string> ownDefinitions;
   for (llvm::Function &fn : module) {
-    if (fn.isDeclaration() && fn.getName().startswith("__nv_"))
+    if (fn.isDeclaration() && fn.getName().starts_with("__nv_"))
       needed = true;
     else if (!fn.isDeclaration())
       ownDefinitions.insert(fn.getName().str());
@@ -130,7 +131,7 @@ std::string emitPtx(llvm::Module &module, llvm::TargetMachine &machine) {
   llvm::SmallString<0> ptx;
   llvm::raw_svector_ostream stream(ptx);
   llvm::legacy::PassManager pm;
-  if (machine.addPassesToEmitFile(pm, stream, nullptr, llvm::CGFT_AssemblyFile))
+  if (machine.addPassesToEmitFile(pm, stream, nullptr, llvm::CodeGenFileType::AssemblyFile))
     fail("codegen", "the NVPTX backend cannot emit assembly");
   pm.run(module);
   return std::string(ptx.str());
@@ -165,10 +166,10 @@ void readCubinResources(const std::string &cubin,
       llvm::consumeError(name.takeError());
       continue;
     }
-    if (name->startswith(".text.")) {
+    if (name->starts_with(".text.")) {
       auto header = object->getSection(section.getRawDataRefImpl());
       kernelBySymbol[header->sh_info] = name->drop_front(6).str();
-    } else if (name->startswith(".nv.shared.")) {
+    } else if (name->starts_with(".nv.shared.")) {
       resources[name->drop_front(11).str()].staticSmem = int(section.getSize());
     } else if (*name == ".nv.info") {
       if (llvm::Expected<llvm::StringRef> contents = section.getContents())
@@ -234,9 +235,6 @@ DeviceModule compileDeviceModule(mlir::gpu::GPUModuleOp gpuModule,
 
   start = Clock::now();
   result.ptx = emitPtx(*module, *machine);
-  std::string version = minimumPtxVersion(options.arch);
-  if (!version.empty() && !retargetPtx(result.ptx, version, options.arch))
-    fail("codegen", "the PTX has no .version/.target header to retarget");
   result.ptxMs = msSince(start);
 
   start = Clock::now();

@@ -21,7 +21,7 @@ std::unique_ptr<mlir::ExecutionEngine> jitHostModule(mlir::ModuleOp module, int 
   mlir::ExecutionEngineOptions options;
   unsigned level = unsigned(std::clamp(optLevel, 0, 3));
   options.transformer = mlir::makeOptimizingTransformer(level, 0, nullptr);
-  options.jitCodeGenOptLevel = static_cast<llvm::CodeGenOpt::Level>(level);
+  options.jitCodeGenOptLevel = static_cast<llvm::CodeGenOptLevel>(level);
   options.enableGDBNotificationListener = false;
   options.enablePerfNotificationListener = false;
   auto engine = mlir::ExecutionEngine::create(module, options);
@@ -32,7 +32,7 @@ std::unique_ptr<mlir::ExecutionEngine> jitHostModule(mlir::ModuleOp module, int 
   (*engine)->registerSymbols([&](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap map;
     for (const auto &[name, address] : symbols)
-      map[interner(name)] = llvm::JITEvaluatedSymbol::fromPointer(address);
+      map[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address), llvm::JITSymbolFlags::Exported};
     return map;
   });
   return std::move(*engine);

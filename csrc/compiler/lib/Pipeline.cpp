@@ -36,6 +36,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
@@ -49,6 +51,9 @@ void registerDialects(DialectRegistry &registry) {
                   func::FuncDialect, gpu::GPUDialect, index::IndexDialect, LLVM::LLVMDialect,
                   math::MathDialect, memref::MemRefDialect, NVVM::NVVMDialect, scf::SCFDialect,
                   vector::VectorDialect>();
+  // gpu.module is translated as the top-level op of each device module (DeviceCodegen.cpp).
+  registerBuiltinDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   registerNVVMDialectTranslation(registry);
 }
@@ -64,7 +69,7 @@ void buildDevicePipeline(OpPassManager &pm) {
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createStripDebugInfoPass()); // Replaced by line info when it lands.
   kernels.addPass(createMathToLibdevicePass());
-  kernels.addPass(createLowerGpuOpsToNVVMOpsPass(/*indexBitwidth=*/64));
+  kernels.addPass(createConvertGpuOpsToNVVMOps({/*indexBitwidth=*/64}));
   kernels.addPass(createReconcileUnrealizedCastsPass());
   kernels.addPass(createCanonicalizerPass());
 }
@@ -74,7 +79,7 @@ void buildHostPipeline(OpPassManager &pm) {
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
-  pm.addPass(cf::createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
 }

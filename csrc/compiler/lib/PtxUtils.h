@@ -12,14 +12,6 @@
 
 namespace cute_torch {
 
-/// The target a PTX module must carry for `arch` ("sm_90a" -> "sm_90a"), and the PTX ISA
-/// version it needs at least ("sm_90a" -> "8.0"); empty when LLVM's own header is fine.
-std::string minimumPtxVersion(const std::string &arch);
-
-/// Rewrites the `.version` and `.target` lines LLVM 16 emitted (it knows sm_90 and PTX 7.8 at
-/// most) to `version` and `target`. Returns false if the header lines are missing.
-bool retargetPtx(std::string &ptx, const std::string &version, const std::string &target);
-
 /// Per-kernel resource usage read off `ptxas -v` (or nvJitLink's info log).
 struct KernelResources {
   bool reported = false; // the assembler's report named this kernel (spills are known)

@@ -2,12 +2,13 @@
 // RUN: cute-compile %s --arch=sm_80 --emit=ptx --backend=ptxas | FileCheck %s --check-prefix=AMPERE
 // RUN: not cute-compile %s --arch=sm_70 2>&1 | FileCheck %s --check-prefix=BADARCH
 
-// HOPPER: .version 8.0
-// HOPPER: .target sm_90a
+// LLVM 19 emits sm_90a natively (no header rewriting), with PTX 8.5 for every arch.
+// HOPPER: .version 8.5
+// HOPPER-NEXT: .target sm_90a
 // HOPPER: .visible .entry k(
 // HOPPER: mul.rn.f32
-// AMPERE: .version 7.8
-// AMPERE: .target sm_80
+// AMPERE: .version 8.5
+// AMPERE-NEXT: .target sm_80
 // BADARCH: unsupported arch 'sm_70'
 module attributes {gpu.container_module} {
   gpu.module @m {

@@ -16,8 +16,9 @@ def Cute_Dialect : Dialect {
   let summary = "CuTe layouts, pointers and layout algebra";
   let cppNamespace = "::mlir::cute";
   let useDefaultTypePrinterParser = 1;
-  let useFoldAPI = kEmitFoldAdaptorFolder;
   let hasConstantMaterializer = 1;
+  // Attributes stay in the op's attribute dictionary, where inferAlgebra reads them.
+  let usePropertiesForAttributes = 0;
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::LLVM::LLVMDialect"];
   let extraClassDeclaration = [{
     void registerTypes();

@@ -72,7 +72,7 @@ class Cute_AlgebraOp<string mnemonic, dag args, string doc>
     }
     ::mlir::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *context,
         std::optional<::mlir::Location> location, ::mlir::ValueRange operands,
-        ::mlir::DictionaryAttr attributes, ::mlir::RegionRange,
+        ::mlir::DictionaryAttr attributes, ::mlir::OpaqueProperties, ::mlir::RegionRange,
         ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
       return inferAlgebra(getOperationName(), context, location, operands, attributes, inferred);
     }
