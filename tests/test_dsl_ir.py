@@ -255,10 +255,10 @@ def test_numeric_conversions_and_promotion(filecheck):
     text = _compile_with_tensors(k, (x_(dtype=torch.float16), x_(dtype=torch.bfloat16),
                                      x_(dtype=torch.float8_e4m3fn), x_()))
     filecheck(text, """
+// CHECK: arith.extf %{{.*}} : bf16 to f32
 // CHECK: arith.addf %{{.*}}, %{{.*}} : f16
-// CHECK: arith.shli
 // CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
-// CHECK: cvt.rn.bf16.f32
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: cvt.rn.f16x2.e4m3x2
 // CHECK: arith.divsi
 // CHECK: arith.sitofp

@@ -216,8 +216,9 @@ def _float_type(name, mlir, width, torch_name, storage_only=False):
 
 
 Float16 = _float_type("Float16", "f16", 16, "float16")
-# BFloat16 lives in IR as i16 bits: LLVM 16's NVPTX backend cannot select bf16 conversions.
-BFloat16 = _float_type("BFloat16", "i16", 16, "bfloat16")
+# BFloat16 is MLIR's bf16 (LLVM's bfloat): loads, stores, vectors and, on the GPU, cvt to and from
+# f32 come from LLVM; its arithmetic happens in Float32 (_compute_type), as torch's does.
+BFloat16 = _float_type("BFloat16", "bf16", 16, "bfloat16")
 Float32 = _float_type("Float32", "f32", 32, "float32")
 Float64 = _float_type("Float64", "f64", 64, "float64")
 # Float8 values live in IR as i8 bit patterns; conversions use PTX cvt (sm_89+).
@@ -259,15 +260,14 @@ def float_literal(t: type[Numeric], value: float) -> str:
         return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
     if t is Float16:
         return "0x%04X" % struct.unpack("<H", struct.pack("<e", value))[0]
+    if t is BFloat16:
+        return "0x%04X" % _bf16_bits(value)
     raise AssertionError(t)
 
 
 def constant(t: type[Numeric], value) -> ir.Value:
     b = ir.require(what="a DSL constant")
     value = _check_literal(t, value)
-    if t is BFloat16:
-        bits = _bf16_bits(value)
-        return b.op(f"arith.constant {bits - 0x10000 if bits >= 0x8000 else bits} : i16", "i16")
     if t.storage_only:
         return convert(Float32._wrap(constant(Float32, value)), t).ir
     if t.is_float:
@@ -499,24 +499,30 @@ def _f32_to_fp8(x: Numeric, t: type[Numeric]) -> Numeric:
 
 
 def _bf16_to_f32(x: Numeric) -> Numeric:
+    """Exact. On the GPU LLVM selects cvt.f32.bf16; the host JIT gets the bits shifted into place
+    (x86 without AVX512-BF16 has no instruction for it)."""
     b = ir.require()
-    wide = b.op(f"arith.extui {x.ir.name} : i16 to i32", "i32")
+    if b.kind == "device":
+        return Float32._wrap(b.op(f"arith.extf {x.ir.name} : bf16 to f32", "f32"))
+    bits = b.op(f"arith.bitcast {x.ir.name} : bf16 to i16", "i16")
+    wide = b.op(f"arith.extui {bits.name} : i16 to i32", "i32")
     sixteen = b.op("arith.constant 16 : i32", "i32")
-    bits = b.op(f"arith.shli {wide.name}, {sixteen.name} : i32", "i32")
-    return Float32._wrap(b.op(f"arith.bitcast {bits.name} : i32 to f32", "f32"))
+    shifted = b.op(f"arith.shli {wide.name}, {sixteen.name} : i32", "i32")
+    return Float32._wrap(b.op(f"arith.bitcast {shifted.name} : i32 to f32", "f32"))
 
 
 def _f32_to_bf16(x: Numeric) -> Numeric:
-    """Round to nearest even: one cvt on the GPU, integer arithmetic on the host."""
+    """Round to nearest even: cvt.rn.bf16.f32 on the GPU (LLVM selects it), integer arithmetic on
+    the host (LLVM's x86 lowering would call __truncsfbf2, which the JIT cannot resolve)."""
     b = ir.require()
     if b.kind == "device":
-        return BFloat16._wrap(b.op(f'llvm.inline_asm "cvt.rn.bf16.f32 $0, $1;", "=h,f" {x.ir.name} : (f32) -> i16',
-                                   "i16"))
+        return BFloat16._wrap(b.op(f"arith.truncf {x.ir.name} : f32 to bf16", "bf16"))
     bits = Uint32._wrap(b.op(f"arith.bitcast {x.ir.name} : f32 to i32", "i32"))
     rounded = (bits + (0x7FFF + ((bits >> 16) & 1))) >> 16
     nan = x != x
     result = where(nan, Uint32(0x7FC0), rounded)
-    return BFloat16._wrap(b.op(f"arith.trunci {result.ir.name} : i32 to i16", "i16"))
+    narrow = b.op(f"arith.trunci {result.ir.name} : i32 to i16", "i16")
+    return BFloat16._wrap(b.op(f"arith.bitcast {narrow.name} : i16 to bf16", "bf16"))
 
 
 def convert(x, t: type[Numeric]) -> Numeric:

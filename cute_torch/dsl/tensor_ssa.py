@@ -2,8 +2,8 @@
 
 `Tensor.load()` makes one and `Tensor.store()` writes one; in between, arithmetic is elementwise
 with the scalar types' rules (promotion, bf16/fp8 through f32), scalars broadcast, `.to(T)`
-converts and `reduce` folds. Elements are kept in their storage type (bf16 as i16 bits, fp8 and
-Boolean as i8) so memory ops move exactly the bytes in memory.
+converts and `reduce` folds. Elements are kept in their storage type (fp8 and Boolean as i8) so
+memory ops move exactly the bytes in memory.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ void registerPasses() {
   registerAllPasses();
   mlir::cute::registerCutePasses();
   registerPass(createLowerLaunchesPass);
-  registerPass(createMathToLibdevicePass);
   PassPipelineRegistration<>("cute-common-pipeline", "Stage 1 of the compiler: cute, scf -> cf",
                              buildCommonPipeline);
   PassPipelineRegistration<>("cute-device-pipeline",

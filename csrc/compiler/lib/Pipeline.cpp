@@ -68,8 +68,9 @@ void buildCommonPipeline(OpPassManager &pm) {
 void buildDevicePipeline(OpPassManager &pm) {
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createStripDebugInfoPass()); // Replaced by line info when it lands.
-  kernels.addPass(createMathToLibdevicePass());
   kernels.addPass(createConvertGpuOpsToNVVMOps({/*indexBitwidth=*/64}));
+  // What the NVVM conversion leaves of math (math.fma) becomes LLVM intrinsics.
+  kernels.addPass(createConvertMathToLLVMPass());
   kernels.addPass(createReconcileUnrealizedCastsPass());
   kernels.addPass(createCanonicalizerPass());
 }

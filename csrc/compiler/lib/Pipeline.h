@@ -41,7 +41,6 @@ std::vector<KernelRef> collectKernels(mlir::ModuleOp module);
 /// gpu.launch_func -> call @cute_rt_launch(kernel index, grid, block, cluster, smem, params),
 /// with kernel indices from collectKernels; then the gpu.modules are dropped.
 std::unique_ptr<mlir::Pass> createLowerLaunchesPass();
-/// math ops the NVVM conversion leaves alone (math.erf) -> libdevice calls, per gpu.module.
 std::unique_ptr<mlir::Pass> createMathToLibdevicePass();
 /// Name of the runtime entry host code calls; see csrc/runtime.
 inline constexpr const char *kRuntimeLaunchSymbol = "cute_rt_launch";
