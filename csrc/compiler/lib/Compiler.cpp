@@ -122,13 +122,13 @@ Options parseOptions(const char *text) {
 
 /// The first file:line:col inside a location (through names, call sites and fusions).
 std::optional<mlir::FileLineColLoc> fileLocation(mlir::Location loc) {
-  if (auto file = loc.dyn_cast<mlir::FileLineColLoc>())
+  if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(loc))
     return file;
-  if (auto name = loc.dyn_cast<mlir::NameLoc>())
+  if (auto name = mlir::dyn_cast<mlir::NameLoc>(loc))
     return fileLocation(name.getChildLoc());
-  if (auto call = loc.dyn_cast<mlir::CallSiteLoc>())
+  if (auto call = mlir::dyn_cast<mlir::CallSiteLoc>(loc))
     return fileLocation(call.getCallee());
-  if (auto fused = loc.dyn_cast<mlir::FusedLoc>())
+  if (auto fused = mlir::dyn_cast<mlir::FusedLoc>(loc))
     for (mlir::Location inner : fused.getLocations())
       if (auto file = fileLocation(inner))
         return file;
@@ -331,7 +331,7 @@ llvm::json::Array describeHostFunctions(mlir::ModuleOp module) {
     hostFunctions.push_back(llvm::json::Object{
         {"name", func.getName().str()},
         {"args", std::move(args)},
-        {"result", result.isa<mlir::LLVM::LLVMVoidType>() ? std::string() : spell(result)}});
+        {"result", mlir::isa<mlir::LLVM::LLVMVoidType>(result) ? std::string() : spell(result)}});
   }
   return hostFunctions;
 }

@@ -112,7 +112,7 @@ struct LowerLaunchesPass : PassWrapper<LowerLaunchesPass, OperationPass<ModuleOp
       args.push_back(toI64(v));
     SmallVector<int32_t, 3> cluster = {1, 1, 1};
     if (Attribute attr = launch->getAttr("cute.cluster")) {
-      auto dims = attr.dyn_cast<DenseI32ArrayAttr>();
+      auto dims = mlir::dyn_cast<DenseI32ArrayAttr>(attr);
       if (!dims || dims.size() != 3)
         return launch.emitOpError() << "'cute.cluster' must be array<i32: x, y, z>";
       cluster.assign(dims.asArrayRef().begin(), dims.asArrayRef().end());

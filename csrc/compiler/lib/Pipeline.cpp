@@ -23,6 +23,8 @@
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -34,6 +36,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -49,8 +52,8 @@ namespace cute_torch {
 void registerDialects(DialectRegistry &registry) {
   registry.insert<mlir::cute::CuteDialect, arith::ArithDialect, cf::ControlFlowDialect,
                   func::FuncDialect, gpu::GPUDialect, index::IndexDialect, LLVM::LLVMDialect,
-                  math::MathDialect, memref::MemRefDialect, NVVM::NVVMDialect, scf::SCFDialect,
-                  vector::VectorDialect>();
+                  math::MathDialect, memref::MemRefDialect, nvgpu::NVGPUDialect, NVVM::NVVMDialect,
+                  scf::SCFDialect, vector::VectorDialect>();
   // gpu.module is translated as the top-level op of each device module (DeviceCodegen.cpp).
   registerBuiltinDialectTranslation(registry);
   registerGPUDialectTranslation(registry);
@@ -68,9 +71,14 @@ void buildCommonPipeline(OpPassManager &pm) {
 void buildDevicePipeline(OpPassManager &pm) {
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createStripDebugInfoPass()); // Replaced by line info when it lands.
+  // NVGPU's TMA / warpgroup / mbarrier abstractions -> NVVM ops, before the rest lowers.
+  kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps({/*indexBitwidth=*/64}));
   // What the NVVM conversion leaves of math (math.fma) becomes LLVM intrinsics.
   kernels.addPass(createConvertMathToLLVMPass());
+  // NVVM ops without an LLVM intrinsic in LLVM 19 (wgmma.mma_async, mbarrier.try_wait.parity,
+  // cp.async.bulk.tensor, ...) become verified inline PTX.
+  kernels.addPass(createConvertNVVMToLLVMPass());
   kernels.addPass(createReconcileUnrealizedCastsPass());
   kernels.addPass(createCanonicalizerPass());
 }

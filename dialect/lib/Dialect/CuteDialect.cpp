@@ -36,9 +36,9 @@ void CuteDialect::registerTypes() {
 
 Operation *CuteDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,
                                             Location loc) {
-  if (auto integer = value.dyn_cast<IntegerAttr>())
+  if (auto integer = mlir::dyn_cast<IntegerAttr>(value))
     return builder.create<arith::ConstantOp>(loc, type, integer);
-  if (auto layout = type.dyn_cast<LayoutType>())
+  if (auto layout = mlir::dyn_cast<LayoutType>(type))
     return builder.create<StaticLayoutOp>(loc, layout);
   return nullptr;
 }
@@ -150,7 +150,7 @@ void PtrType::print(AsmPrinter &printer) const {
 //===----------------------------------------------------------------------===//
 
 static ::cute::layout::Layout layoutOf(Value value) {
-  return value.getType().cast<LayoutType>().getLayout();
+  return mlir::cast<LayoutType>(value.getType()).getLayout();
 }
 
 OpFoldResult StaticLayoutOp::fold(FoldAdaptor) {
@@ -185,7 +185,7 @@ LogicalResult Crd2IdxOp::verify() {
 OpFoldResult Crd2IdxOp::fold(FoldAdaptor adaptor) {
   std::vector<int64_t> coords;
   for (Attribute attr : adaptor.getCoords()) {
-    auto integer = attr.dyn_cast_or_null<IntegerAttr>();
+    auto integer = mlir::dyn_cast_or_null<IntegerAttr>(attr);
     if (!integer)
       return {};
     coords.push_back(integer.getInt());
@@ -211,7 +211,7 @@ static size_t countDynamic(const ::cute::layout::IntTuple &tuple) {
 }
 
 LogicalResult MakeLayoutOp::verify() {
-  ::cute::layout::Layout layout = getResult().getType().cast<LayoutType>().getLayout();
+  ::cute::layout::Layout layout = mlir::cast<LayoutType>(getResult().getType()).getLayout();
   size_t wanted = countDynamic(layout.getShape()) + countDynamic(layout.getStride());
   if (wanted != getLeaves().size())
     return emitOpError() << "the layout " << layout.str() << " has " << wanted
@@ -227,7 +227,7 @@ LogicalResult mlir::cute::inferAlgebra(StringRef opName, MLIRContext *context,
   namespace L = ::cute::layout;
   std::vector<L::Layout> args;
   for (Value operand : operands) {
-    auto type = operand.getType().dyn_cast<LayoutType>();
+    auto type = mlir::dyn_cast<LayoutType>(operand.getType());
     if (!type)
       return emitOptionalError(location, "'", opName, "' takes layouts");
     args.push_back(type.getLayout());
@@ -312,5 +312,5 @@ static LogicalResult verifyMemoryOp(OpT op, VectorType vector) {
   return success();
 }
 
-LogicalResult LoadOp::verify() { return verifyMemoryOp(*this, getResult().getType().cast<VectorType>()); }
-LogicalResult StoreOp::verify() { return verifyMemoryOp(*this, getValue().getType().cast<VectorType>()); }
+LogicalResult LoadOp::verify() { return verifyMemoryOp(*this, mlir::cast<VectorType>(getResult().getType())); }
+LogicalResult StoreOp::verify() { return verifyMemoryOp(*this, mlir::cast<VectorType>(getValue().getType())); }

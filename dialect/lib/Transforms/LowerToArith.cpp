@@ -34,7 +34,7 @@ Value indexConstant(OpBuilder &builder, Location loc, int64_t value) {
 /// its cute.make_layout for run-time ones.
 FailureOr<std::pair<SmallVector<Value>, SmallVector<Value>>>
 leafValues(Value layoutValue, OpBuilder &builder, Location loc) {
-  L::Layout layout = layoutValue.getType().cast<LayoutType>().getLayout();
+  L::Layout layout = mlir::cast<LayoutType>(layoutValue.getType()).getLayout();
   SmallVector<Value> dynamic;
   if (!layout.isStatic()) {
     auto make = layoutValue.getDefiningOp<MakeLayoutOp>();
@@ -201,10 +201,10 @@ Type wordVector(Type element, int64_t width) {
 /// folds our word vectors back into 16-bit vectors, which NVPTX then splits into 8-byte
 /// accesses, so sub-word groups in global and shared memory are moved by asm it cannot split.
 std::optional<StringRef> wordSpace(Value base, Type element, int64_t width) {
-  auto words = wordVector(element, width).cast<VectorType>();
+  auto words = mlir::cast<VectorType>(wordVector(element, width));
   if (!words.getElementType().isInteger(32) || element.isInteger(32) || words.getNumElements() < 2)
     return std::nullopt;
-  switch (base.getType().cast<LLVM::LLVMPointerType>().getAddressSpace()) {
+  switch (mlir::cast<LLVM::LLVMPointerType>(base.getType()).getAddressSpace()) {
   case 1:
     return StringRef("global");
   case 3:
@@ -245,7 +245,7 @@ Value asmLoadWords(OpBuilder &b, Location loc, Value address, StringRef space, V
 }
 
 void asmStoreWords(OpBuilder &b, Location loc, Value address, StringRef space, Value words) {
-  int64_t n = words.getType().cast<VectorType>().getNumElements();
+  int64_t n = mlir::cast<VectorType>(words.getType()).getNumElements();
   SmallVector<Value> operands{address};
   for (int64_t i = 0; i < n; ++i) {
     Value at = b.create<LLVM::ConstantOp>(loc, b.getI32Type(), b.getI32IntegerAttr(i));
@@ -268,7 +268,7 @@ struct LowerLoad : OpRewritePattern<LoadOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(LoadOp op, PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto vectorType = op.getResult().getType().cast<VectorType>();
+    auto vectorType = mlir::cast<VectorType>(op.getResult().getType());
     Type element = vectorType.getElementType();
     int64_t bytes = element.getIntOrFloatBitWidth() / 8;
     Access access = planAccess(op, bytes);
@@ -286,7 +286,7 @@ struct LowerLoad : OpRewritePattern<LoadOp> {
       auto chunkType = VectorType::get({access.width}, element);
       Type moved = wordVector(element, access.width);
       std::optional<StringRef> space = wordSpace(op.getBase(), element, access.width);
-      Value chunk = space ? asmLoadWords(rewriter, loc, address, *space, moved.cast<VectorType>())
+      Value chunk = space ? asmLoadWords(rewriter, loc, address, *space, mlir::cast<VectorType>(moved))
                           : rewriter.create<LLVM::LoadOp>(loc, moved, address, access.width * bytes)
                                 .getResult();
       if (moved != chunkType)
@@ -306,7 +306,7 @@ struct LowerStore : OpRewritePattern<StoreOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(StoreOp op, PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto vectorType = op.getValue().getType().cast<VectorType>();
+    auto vectorType = mlir::cast<VectorType>(op.getValue().getType());
     Type element = vectorType.getElementType();
     int64_t bytes = element.getIntOrFloatBitWidth() / 8;
     Access access = planAccess(op, bytes);
@@ -350,7 +350,7 @@ struct LowerToArithPass : mlir::cute::impl::CuteLowerToArithBase<LowerToArithPas
                ZippedProductOp, BlockedProductOp, RakedProductOp>(op))
         return;
       OpBuilder builder(op);
-      auto type = op->getResult(0).getType().cast<LayoutType>();
+      auto type = mlir::cast<LayoutType>(op->getResult(0).getType());
       op->getResult(0).replaceAllUsesWith(builder.create<StaticLayoutOp>(op->getLoc(), type));
       op->erase();
     });
