@@ -406,12 +406,12 @@ class JitFunction(_DSLFunction):
             result = fn(*converted)
         if result is not None:
             raise DSLError(ARGUMENT_MISMATCH, f"@cute.jit function {self.fn.__name__} returned a value; host functions "
-                           "called from Python return nothing", Location(self.fn.__code__.co_filename,
-                                                                           self.fn.__code__.co_firstlineno),
+                           "called from Python return nothing", _definition(self.fn),
                            "write results into tensor arguments")
         signature = ", ".join(f"{p.name}: {p.type}" for p in params)
-        body = ir.indent(host.lines + ["return"])
-        module.host_functions.append(f"func.func @{name}({signature}) {{\n{body}\n}}")
+        loc = _definition(self.fn).mlir()
+        body = ir.indent(host.lines + [f"return {loc}"])
+        module.host_functions.append(f"func.func @{name}({signature}) {{\n{body}\n}} {loc}")
         text = module.text()
         if knobs().print_ir:
             print(f"// {self.fn.__qualname__}\n{text}", file=sys.stderr)
@@ -661,11 +661,17 @@ class KernelLaunch:
             result = fn(*kargs)
         if result is not None:
             raise DSLError(ARGUMENT_MISMATCH, f"@cute.kernel {self.kernel.fn.__name__} returned a value; kernels write "
-                           "results to tensors", Location(self.kernel.fn.__code__.co_filename,
-                                                          self.kernel.fn.__code__.co_firstlineno))
+                           "results to tensors", _definition(self.kernel.fn))
         signature = ", ".join(f"{p.name}: {p.type}" for p in params)
-        body = ir.indent(device.lines + ["gpu.return"])
-        module.device_functions.append(f"gpu.func @{symbol}({signature}) kernel {{\n{body}\n}}")
+        # The kernel's `def` line locates the function (its debug scope with line info on).
+        loc = _definition(self.kernel.fn).mlir()
+        body = ir.indent(device.lines + [f"gpu.return {loc}"])
+        module.device_functions.append(f"gpu.func @{symbol}({signature}) kernel {{\n{body}\n}} {loc}")
+
+
+def _definition(fn) -> Location:
+    """Where `fn` is defined (its first line: the decorator's)."""
+    return Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
 
 
 # -- decorators and cute.compile --------------------------------------------------------------------

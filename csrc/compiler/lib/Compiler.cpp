@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 using namespace cute_torch;
 
@@ -192,7 +193,7 @@ std::string print(mlir::Operation *op) {
 }
 
 void runPasses(mlir::ModuleOp module, DiagnosticCollector &diagnostics, const char *stage,
-               void (*build)(mlir::OpPassManager &)) {
+               const std::function<void(mlir::OpPassManager &)> &build) {
   mlir::PassManager pm(module.getContext());
   build(pm);
   if (mlir::failed(pm.run(module)))
@@ -385,7 +386,9 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
 
   start = Clock::now();
   runPasses(*module, diagnostics, "common", buildCommonPipeline);
-  runPasses(*module, diagnostics, "device", buildDevicePipeline);
+  runPasses(*module, diagnostics, "device", [&](mlir::OpPassManager &pm) {
+    buildDevicePipeline(pm, options.codegen.lineInfo);
+  });
   timings["device_passes"] = msSince(start);
   if (options.keeps("nvvm"))
     artifact->stages["nvvm"] = print(*module);

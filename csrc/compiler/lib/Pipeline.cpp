@@ -5,7 +5,8 @@
 // (`cute-common-pipeline`, `cute-device-pipeline`, `cute-host-pipeline`) for lit tests.
 //
 //   stage 1  common   (module)      cute -> arith, scf -> cf, canonicalize, cse
-//   stage 2  device   (gpu.module)  gpu/arith/math/cf/func -> NVVM + LLVM dialects
+//   stage 2  device   (gpu.module)  nvgpu/gpu/arith/math/cf/func -> NVVM + LLVM dialects,
+//                                   debug scopes from the Python locations with line info
 //            then, per gpu.module (DeviceCodegen.cpp): LLVM IR, libdevice, O3, PTX, CUBIN
 //   stage 3  host     (module)      gpu.launch_func -> runtime calls, drop gpu.modules,
 //                                   everything -> LLVM dialect; then JIT (HostJit.cpp)
@@ -68,9 +69,10 @@ void buildCommonPipeline(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
-void buildDevicePipeline(OpPassManager &pm) {
+void buildDevicePipeline(OpPassManager &pm, bool lineInfo) {
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
-  kernels.addPass(createStripDebugInfoPass()); // Replaced by line info when it lands.
+  if (!lineInfo)
+    kernels.addPass(createStripDebugInfoPass());
   // NVGPU's TMA / warpgroup / mbarrier abstractions -> NVVM ops, before the rest lowers.
   kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps({/*indexBitwidth=*/64}));
@@ -79,6 +81,8 @@ void buildDevicePipeline(OpPassManager &pm) {
   // NVVM ops without an LLVM intrinsic in LLVM 19 (wgmma.mma_async, mbarrier.try_wait.parity,
   // cp.async.bulk.tensor, ...) become verified inline PTX.
   kernels.addPass(createConvertNVVMToLLVMPass());
+  if (lineInfo)
+    kernels.addPass(createLineInfoPass());
   kernels.addPass(createReconcileUnrealizedCastsPass());
   kernels.addPass(createCanonicalizerPass());
 }

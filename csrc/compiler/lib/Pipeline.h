@@ -30,8 +30,10 @@ struct KernelRef {
 
 /// Stage 1, on the whole module: cute ops to arith, structured control flow to CFG.
 void buildCommonPipeline(mlir::OpPassManager &pm);
-/// Stage 2, on each gpu.module: everything to the NVVM/LLVM dialects.
-void buildDevicePipeline(mlir::OpPassManager &pm);
+/// Stage 2, on each gpu.module: everything to the NVVM/LLVM dialects. With `lineInfo` the ops
+/// keep their (Python) locations and each kernel gets a debug scope, so the PTX carries `.loc`
+/// lines; without it locations are stripped.
+void buildDevicePipeline(mlir::OpPassManager &pm, bool lineInfo);
 /// Stage 3, on the host part: launches to runtime calls, then everything to the LLVM dialect.
 void buildHostPipeline(mlir::OpPassManager &pm);
 
@@ -41,6 +43,8 @@ std::vector<KernelRef> collectKernels(mlir::ModuleOp module);
 /// gpu.launch_func -> call @cute_rt_launch(kernel index, grid, block, cluster, smem, params),
 /// with kernel indices from collectKernels; then the gpu.modules are dropped.
 std::unique_ptr<mlir::Pass> createLowerLaunchesPass();
+/// A DISubprogram per llvm.func of a gpu.module, from the ops' locations (see LineInfo.cpp).
+std::unique_ptr<mlir::Pass> createLineInfoPass();
 std::unique_ptr<mlir::Pass> createMathToLibdevicePass();
 /// Name of the runtime entry host code calls; see csrc/runtime.
 inline constexpr const char *kRuntimeLaunchSymbol = "cute_rt_launch";

@@ -32,6 +32,7 @@ extern "C" int cute_rt_launch(int, long, long, long, long, long, long, int, int,
 
 int main(int argc, char **argv) {
   std::string input, arch = "sm_90a", emit = "ptx", backend = "auto", dumpDir, opt = "3";
+  bool lineInfo = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](const char *prefix) { return arg.substr(std::string(prefix).size()); };
@@ -43,12 +44,14 @@ int main(int argc, char **argv) {
       backend = value("--backend=");
     else if (arg.rfind("--dump-dir=", 0) == 0)
       dumpDir = value("--dump-dir=");
+    else if (arg == "--line-info")
+      lineInfo = true;
     else if (arg.rfind("-O", 0) == 0)
       opt = value("-O");
     else if (arg == "-h" || arg == "--help") {
       std::cout << "usage: cute-compile input.mlir [--arch=sm_90a] "
                    "[--emit=ptx|llvm|nvvm|host|mlir|sass|metadata] "
-                   "[--backend=auto|ptxas|nvjitlink] [-O<n>] [--dump-dir=DIR]\n";
+                   "[--backend=auto|ptxas|nvjitlink] [-O<n>] [--line-info] [--dump-dir=DIR]\n";
       return 0;
     } else
       input = arg;
@@ -67,7 +70,8 @@ int main(int argc, char **argv) {
   }
   std::string keep = emit == "metadata" ? "" : quote(emit);
   std::string options = "{\"arch\": " + quote(arch) + ", \"cubin_backend\": " + quote(backend) +
-                        ", \"opt_level\": " + opt + ", \"keep\": [" + keep +
+                        ", \"opt_level\": " + opt + ", \"line_info\": " +
+                        (lineInfo ? "true" : "false") + ", \"keep\": [" + keep +
                         "], \"source_name\": " + quote(input) +
                         (dumpDir.empty() ? "" : ", \"dump_dir\": " + quote(dumpDir)) + "}";
   std::string source = text.str();
