@@ -26,7 +26,7 @@ class Knobs:
     nvjitlink: str | None = None  # CUTE_TORCH_NVJITLINK: path of libnvJitLink.so
     opt_level: int = 3  # CUTE_TORCH_OPT_LEVEL: LLVM and ptxas optimization level
     ptxas_options: list[str] = field(default_factory=list)  # CUTE_TORCH_PTXAS_OPTIONS=a,b
-    line_info: bool = False  # CUTE_TORCH_LINE_INFO=1: keep source lines in CUBINs
+    line_info: bool = False  # CUTE_TORCH_LINE_INFO=1 (or CUTE_TORCH_LINEINFO=1): Python lines in PTX/SASS
     cache_dir: str = ""  # CUTE_TORCH_CACHE_DIR: disk cache root (default ~/.cache/cute_torch)
     no_cache: bool = False  # CUTE_TORCH_NO_CACHE=1: never read or write the disk cache
     print_after_preprocess: bool = False  # CUTE_TORCH_PRINT_AFTER_PREPROCESS=1: rewritten source
@@ -50,7 +50,7 @@ def knobs() -> Knobs:
         nvjitlink=os.environ.get("CUTE_TORCH_NVJITLINK") or None,
         opt_level=int(opt),
         ptxas_options=_list("CUTE_TORCH_PTXAS_OPTIONS"),
-        line_info=_flag("CUTE_TORCH_LINE_INFO"),
+        line_info=_flag("CUTE_TORCH_LINE_INFO") or _flag("CUTE_TORCH_LINEINFO"),
         cache_dir=os.environ.get("CUTE_TORCH_CACHE_DIR")
         or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cute_torch"),
         no_cache=_flag("CUTE_TORCH_NO_CACHE"),

@@ -235,6 +235,55 @@ def test_fp16_bf16_fp8_conversions_round_like_torch():
 
 
 @cute.kernel
+def bf16_kernel(x, narrowed, every_bf16, widened, p, q, r, out):
+    i = cute.arch.block_idx()[0] * 128 + cute.arch.thread_idx()[0]
+    if i < cute.size(x):
+        narrowed[i] = x[i].to(cute.BFloat16)           # cvt.rn.bf16.f32
+    if i < cute.size(every_bf16):
+        widened[i] = every_bf16[i].to(cute.Float32)    # cvt.f32.bf16
+    if i < cute.size(p):
+        out[i] = p[i] * q[i] + r[i]                    # each op rounds to bf16, as torch's do
+
+
+@cute.jit
+def bf16_ops(x, narrowed, every_bf16, widened, p, q, r, out):
+    bf16_kernel(x, narrowed, every_bf16, widened, p, q, r, out).launch(
+        grid=((cute.size(x) + 127) // 128, 1, 1), block=(128, 1, 1))
+
+
+def same_bits_or_both_nan(got, expected):
+    nan = torch.isnan(expected.float())
+    assert torch.equal(torch.isnan(got.float()), nan)
+    bits = torch.int16 if got.dtype == torch.bfloat16 else torch.int32
+    return torch.equal(got.view(bits)[~nan], expected.view(bits)[~nan])
+
+
+def test_bf16_is_a_real_type_and_rounds_like_torch_bit_for_bit():
+    """BFloat16 is MLIR's bf16 (LLVM selects the conversions): every f32 class (random bit
+    patterns cover normals, subnormals, infinities and NaNs; ties to even are planted), every
+    one of the 65536 bf16 patterns widened, and bf16 arithmetic against torch's, bit for bit."""
+    gen = torch.Generator(device="cuda").manual_seed(1490)
+    n = 1 << 17
+    random_bits = torch.randint(-2**31, 2**31, (n,), device="cuda", generator=gen, dtype=torch.int64)
+    upper = random_bits[: n // 4] & ~0xFFFF
+    ties = torch.cat([upper | 0x8000, upper | 0x7FFF, upper | 0x8001, (upper + 0x10000) | 0x8000])
+    x = torch.cat([random_bits, ties]).to(torch.int32).view(torch.float32)
+    specials = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-45, -1e-45,
+                             3.3895314e38, 3.4028235e38, 1.1754942e-38], device="cuda")
+    x = torch.cat([x, specials])
+    every_bf16 = torch.arange(-32768, 32768, device="cuda", dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    p, q, r = (torch.randn(4096, device="cuda", generator=gen).mul(8).bfloat16() for _ in range(3))
+    narrowed = poisoned(x.numel(), torch.bfloat16)
+    widened = poisoned(every_bf16.numel())
+    out = poisoned(4096, torch.bfloat16)
+    bf16_ops(x, narrowed, every_bf16, widened, p, q, r, out)
+    torch.cuda.synchronize()
+    assert same_bits_or_both_nan(narrowed, x.bfloat16())
+    assert same_bits_or_both_nan(widened, every_bf16.float())
+    assert torch.equal(out, p * q + r)
+
+
+@cute.kernel
 def atomics_kernel(x, counter, biggest):
     i = cute.arch.block_idx()[0] * 128 + cute.arch.thread_idx()[0]
     if i < cute.size(x):

@@ -386,6 +386,9 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
 
   start = Clock::now();
   runPasses(*module, diagnostics, "common", buildCommonPipeline);
+  if (mlir::failed(checkArchSupport(*module, options.codegen.arch)))
+    diagnostics.fail("codegen", "the module uses instructions " + options.codegen.arch +
+                                    " does not have");
   runPasses(*module, diagnostics, "device", [&](mlir::OpPassManager &pm) {
     buildDevicePipeline(pm, options.codegen.lineInfo);
   });

@@ -11,6 +11,7 @@
 #include "Failure.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/Bitcode/BitcodeReader.h"
@@ -196,7 +197,55 @@ void readCubinResources(const std::string &cubin,
   }
 }
 
+/// Op-name prefixes and the first arch that has them. sm_90a features exist on sm_90a only.
+struct ArchFeature {
+  llvm::StringLiteral prefix, arch, what;
+};
+constexpr ArchFeature kArchFeatures[] = {
+    {"nvvm.wgmma.", "sm_90a", "warpgroup MMA (wgmma)"},
+    {"nvvm.setmaxregister", "sm_90a", "setmaxnreg"},
+    {"nvgpu.warpgroup.", "sm_90a", "warpgroup MMA (wgmma)"},
+    {"nvvm.cp.async.bulk.", "sm_90", "bulk and TMA copies"},
+    {"nvvm.prefetch.tensormap", "sm_90", "TMA descriptor prefetch"},
+    {"nvgpu.tma.", "sm_90", "TMA"},
+    {"nvvm.mbarrier.arrive.expect_tx", "sm_90", "mbarrier transaction counts"},
+    {"nvvm.mbarrier.try_wait", "sm_90", "mbarrier.try_wait"},
+    {"nvvm.elect.sync", "sm_90", "elect.sync"},
+    {"nvvm.stmatrix", "sm_90", "stmatrix"},
+    {"nvvm.fence.proxy", "sm_90", "proxy fences"},
+    {"nvvm.fence.mbarrier_init", "sm_90", "fence.mbarrier_init"},
+    {"nvvm.fence.sc.cluster", "sm_90", "cluster fences"},
+    {"nvvm.cluster.", "sm_90", "cluster barriers"},
+    {"nvvm.read.ptx.sreg.cluster", "sm_90", "cluster registers"},
+    {"nvvm.read.ptx.sreg.nclusterid", "sm_90", "cluster registers"},
+    {"gpu.cluster_", "sm_90", "cluster registers"},
+};
+
+bool archHas(const std::string &arch, llvm::StringRef needed) {
+  if (needed == "sm_90a")
+    return arch == "sm_90a";
+  return arch.compare(0, 5, needed.str()) >= 0; // sm_80 < sm_86 < sm_89 < sm_90 <= sm_90a
+}
+
 } // namespace
+
+mlir::LogicalResult checkArchSupport(mlir::ModuleOp module, const std::string &arch) {
+  bool ok = true;
+  for (auto gpuModule : module.getOps<mlir::gpu::GPUModuleOp>())
+    gpuModule.walk([&](mlir::Operation *op) {
+      llvm::StringRef name = op->getName().getStringRef();
+      for (const ArchFeature &feature : kArchFeatures)
+        if (name.starts_with(feature.prefix) && !archHas(arch, feature.arch)) {
+          op->emitError() << feature.what << " (" << name << ") needs "
+                          << (feature.arch == "sm_90a" ? "sm_90a, Hopper's arch-specific target"
+                                                       : feature.arch.str() + " or newer")
+                          << "; this module is compiled for " << arch;
+          ok = false;
+          break;
+        }
+    });
+  return mlir::success(ok);
+}
 
 DeviceModule compileDeviceModule(mlir::gpu::GPUModuleOp gpuModule,
                                  const std::vector<std::string> &kernelNames,

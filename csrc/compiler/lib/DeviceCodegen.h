@@ -5,13 +5,18 @@
 
 #include "PtxUtils.h"
 
+#include "mlir/Support/LogicalResult.h"
+
 #include <map>
 #include <string>
 #include <vector>
 
-namespace mlir::gpu {
+namespace mlir {
+class ModuleOp;
+namespace gpu {
 class GPUModuleOp;
 }
+} // namespace mlir
 
 namespace cute_torch {
 
@@ -42,6 +47,11 @@ struct DeviceModule {
   std::map<std::string, KernelResources> resources;
   double llvmMs = 0, ptxMs = 0, cubinMs = 0;
 };
+
+/// Emits an error at each op in the module's gpu.modules that `arch` lacks (wgmma, setmaxnreg:
+/// sm_90a; TMA, bulk copies, clusters: sm_90). Run before lowering, while ops keep the user's
+/// locations: LLVM's instruction selection would abort the process on some of them.
+mlir::LogicalResult checkArchSupport(mlir::ModuleOp module, const std::string &arch);
 
 /// Lowers one gpu.module (already in the NVVM/LLVM dialects) to PTX and a CUBIN.
 /// Throws CompileFailure.
