@@ -8,7 +8,8 @@ Prints one table row per backend and module kind with the median and the stage b
 (timings_ms in the artifact's metadata). Target (issue 2): at most 30 ms.
 
 The DSL rows (issue 3): "dsl cold" traces and compiles the DSL vector add (a new function
-object each time, no disk cache; target at most 100 ms); "dsl disk hit" is the first call in a
+object each time, no disk cache; target at most 100 ms), "dsl cold, line info" the same with
+`line_info` (Python lines in PTX and CUBIN); "dsl disk hit" is the first call in a
 fresh process whose disk cache holds the entry (import excluded; target at most 5 ms).
 """
 
@@ -90,13 +91,14 @@ def dsl_rows(repeats: int) -> list[tuple[str, float]]:
 
     a = torch.zeros(1 << 20, device="cuda" if torch.cuda.is_available() else "cpu")
     os.environ["CUTE_TORCH_NO_CACHE"] = "1"
-    cold = []
+    cold = {False: [], True: []}
     for i in range(repeats):
-        fn = cute_torch.jit(dsl_vector_add.vector_add.fn)  # a new function object: nothing cached
-        threads = 32 * (1 + i % 32)  # new code each time: no assembler-side cache can answer
-        start = time.perf_counter()
-        cute_torch.compile(fn, a, a, a, threads)
-        cold.append((time.perf_counter() - start) * 1e3)
+        for line_info in (False, True):
+            fn = cute_torch.jit(dsl_vector_add.vector_add.fn)  # a new function object: nothing cached
+            threads = 32 * (1 + i % 32)  # new code each time: no assembler-side cache can answer
+            start = time.perf_counter()
+            cute_torch.compile(fn, a, a, a, threads, options={"line_info": line_info})
+            cold[line_info].append((time.perf_counter() - start) * 1e3)
     del os.environ["CUTE_TORCH_NO_CACHE"]
     env = dict(os.environ, CUTE_TORCH_CACHE_DIR=os.path.join(work, "cache"))
     script = DISK_HIT.format(root=root, dir=work)
@@ -105,7 +107,8 @@ def dsl_rows(repeats: int) -> list[tuple[str, float]]:
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
         if i > 0:  # the first run fills the cache
             hits.append(float(out.stdout.strip()))
-    return [("dsl cold", statistics.median(cold)), ("dsl disk hit", statistics.median(hits))]
+    return [("dsl cold", statistics.median(cold[False])), ("dsl cold, line info", statistics.median(cold[True])),
+            ("dsl disk hit", statistics.median(hits))]
 
 
 def main() -> None:
@@ -123,7 +126,7 @@ def main() -> None:
             print(f"{backend:<10} {'fresh' if unique else 'same':<7} {wall:9.2f} {s['parse']:6.2f} {s['device_passes']:7.2f} {s['llvm']:6.2f} "
                   f"{s['ptx']:6.2f} {s['cubin']:7.2f} {s['host']:6.2f}")
     for name, ms in dsl_rows(args.repeats):
-        print(f"{name:<18} {ms:9.2f}")
+        print(f"{name:<19} {ms:8.2f}")
 
 
 if __name__ == "__main__":

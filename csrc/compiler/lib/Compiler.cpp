@@ -28,7 +28,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 
 using namespace cute_torch;
 
@@ -193,9 +192,7 @@ std::string print(mlir::Operation *op) {
 }
 
 void runPasses(mlir::ModuleOp module, DiagnosticCollector &diagnostics, const char *stage,
-               const std::function<void(mlir::OpPassManager &)> &build) {
-  mlir::PassManager pm(module.getContext());
-  build(pm);
+               mlir::PassManager &pm) {
   if (mlir::failed(pm.run(module)))
     diagnostics.fail("pass", std::string("the ") + stage + " stage of the pipeline failed");
 }
@@ -313,6 +310,38 @@ const mlir::DialectRegistry &dialectRegistry() {
   return *registry;
 }
 
+/// What a compilation runs in: a context and the pass managers of the stages, one set per
+/// thread, reused. Loading the dialects into a fresh context, and building and freezing the
+/// conversion patterns, were most of the parse and pass time on MLIR 19 (its NVVM and LLVM
+/// dialects register hundreds of ops). Nothing of a compilation outlives it (codegen and the
+/// JIT have their own LLVM contexts); it is renewed every kCompilesPerContext compilations so
+/// that what they leave uniqued in the context (types, attributes, locations) stays bounded.
+struct Compilation {
+  mlir::MLIRContext context{dialectRegistry(), mlir::MLIRContext::Threading::DISABLED};
+  mlir::PassManager common{&context}, device{&context}, deviceWithLineInfo{&context},
+      host{&context};
+
+  Compilation() {
+    context.loadAllAvailableDialects();
+    buildCommonPipeline(common);
+    buildDevicePipeline(device, /*lineInfo=*/false);
+    buildDevicePipeline(deviceWithLineInfo, /*lineInfo=*/true);
+    buildHostPipeline(host);
+  }
+};
+
+Compilation &compilation() {
+  constexpr int kCompilesPerContext = 256;
+  thread_local std::unique_ptr<Compilation> current;
+  thread_local int compiles = 0;
+  if (!current || ++compiles > kCompilesPerContext) {
+    current.reset(); // the old context goes before the new one is built
+    current = std::make_unique<Compilation>();
+    compiles = 1;
+  }
+  return *current;
+}
+
 /// Name, argument and result types of every public host function (an llvm.func by now).
 llvm::json::Array describeHostFunctions(mlir::ModuleOp module) {
   llvm::json::Array hostFunctions;
@@ -365,7 +394,8 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
   llvm::json::Object timings;
   auto total = Clock::now();
 
-  mlir::MLIRContext context(dialectRegistry(), mlir::MLIRContext::Threading::DISABLED);
+  Compilation &stages = compilation();
+  mlir::MLIRContext &context = stages.context;
   DiagnosticCollector diagnostics(context);
 
   auto start = Clock::now();
@@ -385,13 +415,12 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
   std::map<std::string, LaunchShape> launches = collectLaunchShapes(*module);
 
   start = Clock::now();
-  runPasses(*module, diagnostics, "common", buildCommonPipeline);
+  runPasses(*module, diagnostics, "common", stages.common);
   if (mlir::failed(checkArchSupport(*module, options.codegen.arch)))
     diagnostics.fail("codegen", "the module uses instructions " + options.codegen.arch +
                                     " does not have");
-  runPasses(*module, diagnostics, "device", [&](mlir::OpPassManager &pm) {
-    buildDevicePipeline(pm, options.codegen.lineInfo);
-  });
+  runPasses(*module, diagnostics, "device",
+            options.codegen.lineInfo ? stages.deviceWithLineInfo : stages.device);
   timings["device_passes"] = msSince(start);
   if (options.keeps("nvvm"))
     artifact->stages["nvvm"] = print(*module);
@@ -460,7 +489,7 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
 
   // Host code.
   start = Clock::now();
-  runPasses(*module, diagnostics, "host", buildHostPipeline);
+  runPasses(*module, diagnostics, "host", stages.host);
   if (options.keeps("host"))
     artifact->stages["host"] = print(*module);
   llvm::json::Array hostFunctions = describeHostFunctions(*module);
@@ -492,7 +521,7 @@ std::unique_ptr<CuteArtifact> load(llvm::StringRef hostText, const char *metadat
                                    std::vector<std::pair<std::string, std::string>> cubins,
                                    const std::map<std::string, void *> &symbols) {
   auto artifact = std::make_unique<CuteArtifact>();
-  mlir::MLIRContext context(dialectRegistry(), mlir::MLIRContext::Threading::DISABLED);
+  mlir::MLIRContext &context = compilation().context;
   DiagnosticCollector diagnostics(context);
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceString<mlir::ModuleOp>(hostText, mlir::ParserConfig(&context));

@@ -76,6 +76,17 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &arch
       triple, arch, kPtxFeature, llvm::TargetOptions(), std::nullopt, std::nullopt, level));
 }
 
+/// The NVPTX target machine for (arch, opt level), made once per thread: building one (its
+/// subtarget's feature tables) cost more than the PTX emission of a small kernel. A target
+/// machine serves any number of modules one after another.
+llvm::TargetMachine &targetMachine(const std::string &arch, int optLevel) {
+  thread_local std::map<std::pair<std::string, int>, std::unique_ptr<llvm::TargetMachine>> machines;
+  std::unique_ptr<llvm::TargetMachine> &machine = machines[{arch, optLevel}];
+  if (!machine)
+    machine = createTargetMachine(arch, optLevel);
+  return *machine;
+}
+
 /// Links the functions of libdevice the module calls (`__nv_*`, emitted for math ops) and
 /// makes them internal so that the optimizer drops what is not used.
 void linkLibdevice(llvm::Module &module, const std::string &cudaHome) {
@@ -252,8 +263,7 @@ DeviceModule compileDeviceModule(mlir::gpu::GPUModuleOp gpuModule,
                                  const CodegenOptions &options) {
   DeviceModule result;
   auto start = Clock::now();
-  std::unique_ptr<llvm::TargetMachine> machine =
-      createTargetMachine(options.arch, options.optLevel);
+  llvm::TargetMachine *machine = &targetMachine(options.arch, options.optLevel);
 
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> module =

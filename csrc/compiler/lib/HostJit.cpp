@@ -20,7 +20,8 @@ std::unique_ptr<mlir::ExecutionEngine> jitHostModule(mlir::ModuleOp module, int 
   });
   mlir::ExecutionEngineOptions options;
   unsigned level = unsigned(std::clamp(optLevel, 0, 3));
-  options.transformer = mlir::makeOptimizingTransformer(level, 0, nullptr);
+  if (level > 0) // at O0 the IR goes to codegen as it is (an O0 pipeline would only cost time)
+    options.transformer = mlir::makeOptimizingTransformer(level, 0, nullptr);
   options.jitCodeGenOptLevel = static_cast<llvm::CodeGenOptLevel>(level);
   options.enableGDBNotificationListener = false;
   options.enablePerfNotificationListener = false;
