@@ -521,7 +521,9 @@ std::unique_ptr<CuteArtifact> load(llvm::StringRef hostText, const char *metadat
                                    std::vector<std::pair<std::string, std::string>> cubins,
                                    const std::map<std::string, void *> &symbols) {
   auto artifact = std::make_unique<CuteArtifact>();
-  mlir::MLIRContext &context = compilation().context;
+  // A context of its own, dialects loaded lazily: parsing the host module needs only the LLVM
+  // dialect, and a disk hit (often a process's first) should not pay for compilation()'s setup.
+  mlir::MLIRContext context(dialectRegistry(), mlir::MLIRContext::Threading::DISABLED);
   DiagnosticCollector diagnostics(context);
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceString<mlir::ModuleOp>(hostText, mlir::ParserConfig(&context));
