@@ -120,21 +120,6 @@ Options parseOptions(const char *text) {
   return options;
 }
 
-/// The first file:line:col inside a location (through names, call sites and fusions).
-std::optional<mlir::FileLineColLoc> fileLocation(mlir::Location loc) {
-  if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(loc))
-    return file;
-  if (auto name = mlir::dyn_cast<mlir::NameLoc>(loc))
-    return fileLocation(name.getChildLoc());
-  if (auto call = mlir::dyn_cast<mlir::CallSiteLoc>(loc))
-    return fileLocation(call.getCallee());
-  if (auto fused = mlir::dyn_cast<mlir::FusedLoc>(loc))
-    for (mlir::Location inner : fused.getLocations())
-      if (auto file = fileLocation(inner))
-        return file;
-  return std::nullopt;
-}
-
 /// Collects every diagnostic of a compilation, notes included, with its location.
 class DiagnosticCollector {
 public:
@@ -158,9 +143,9 @@ private:
   void record(mlir::Diagnostic &diag) {
     Diagnostic entry;
     if (auto file = fileLocation(diag.getLocation())) {
-      entry.file = file->getFilename().str();
-      entry.line = int(file->getLine());
-      entry.col = int(file->getColumn());
+      entry.file = file.getFilename().str();
+      entry.line = int(file.getLine());
+      entry.col = int(file.getColumn());
     }
     switch (diag.getSeverity()) {
     case mlir::DiagnosticSeverity::Error:
@@ -417,8 +402,8 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
   start = Clock::now();
   runPasses(*module, diagnostics, "common", stages.common);
   if (mlir::failed(checkArchSupport(*module, options.codegen.arch)))
-    diagnostics.fail("codegen", "the module uses instructions " + options.codegen.arch +
-                                    " does not have");
+    diagnostics.fail("codegen",
+                     "the module uses instructions " + options.codegen.arch + " does not have");
   runPasses(*module, diagnostics, "device",
             options.codegen.lineInfo ? stages.deviceWithLineInfo : stages.device);
   timings["device_passes"] = msSince(start);

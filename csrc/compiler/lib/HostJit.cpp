@@ -33,7 +33,8 @@ std::unique_ptr<mlir::ExecutionEngine> jitHostModule(mlir::ModuleOp module, int 
   (*engine)->registerSymbols([&](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap map;
     for (const auto &[name, address] : symbols)
-      map[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address), llvm::JITSymbolFlags::Exported};
+      map[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                             llvm::JITSymbolFlags::Exported};
     return map;
   });
   return std::move(*engine);

@@ -29,20 +29,6 @@ using namespace mlir;
 namespace cute_torch {
 namespace {
 
-FileLineColLoc fileLocation(Location loc) {
-  if (auto file = dyn_cast<FileLineColLoc>(loc))
-    return file;
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return fileLocation(name.getChildLoc());
-  if (auto call = dyn_cast<CallSiteLoc>(loc))
-    return fileLocation(call.getCallee());
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (FileLineColLoc file = fileLocation(inner))
-        return file;
-  return {};
-}
-
 LLVM::DIFileAttr fileAttr(MLIRContext *ctx, StringRef path) {
   return LLVM::DIFileAttr::get(ctx, llvm::sys::path::filename(path),
                                llvm::sys::path::parent_path(path));
@@ -94,8 +80,8 @@ struct LineInfoPass : PassWrapper<LineInfoPass, OperationPass<gpu::GPUModuleOp>>
         FileLineColLoc loc = fileLocation(op->getLoc());
         if (!loc || loc.getFilename() == funcFile)
           return;
-        auto scope = LLVM::DILexicalBlockFileAttr::get(ctx, subprogram,
-                                                       fileAttr(ctx, loc.getFilename()), 0);
+        auto scope =
+            LLVM::DILexicalBlockFileAttr::get(ctx, subprogram, fileAttr(ctx, loc.getFilename()), 0);
         op->setLoc(FusedLoc::get(ctx, {loc}, scope));
       });
     }
@@ -103,6 +89,20 @@ struct LineInfoPass : PassWrapper<LineInfoPass, OperationPass<gpu::GPUModuleOp>>
 };
 
 } // namespace
+
+FileLineColLoc fileLocation(Location loc) {
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return file;
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return fileLocation(name.getChildLoc());
+  if (auto call = dyn_cast<CallSiteLoc>(loc))
+    return fileLocation(call.getCallee());
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (FileLineColLoc file = fileLocation(inner))
+        return file;
+  return {};
+}
 
 std::unique_ptr<Pass> createLineInfoPass() { return std::make_unique<LineInfoPass>(); }
 

@@ -43,6 +43,8 @@ std::vector<KernelRef> collectKernels(mlir::ModuleOp module);
 /// gpu.launch_func -> call @cute_rt_launch(kernel index, grid, block, cluster, smem, params),
 /// with kernel indices from collectKernels; then the gpu.modules are dropped.
 std::unique_ptr<mlir::Pass> createLowerLaunchesPass();
+/// The first file:line:col inside a location (through names, call sites and fusions), or null.
+mlir::FileLineColLoc fileLocation(mlir::Location loc);
 /// A DISubprogram per llvm.func of a gpu.module, from the ops' locations (see LineInfo.cpp).
 std::unique_ptr<mlir::Pass> createLineInfoPass();
 std::unique_ptr<mlir::Pass> createMathToLibdevicePass();

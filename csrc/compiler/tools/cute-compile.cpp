@@ -70,9 +70,9 @@ int main(int argc, char **argv) {
   }
   std::string keep = emit == "metadata" ? "" : quote(emit);
   std::string options = "{\"arch\": " + quote(arch) + ", \"cubin_backend\": " + quote(backend) +
-                        ", \"opt_level\": " + opt + ", \"line_info\": " +
-                        (lineInfo ? "true" : "false") + ", \"keep\": [" + keep +
-                        "], \"source_name\": " + quote(input) +
+                        ", \"opt_level\": " + opt +
+                        ", \"line_info\": " + (lineInfo ? "true" : "false") + ", \"keep\": [" +
+                        keep + "], \"source_name\": " + quote(input) +
                         (dumpDir.empty() ? "" : ", \"dump_dir\": " + quote(dumpDir)) + "}";
   std::string source = text.str();
   char *error = nullptr;

@@ -312,5 +312,9 @@ static LogicalResult verifyMemoryOp(OpT op, VectorType vector) {
   return success();
 }
 
-LogicalResult LoadOp::verify() { return verifyMemoryOp(*this, mlir::cast<VectorType>(getResult().getType())); }
-LogicalResult StoreOp::verify() { return verifyMemoryOp(*this, mlir::cast<VectorType>(getValue().getType())); }
+LogicalResult LoadOp::verify() {
+  return verifyMemoryOp(*this, mlir::cast<VectorType>(getResult().getType()));
+}
+LogicalResult StoreOp::verify() {
+  return verifyMemoryOp(*this, mlir::cast<VectorType>(getValue().getType()));
+}

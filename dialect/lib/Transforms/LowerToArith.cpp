@@ -286,9 +286,10 @@ struct LowerLoad : OpRewritePattern<LoadOp> {
       auto chunkType = VectorType::get({access.width}, element);
       Type moved = wordVector(element, access.width);
       std::optional<StringRef> space = wordSpace(op.getBase(), element, access.width);
-      Value chunk = space ? asmLoadWords(rewriter, loc, address, *space, mlir::cast<VectorType>(moved))
-                          : rewriter.create<LLVM::LoadOp>(loc, moved, address, access.width * bytes)
-                                .getResult();
+      Value chunk =
+          space ? asmLoadWords(rewriter, loc, address, *space, mlir::cast<VectorType>(moved))
+                : rewriter.create<LLVM::LoadOp>(loc, moved, address, access.width * bytes)
+                      .getResult();
       if (moved != chunkType)
         chunk = rewriter.create<LLVM::BitcastOp>(loc, chunkType, chunk);
       for (int64_t j = 0; j < access.width; ++j) {
