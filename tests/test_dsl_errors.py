@@ -268,3 +268,15 @@ def test_keyword_only_parameters():
         def host(x, *, scale):
             pass
     check(e.value, codes.ARGUMENT_MISMATCH, test_keyword_only_parameters, "# DEF", "positional")
+
+
+def test_bad_compile_option_value_names_the_callers_line():
+    @cute.jit
+    def host(x):
+        pass
+
+    with pytest.raises(cute.DSLError) as e:
+        cute.compile(host, X, options={"line_info": "yes"})  # OPTION
+    check(e.value, codes.ARGUMENT_MISMATCH, test_bad_compile_option_value_names_the_callers_line, "# OPTION",
+          "line_info")
+    assert "option 'line_info' must be true or false" in e.value.message

@@ -72,3 +72,7 @@ def test_bad_options_are_named(vector_add_mlir):
         cute_torch.compile_mlir(vector_add_mlir, cubin_backend="gcc")
     with pytest.raises(cute_torch.CompileError, match="opt_level must be 0..3"):
         cute_torch.compile_mlir(vector_add_mlir, opt_level=7)
+    with pytest.raises(cute_torch.CompileError, match="opt_level must be 0..3"):
+        cute_torch.compile_mlir(vector_add_mlir, opt_level="fast")  # was silently ignored
+    with pytest.raises(cute_torch.CompileError, match="option 'line_info' must be true or false"):
+        cute_torch.compile_mlir(vector_add_mlir, line_info="yes")

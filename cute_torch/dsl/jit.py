@@ -454,6 +454,9 @@ def _compile_traced(text: str, arch: str, name: str, options: dict, keep_host: b
     except CompileError as e:
         if isinstance(e, DSLError):
             raise
+        if e.kind == "options":  # a bad value for a known option: the caller's line
+            raise DSLError(ARGUMENT_MISMATCH, e.message, user_location(),
+                           f"options are: arch, {', '.join(sorted(known))}") from None
         where = e.location
         if where is None:
             raise

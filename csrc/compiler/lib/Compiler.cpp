@@ -103,13 +103,16 @@ Options parseOptions(const char *text) {
   string("source_name", options.sourceName);
   strings("ptxas_options", codegen.ptxasOptions);
   strings("keep", options.keep);
-  if (std::optional<int64_t> level = object->getInteger("opt_level")) {
-    if (*level < 0 || *level > 3)
+  if (const llvm::json::Value *level = object->get("opt_level")) {
+    if (!level->getAsInteger() || *level->getAsInteger() < 0 || *level->getAsInteger() > 3)
       optionError("opt_level must be 0..3");
-    codegen.optLevel = int(*level);
+    codegen.optLevel = int(*level->getAsInteger());
   }
-  if (std::optional<bool> lineInfo = object->getBoolean("line_info"))
-    codegen.lineInfo = *lineInfo;
+  if (const llvm::json::Value *lineInfo = object->get("line_info")) {
+    if (!lineInfo->getAsBoolean())
+      optionError("option 'line_info' must be true or false");
+    codegen.lineInfo = *lineInfo->getAsBoolean();
+  }
   static const std::set<std::string> stages = {"mlir", "nvvm", "llvm", "ptx",
                                                "cubin", "host", "sass"};
   for (const std::string &stage : options.keep)
