@@ -2,6 +2,8 @@
 unless a CUDA driver, a device and torch with CUDA are present."""
 
 import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -53,7 +55,6 @@ FILECHECK = next((p for p in ("/usr/lib/llvm-19/bin/FileCheck", "/usr/bin/FileCh
 @pytest.fixture
 def filecheck():
     """filecheck(text, checks): run LLVM's FileCheck with `checks` (// CHECK lines) on `text`."""
-    import subprocess
     import tempfile
 
     if FILECHECK is None:
@@ -77,3 +78,16 @@ def read_mlir(name: str) -> str:
 @pytest.fixture
 def vector_add_mlir():
     return read_mlir("vector_add.mlir")
+
+def run_under_sanitizer(tool: str, script: str, **env) -> tuple[int, str]:
+    """Runs `python -c script` (with tests/ and the repository on its path) under compute-sanitizer's
+    `tool`; returns (exit code: 99 when it found errors, its report). Skips where it is missing."""
+    cuda_home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+    sanitizer = shutil.which("compute-sanitizer") or os.path.join(cuda_home, "bin", "compute-sanitizer")
+    if not os.access(sanitizer, os.X_OK):
+        pytest.skip("compute-sanitizer is not installed")
+    env = dict(os.environ, CUTE_TORCH_NO_CACHE="1", PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "tests"), ROOT]),
+               **env)
+    result = subprocess.run([sanitizer, "--tool", tool, "--error-exitcode", "99", sys.executable, "-c", script],
+                            capture_output=True, text=True, env=env, timeout=300)
+    return result.returncode, result.stdout + result.stderr

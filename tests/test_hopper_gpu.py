@@ -1,7 +1,8 @@
-"""GPU tier, Hopper: an mbarrier with a transaction count completed by a bulk copy."""
+"""GPU tier, Hopper: an mbarrier with a transaction count completed by a bulk copy (also under
+compute-sanitizer: memcheck, racecheck, synccheck)."""
 
 import pytest
-from conftest import read_mlir
+from conftest import read_mlir, run_under_sanitizer
 
 import cute_torch
 
@@ -25,3 +26,19 @@ def test_bulk_copy_completes_on_the_mbarrier_phase(bulk_copy, blocks):
     bulk_copy.bulk_copy(src, dst, blocks)
     torch.cuda.synchronize()
     assert torch.equal(dst, src)
+
+
+def run_bulk_copy():
+    """A small instance for compute-sanitizer (run in a subprocess by the test below)."""
+    module = cute_torch.compile_mlir(read_mlir("bulk_copy.mlir"), arch="sm_90a")
+    src = torch.randn(4 * 2 * 1024, device="cuda", generator=torch.Generator(device="cuda").manual_seed(3))
+    dst = torch.full_like(src, float("nan"))
+    module.bulk_copy(src, dst, 4)
+    torch.cuda.synchronize()
+    assert torch.equal(dst, src)
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_bulk_copy_is_clean_under_compute_sanitizer(bulk_copy, tool):
+    code, report = run_under_sanitizer(tool, "import test_hopper_gpu as t; t.run_bulk_copy()")
+    assert code == 0 and "ERROR SUMMARY: 0 errors" in report, report[-3000:]

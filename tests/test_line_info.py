@@ -4,11 +4,10 @@ compute-sanitizer names the line of an out-of-bounds write (gpu tier)."""
 
 import os
 import re
-import shutil
 import subprocess
-import sys
 
 import pytest
+from conftest import run_under_sanitizer
 
 import cute_torch as cute
 
@@ -73,17 +72,9 @@ def run_planted():
 
 @pytest.mark.gpu
 def test_compute_sanitizer_names_the_python_line_of_an_out_of_bounds_write():
-    sanitizer = shutil.which("compute-sanitizer") or os.path.join(CUDA_HOME, "bin", "compute-sanitizer")
-    if not os.access(sanitizer, os.X_OK):
-        pytest.skip("compute-sanitizer is not installed")
-    env = dict(os.environ, CUTE_TORCH_LINE_INFO="1", CUTE_TORCH_NO_CACHE="1",
-               # One cudaMalloc per tensor, so the write past its end is outside any allocation.
-               PYTORCH_NO_CUDA_MEMORY_CACHING="1",
-               PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.path.dirname(os.path.dirname(HERE))]))
-    script = "import test_line_info as t; t.run_planted()"
-    result = subprocess.run([sanitizer, "--tool", "memcheck", "--error-exitcode", "99", sys.executable, "-c", script],
-                            capture_output=True, text=True, env=env, timeout=300)
-    report = result.stdout + result.stderr
-    assert result.returncode == 99, report[-3000:]
+    # One cudaMalloc per tensor, so the write past its end is outside any allocation.
+    code, report = run_under_sanitizer("memcheck", "import test_line_info as t; t.run_planted()",
+                                       CUTE_TORCH_LINE_INFO="1", PYTORCH_NO_CUDA_MEMORY_CACHING="1")
+    assert code == 99, report[-3000:]
     assert "Invalid __global__ write of size 4 bytes" in report, report[-3000:]
     assert f"{os.path.basename(HERE)}:{PLANTED_LINE}" in report, report[-3000:]
