@@ -1,6 +1,8 @@
 """GPU tier, Hopper: an mbarrier with a transaction count completed by a bulk copy (also under
 compute-sanitizer: memcheck, racecheck, synccheck)."""
 
+import re
+
 import pytest
 from conftest import read_mlir, run_under_sanitizer
 
@@ -41,4 +43,5 @@ def run_bulk_copy():
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 def test_bulk_copy_is_clean_under_compute_sanitizer(bulk_copy, tool):
     code, report = run_under_sanitizer(tool, "import test_hopper_gpu as t; t.run_bulk_copy()")
-    assert code == 0 and "ERROR SUMMARY: 0 errors" in report, report[-3000:]
+    # memcheck/synccheck end with "ERROR SUMMARY: 0 errors", racecheck with "(0 errors, 0 warnings)".
+    assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]
