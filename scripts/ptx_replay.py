@@ -5,6 +5,7 @@ shows it (tinygrad's process replay, for kernels). No GPU needed.
     python scripts/ptx_replay.py            # diff against the baseline; exit 1 on any change
     python scripts/ptx_replay.py --update   # rewrite the baseline (commit it with the change)
     python scripts/ptx_replay.py --only copy_add   # cases whose name contains a string
+    python scripts/ptx_replay.py --time 5   # also: each case's cold compile, median of 5 (ms)
 
 A case is a name and a function returning PTX text. Each compiles with the disk cache off, for
 sm_90a and, where the kernel also serves Ampere, sm_80.
@@ -16,7 +17,10 @@ import argparse
 import difflib
 import importlib.util
 import os
+import re
+import statistics
 import sys
+import time
 
 os.environ["CUTE_TORCH_NO_CACHE"] = "1"  # a cache hit would replay stored PTX, not compile it
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -35,6 +39,15 @@ def _example(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# NVPTX numbers call sites per process (`// callseq 7`, `prototype_7`): the same kernel prints
+# differently depending on what compiled before it, so the numbers are erased.
+_CALL_SITE = re.compile(r"\b(callseq|prototype_)\s*\d+")
+
+
+def _normalized(ptx: str) -> str:
+    return _CALL_SITE.sub(r"\1 N", ptx)
 
 
 def _ptx(fn, *args, arch: str) -> str:
@@ -116,12 +129,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--update", action="store_true", help="rewrite the baseline")
     parser.add_argument("--only", default="", help="run only cases whose name contains this")
+    parser.add_argument("--time", type=int, default=0, metavar="N",
+                        help="also time each case's cold compile (trace, passes, PTX, CUBIN): median of N, ms")
     args = parser.parse_args()
     os.makedirs(BASELINE, exist_ok=True)
     selected = {n: f for n, f in cases().items() if args.only in n}
-    changed, added = [], []
+    changed, added, times = [], [], {}
     for name, make in selected.items():
-        ptx = make()
+        ptx = _normalized(make())
+        if args.time:
+            walls = []
+            for _ in range(args.time):
+                start = time.perf_counter()
+                make()
+                walls.append((time.perf_counter() - start) * 1e3)
+            times[name] = statistics.median(walls)
         path = os.path.join(BASELINE, f"{name}.ptx")
         old = open(path).read() if os.path.exists(path) else None
         if old == ptx:
@@ -144,6 +166,10 @@ def main() -> int:
             os.remove(os.path.join(BASELINE, f"{name}.ptx"))
     print(f"ptx replay: {len(selected)} cases, {len(changed)} changed, {len(added)} new, {len(stale)} stale"
           + (" (baseline updated)" if args.update else ""))
+    if times:
+        for name, ms in times.items():
+            print(f"  {name:<40} {ms:8.1f} ms")
+        print(f"  {'total (sum of medians)':<40} {sum(times.values()):8.1f} ms")
     for what, names in (("changed", changed), ("new", added), ("stale", stale)):
         if names:
             print(f"  {what}: {', '.join(names)}")
