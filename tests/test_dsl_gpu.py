@@ -371,3 +371,34 @@ def test_compiled_handle_runs_without_retracing():
     compiled(a, b, c)
     torch.cuda.synchronize()
     assert torch.equal(c, a + b)
+
+
+@cute.kernel
+def elementwise_math_kernel(x, y, fused, largest, smallest):
+    # One thread per 8-element row: each row is a TensorSSA.
+    row = cute.arch.block_idx()[0] * cute.arch.block_dim()[0] + cute.arch.thread_idx()[0]
+    if row < x.shape[0]:
+        v, w = x[(row, None)].load(), y[(row, None)].load()
+        fused[(row, None)].store(cute.math.fma(v, w, 0.25))
+        largest[(row, None)].store(cute.math.max(cute.math.max(v, v), cute.math.max(-0.5, w)))
+        smallest[(row, None)].store(cute.math.min(0.5, cute.math.min(v, w)))
+
+
+@cute.jit
+def elementwise_math(x, y, fused, largest, smallest):
+    elementwise_math_kernel(x, y, fused, largest, smallest).launch(grid=((x.shape[0] + 63) // 64, 1, 1),
+                                                                   block=(64, 1, 1))
+
+
+def test_fma_min_max_over_tensor_ssa_match_fp64():
+    g = torch.Generator(device="cuda").manual_seed(20)
+    x = torch.randn(1000, 8, device="cuda", generator=g)
+    y = torch.randn(1000, 8, device="cuda", generator=g)
+    fused, largest, smallest = poisoned((1000, 8)), poisoned((1000, 8)), poisoned((1000, 8))
+    elementwise_math(x, y, fused, largest, smallest)
+    xd, yd = x.double(), y.double()
+    # One rounding: fp32 products are exact in fp64, so this is the fma unless the fp64 sum
+    # lands on an fp32 tie (these seeded inputs do not).
+    assert torch.equal(fused, (xd * yd + 0.25).float())
+    assert torch.equal(largest, torch.maximum(xd, yd.clamp_min(-0.5)).float())
+    assert torch.equal(smallest, torch.minimum(xd, yd).clamp_max(0.5).float())

@@ -347,3 +347,21 @@ def test_every_tensor_dtype_loads_and_stores(dtype):
         y[i] = x[i]
 
     assert "llvm.load" in _compile_with_tensors(k, (torch.zeros(8, dtype=dtype), torch.zeros(8, dtype=dtype)))
+
+
+@cute.kernel
+def _math_on_tensors(x: cute.Tensor, y: cute.Tensor, out: cute.Tensor):
+    v, w = x.load(), y.load()
+    out.store(cute.math.fma(v, w, 1.0) + cute.math.max(v, v) + cute.math.max(2.0, w) + cute.math.min(v, 0.5))
+
+
+def test_fma_and_min_max_over_tensor_ssa_compile():
+    """fma lowers in device code (math.fma once had no device lowering); min/max take the same
+    TensorSSA twice and a Python scalar first, with one compare per element each."""
+    x = x_(8)
+    mlir = _compile_with_tensors(_math_on_tensors, (x, x, x))
+    assert mlir.count("math.fma") == 8
+    assert mlir.count("arith.cmpf") == 3 * 8  # max(v, v), max(2.0, w), min(v, 0.5): nothing spurious
+    host = cute.jit(lambda a, b, c: _math_on_tensors(a, b, c).launch(grid=(1, 1, 1), block=(1, 1, 1)),
+                    preprocess=False)
+    assert "fma.rn.f32" in cute.compile(host, x, x, x).__ptx__

@@ -23,15 +23,19 @@ def _compute(t):
 
 
 def _elementwise(fn):
-    """Lets a scalar function take a TensorSSA (applied element by element)."""
+    """Lets a scalar function take TensorSSAs (applied element by element, position by
+    position). Arguments are told apart by position, never compared: `==` on a TensorSSA
+    emits code, and the same TensorSSA may come twice (`max(v, v)`)."""
     def wrapper(*args):
         from .tensor_ssa import TensorSSA
-        first = next((a for a in args if isinstance(a, TensorSSA)), None)
-        if first is None:
+        lead = next((i for i, a in enumerate(args) if isinstance(a, TensorSSA)), None)
+        if lead is None:
             return fn(*args)
-        rest = [a for a in args if a is not first]
-        index = args.index(first)
-        return first._map(lambda x, *others: fn(*others[:index], x, *others[index:]), *rest)
+        others = args[:lead] + args[lead + 1:]
+
+        def element(x, *rest):
+            return fn(*rest[:lead], x, *rest[lead:])
+        return args[lead]._map(element, *others)
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
