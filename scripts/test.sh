@@ -14,6 +14,7 @@ echo "== lit (dialect, passes, pipeline, PTX)"
 "$PYTHON" -c "import sys, lit.main; sys.exit(lit.main.main())" -sv build/dialect/test
 
 echo "== C++ unit tests"
+build/bin/cute-layout-tests --gtest_brief=1
 build/bin/cute-unittests --gtest_brief=1
 
 echo "== pytest (no GPU)"
