@@ -2,7 +2,8 @@
 # Installs what the build and the tests need, only what is missing (quick when all is there).
 #   Debian: LLVM/MLIR 19 dev packages and tools, zstd, ninja, ccache, googletest, cmake 3.25
 #   PyPI (pinned): torch 2.13.0 (the CPU build on these machines: never loosen this pin, a looser
-#   one pulls gigabytes of CUDA wheels), pybind11, pytest, numpy, hypothesis, lit, nvJitLink
+#   one pulls gigabytes of CUDA wheels), pybind11, pytest, numpy, hypothesis, lit, nvJitLink,
+#   and without its dependencies nvidia-cutlass, for `pycute` (the tests' layout reference)
 # and checks the CUDA toolkit at $CUDA_HOME (default /usr/local/cuda).
 set -euo pipefail
 
@@ -11,6 +12,8 @@ DEBIAN_PACKAGES=(llvm-19-dev libmlir-19-dev mlir-19-tools libzstd-dev ninja-buil
 PYTHON=${PYTHON:-python3}
 PIP_PINS=(torch==2.13.0 pybind11==3.1.0 pytest==9.0.3 numpy==2.4.6 hypothesis==6.155.2
           lit==18.1.8 nvidia-nvjitlink==13.0.88)
+# Only the pure-Python pycute is used from this wheel; its dependencies (CUDA Python, ...) are not.
+PIP_PINS_NO_DEPS=(nvidia-cutlass==4.2.0.0)
 
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do
@@ -25,22 +28,29 @@ if ((${#missing[@]})); then
 fi
 
 # pip only for what is absent or at another version.
-need=$("$PYTHON" - "${PIP_PINS[@]}" <<'PY'
+missing_pins() {
+  "$PYTHON" - "$@" <<'PY'
 import sys
 from importlib.metadata import PackageNotFoundError, version
 for pin in sys.argv[1:]:
     name, wanted = pin.split("==")
     try:
-        if version(name) == wanted:
+        if version(name).split("+")[0] == wanted:  # 2.13.0+cpu is 2.13.0
             continue
     except PackageNotFoundError:
         pass
     print(pin)
 PY
-)
+}
+need=$(missing_pins "${PIP_PINS[@]}")
 if [[ -n "$need" ]]; then
   echo "install_deps: pip install" $need
   "$PYTHON" -m pip install -q --disable-pip-version-check $need
+fi
+need=$(missing_pins "${PIP_PINS_NO_DEPS[@]}")
+if [[ -n "$need" ]]; then
+  echo "install_deps: pip install --no-deps" $need
+  "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps $need
 fi
 
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}

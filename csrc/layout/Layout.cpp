@@ -708,11 +708,11 @@ Layout rightInverse(const Layout &layout) {
                    [&](size_t x, size_t y) { return flat[x].second < flat[y].second; });
   std::vector<std::pair<int64_t, int64_t>> result;
   int64_t current = 1;
+  // As CuTe's C++: a mode whose stride is not the next one expected is skipped, not the end
+  // (a repeated stride of a non-injective layout can come before the one that continues).
   for (size_t i : order) {
-    if (flat[i].second == 0 || flat[i].first == 1)
+    if (flat[i].second != current || flat[i].first == 1)
       continue;
-    if (flat[i].second != current)
-      break;
     result.emplace_back(flat[i].first, position[i]);
     current = flat[i].first * flat[i].second;
   }

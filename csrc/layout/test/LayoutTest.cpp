@@ -97,6 +97,13 @@ TEST(Algebra, DocumentedComplement) {
   EXPECT_THROW(complement(L("(2,2):(1,3)"), 24), LayoutError); // Interleaved modes.
 }
 
+TEST(Algebra, RightInverseFollowsCuTesCpp) {
+  // Coalesced first: ((2,2)) merges into 4:1, so this inverse is 4:2 (pycute's is (2,2):(2,1)).
+  EXPECT_EQ(rightInverse(L("(2,(2,2)):(2,(1,2))")).str(), "4:2");
+  // A repeated stride is skipped, not the end: stride 2 after the second stride-1 mode continues.
+  EXPECT_EQ(rightInverse(L("(2,3,2):(1,1,2)")).str(), "(2,2):(1,6)");
+}
+
 TEST(Algebra, DocumentedDivides) {
   EXPECT_EQ(logicalDivide(L("(4,2,3):(2,1,8)"), L("4:2")).str(), "((2,2),(2,3)):((4,1),(2,8))");
   Tiler tiler(std::vector<Layout>{L("3:3"), L("(2,4):(1,8)")});
