@@ -146,3 +146,14 @@ def test_examples_compile_without_a_gpu(tmp_path):
         if example == "stages.py":
             assert result.stdout.splitlines() == ["[add_dynamicexpr] result = ?", "[add_constexpr] result = 7.0",
                                                   "[add_hybrid] result = ?"]
+
+
+def test_host_entry_is_public_and_stable():
+    """What a C++ fast path needs (the pointwise op uses it): the packed entry's address and the
+    runtime object's, the same for the same compiled function, distinct across functions."""
+    x = torch.randn(64)
+    compiled = cute.compile(scale, x, torch.empty_like(x), 2.0)
+    entry = compiled.host_entry()
+    assert entry.address > 0 and entry.runtime > 0 and entry == compiled.host_entry()
+    other = cute.compile(scale, torch.randn(32), torch.empty(32), 2.0).host_entry()
+    assert other.address != entry.address and other.runtime != entry.runtime

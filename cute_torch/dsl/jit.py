@@ -20,7 +20,7 @@ import os
 import re
 import sys
 import types
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from .. import _C
 from ..compiler import CompiledModule, compile_mlir
@@ -264,6 +264,22 @@ class CompiledFunction:
     @property
     def kernels(self) -> list[dict]:
         return self._spec.module.kernels
+
+    def host_entry(self) -> "HostEntry":
+        """The compiled host function for a C++ caller (a torch op's fast path): the address of
+        its packed entry, `void entry(void **args)` (one pointer per host argument in the host
+        ABI's order: each tensor's data pointer then its run-time layout leaves, each scalar),
+        and the address of the runtime's `LoadedArtifact` (cute_torch/runtime.h), whose
+        `call(entry, args, device, stream)` runs it with its launches on `stream`. Both stay
+        valid while this object lives."""
+        artifact = self._spec.module._artifact
+        return HostEntry(artifact.host_entry_address(self._spec._entry), artifact.runtime_address())
+
+
+class HostEntry(NamedTuple):
+    """See CompiledFunction.host_entry."""
+    address: int
+    runtime: int
 
 
 def _describe(key: tuple) -> str:

@@ -212,7 +212,6 @@ def build(plan: Plan, device: int):
     """Compiles (or loads from the disk cache) the kernel of `plan` for `device`; returns
     (host entry address, runtime artifact address, the object that keeps both alive)."""
     compiled = _pointwise_host.compile(plan, *stand_ins(plan, device))
-    spec = compiled._spec
-    artifact = spec.module._artifact
-    return artifact.host_entry_address(spec._entry), artifact.runtime_address(), compiled
+    entry = compiled.host_entry()
+    return entry.address, entry.runtime, compiled
 
