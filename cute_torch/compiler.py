@@ -13,10 +13,12 @@ import json
 from typing import Any, Iterable
 
 from . import _C
-from .env import STAGES, knobs
+from .env import knobs
 from .errors import CompileError
 from .launch import resolve_device_and_stream
 from .toolkit import nvjitlink_path, target_arch
+
+STAGES = tuple(_C.compiler_stages().split(","))  # what keep= accepts, in pipeline order
 
 
 class HostFunction:
@@ -94,6 +96,9 @@ def compile_mlir(
     """Compile a module of host `func.func`s and `gpu.module`s. Unset options come from the
     CUTE_TORCH_* knobs (cute_torch.env). Raises CompileError (ToolkitError, PtxasError)."""
     k = knobs()
+    unknown = [stage for stage in k.keep if stage not in STAGES]
+    if unknown:
+        raise ValueError(f"CUTE_TORCH_KEEP names unknown stages {unknown}; stages: {', '.join(STAGES)}")
     options = {
         "arch": target_arch(arch),
         "opt_level": k.opt_level if opt_level is None else opt_level,

@@ -10,7 +10,7 @@ import sysconfig
 from . import _C
 from .env import knobs
 
-SUPPORTED_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
+SUPPORTED_ARCHS = tuple(_C.compiler_archs().split(","))  # the compiler's list
 
 
 def nvjitlink_path() -> str | None:

@@ -237,6 +237,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("load", &load, py::arg("host_mlir"), py::arg("metadata_json"), py::arg("cubins"),
         "Rebuild an artifact from a kept host stage, its metadata and its CUBINs");
   m.def("compiler_version", [] { return std::string(cute_compiler_version()); });
+  m.def("compiler_stages", [] { return std::string(cute_compiler_stages()); },
+        "The stages `keep` accepts, in pipeline order, comma-separated");
+  m.def("compiler_archs", [] { return std::string(cute_compiler_archs()); },
+        "The archs the compiler targets, comma-separated");
   m.def("driver_available", [] {
     std::string why;
     bool ok = driverAvailable(&why);

@@ -55,6 +55,36 @@ struct Options {
   }
 };
 
+/// The stages a compilation can keep (`keep`) and dump (`dump_dir`), in pipeline order, with
+/// the dump file's extension. Python reads the names through cute_compiler_stages().
+struct StageInfo {
+  const char *name;
+  const char *extension;
+};
+constexpr StageInfo kStages[] = {
+    {"mlir", ".mlir"},       // the input, parsed
+    {"nvvm", ".nvvm.mlir"},  // after the common and device passes
+    {"llvm", ".ll"},         // LLVM IR of each gpu.module
+    {"ptx", ".ptx"},         // PTX of each gpu.module
+    {"cubin", ".cubin"},     // the first gpu.module's CUBIN
+    {"host", ".host.mlir"},  // the host code after the host passes (LLVM dialect)
+    {"sass", ".sass"},       // disassembled CUBINs (nvdisasm or cuobjdump)
+};
+
+const StageInfo *findStage(llvm::StringRef name) {
+  for (const StageInfo &stage : kStages)
+    if (name == stage.name)
+      return &stage;
+  return nullptr;
+}
+
+std::string stageList() {
+  std::string list;
+  for (const StageInfo &stage : kStages)
+    list += (list.empty() ? "" : ",") + std::string(stage.name);
+  return list;
+}
+
 [[noreturn]] void optionError(const std::string &message) {
   throw CompileFailure{"options", message, {}, {}, {}};
 }
@@ -113,12 +143,9 @@ Options parseOptions(const char *text) {
       optionError("option 'line_info' must be true or false");
     codegen.lineInfo = *lineInfo->getAsBoolean();
   }
-  static const std::set<std::string> stages = {"mlir", "nvvm", "llvm", "ptx",
-                                               "cubin", "host", "sass"};
   for (const std::string &stage : options.keep)
-    if (!stages.count(stage))
-      optionError("unknown stage '" + stage + "' in keep; stages: mlir, nvvm, llvm, ptx, cubin, "
-                  "host, sass");
+    if (!findStage(stage))
+      optionError("unknown stage '" + stage + "' in keep; stages: " + stageList());
   codegen.keepLLVM = options.keeps("llvm");
   return options;
 }
@@ -269,13 +296,6 @@ std::string disassemble(const std::string &cubin, const std::string &cudaHome) {
   return sass;
 }
 
-const std::map<std::string, std::string> &stageExtensions() {
-  static const std::map<std::string, std::string> ext = {
-      {"mlir", ".mlir"}, {"nvvm", ".nvvm.mlir"}, {"llvm", ".ll"},   {"ptx", ".ptx"},
-      {"cubin", ".cubin"}, {"host", ".host.mlir"}, {"sass", ".sass"}};
-  return ext;
-}
-
 void dumpStages(const CuteArtifact &artifact, const Options &options) {
   const std::string &dir = options.codegen.dumpDir;
   if (dir.empty())
@@ -283,7 +303,7 @@ void dumpStages(const CuteArtifact &artifact, const Options &options) {
   llvm::sys::fs::create_directories(dir);
   for (const auto &[stage, text] : artifact.stages) {
     std::error_code ec;
-    llvm::raw_fd_ostream out(dir + "/" + options.codegen.name + stageExtensions().at(stage), ec);
+    llvm::raw_fd_ostream out(dir + "/" + options.codegen.name + findStage(stage)->extension, ec);
     if (!ec)
       out << text;
   }
@@ -376,131 +396,165 @@ void jitHostEntries(mlir::ModuleOp module, CuteArtifact &artifact,
   }
 }
 
-std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &options,
-                                      const std::map<std::string, void *> &symbols) {
-  auto artifact = std::make_unique<CuteArtifact>();
+/// One compilation in progress: what the steps read and fill in.
+struct Compile {
+  const Options &options;
+  const std::map<std::string, void *> &symbols;
+  Compilation &stages;
+  DiagnosticCollector diagnostics;
+  std::unique_ptr<CuteArtifact> artifact = std::make_unique<CuteArtifact>();
+  llvm::StringRef text;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::vector<KernelRef> kernels;
+  std::map<std::string, LaunchShape> launches;
+  llvm::json::Array kernelInfo, hostFunctions;
   llvm::json::Object timings;
-  auto total = Clock::now();
+  std::string cubinBackend;
 
-  Compilation &stages = compilation();
-  mlir::MLIRContext &context = stages.context;
-  DiagnosticCollector diagnostics(context);
+  Compile(llvm::StringRef text, const Options &options,
+          const std::map<std::string, void *> &symbols, Compilation &stages)
+      : options(options), symbols(symbols), stages(stages), diagnostics(stages.context),
+        text(text) {}
+  void keep(const char *stage, std::string bytes) {
+    if (options.keeps(stage))
+      artifact->stages[stage] = std::move(bytes);
+  }
+};
 
-  auto start = Clock::now();
+void parseInput(Compile &c) {
   llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, options.sourceName),
-                               llvm::SMLoc());
-  mlir::ParserConfig config(&context);
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, config);
-  if (!module)
-    diagnostics.fail("parse", "the MLIR input is invalid");
-  timings["parse"] = msSince(start);
-  if (options.keeps("mlir"))
-    artifact->stages["mlir"] = print(*module);
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(c.text, c.options.sourceName), llvm::SMLoc());
+  mlir::ParserConfig config(&c.stages.context);
+  c.module = mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, config);
+  if (!c.module)
+    c.diagnostics.fail("parse", "the MLIR input is invalid");
+  c.keep("mlir", print(*c.module));
+  c.kernels = collectKernels(*c.module);
+  c.launches = collectLaunchShapes(*c.module);
+}
 
-  std::vector<KernelRef> kernels = collectKernels(*module);
-  std::map<std::string, LaunchShape> launches = collectLaunchShapes(*module);
+void runDevicePasses(Compile &c) {
+  runPasses(*c.module, c.diagnostics, "common", c.stages.common);
+  const std::string &arch = c.options.codegen.arch;
+  if (mlir::failed(checkArchSupport(*c.module, arch)))
+    c.diagnostics.fail("codegen", "the module uses instructions " + arch + " does not have");
+  runPasses(*c.module, c.diagnostics, "device",
+            c.options.codegen.lineInfo ? c.stages.deviceWithLineInfo : c.stages.device);
+  c.keep("nvvm", print(*c.module));
+}
 
-  start = Clock::now();
-  runPasses(*module, diagnostics, "common", stages.common);
-  if (mlir::failed(checkArchSupport(*module, options.codegen.arch)))
-    diagnostics.fail("codegen",
-                     "the module uses instructions " + options.codegen.arch + " does not have");
-  runPasses(*module, diagnostics, "device",
-            options.codegen.lineInfo ? stages.deviceWithLineInfo : stages.device);
-  timings["device_passes"] = msSince(start);
-  if (options.keeps("nvvm"))
-    artifact->stages["nvvm"] = print(*module);
+/// The metadata of one kernel of a compiled gpu.module.
+llvm::json::Object describeKernel(Compile &c, mlir::gpu::GPUModuleOp gpuModule,
+                                  const std::string &name, const DeviceModule &device) {
+  size_t index = 0;
+  while (!(c.kernels[index].module == gpuModule.getName() && c.kernels[index].name == name))
+    ++index;
+  llvm::json::Array params;
+  for (const ParamInfo &param : device.params.at(name))
+    params.push_back(
+        llvm::json::Object{{"type", param.type}, {"size", param.size}, {"align", param.align}});
+  const KernelResources &res = device.resources.at(name);
+  const LaunchShape &shape = c.launches[gpuModule.getName().str() + "::" + name];
+  return llvm::json::Object{
+      {"index", int64_t(index)},
+      {"module", gpuModule.getName().str()},
+      {"name", name},
+      {"params", std::move(params)},
+      {"registers", res.registers},
+      {"spill_stores", unknownUnless(res.reported, res.spillStores)},
+      {"spill_loads", unknownUnless(res.reported, res.spillLoads)},
+      {"stack_frame", unknownUnless(res.reported, res.stackFrame)},
+      {"static_smem", res.staticSmem},
+      {"block_dims", dimsJson(shape.block)},
+      {"cluster_dims", dimsJson(shape.cluster)},
+  };
+}
 
-  // Device code, one gpu.module at a time.
-  llvm::json::Array kernelInfo;
+/// LLVM IR, PTX and a CUBIN for each gpu.module; times its own parts (llvm, ptx, cubin).
+void generateDeviceCode(Compile &c) {
   double llvmMs = 0, ptxMs = 0, cubinMs = 0;
-  std::string backend;
-  for (auto gpuModule : module->getOps<mlir::gpu::GPUModuleOp>()) {
+  std::string llvmIR, ptx;
+  for (auto gpuModule : c.module->getOps<mlir::gpu::GPUModuleOp>()) {
     std::vector<std::string> names;
-    for (const KernelRef &kernel : kernels)
+    for (const KernelRef &kernel : c.kernels)
       if (kernel.module == gpuModule.getName())
         names.push_back(kernel.name);
-    CodegenOptions codegen = options.codegen;
     DeviceModule device;
     try {
-      device = compileDeviceModule(gpuModule, names, codegen);
+      device = compileDeviceModule(gpuModule, names, c.options.codegen);
     } catch (CompileFailure &failure) {
       if (failure.diagnostics.empty() && failure.kind == "codegen")
-        diagnostics.fail("codegen", failure.message);
+        c.diagnostics.fail("codegen", failure.message);
       throw;
     }
     llvmMs += device.llvmMs;
     ptxMs += device.ptxMs;
     cubinMs += device.cubinMs;
-    backend = device.cubinBackend;
-    artifact->stages["llvm"] += device.llvmIR;
-    artifact->stages["ptx"] += device.ptx;
-    if (options.keeps("cubin") && artifact->stages.find("cubin") == artifact->stages.end())
-      artifact->stages["cubin"] = device.cubin;
-    if (options.keeps("sass"))
-      artifact->stages["sass"] += disassemble(device.cubin, options.codegen.cudaHome);
-    for (const std::string &name : names) {
-      size_t index = 0;
-      while (!(kernels[index].module == gpuModule.getName() && kernels[index].name == name))
-        ++index;
-      llvm::json::Array params;
-      for (const ParamInfo &param : device.params[name])
-        params.push_back(llvm::json::Object{
-            {"type", param.type}, {"size", param.size}, {"align", param.align}});
-      const KernelResources &res = device.resources[name];
-      const LaunchShape &shape = launches[gpuModule.getName().str() + "::" + name];
-      kernelInfo.push_back(llvm::json::Object{
-          {"index", int64_t(index)},
-          {"module", gpuModule.getName().str()},
-          {"name", name},
-          {"params", std::move(params)},
-          {"registers", res.registers},
-          {"spill_stores", unknownUnless(res.reported, res.spillStores)},
-          {"spill_loads", unknownUnless(res.reported, res.spillLoads)},
-          {"stack_frame", unknownUnless(res.reported, res.stackFrame)},
-          {"static_smem", res.staticSmem},
-          {"block_dims", dimsJson(shape.block)},
-          {"cluster_dims", dimsJson(shape.cluster)},
-      });
-    }
-    artifact->cubins.emplace_back(gpuModule.getName().str(), std::move(device.cubin));
+    c.cubinBackend = device.cubinBackend;
+    llvmIR += device.llvmIR;
+    ptx += device.ptx;
+    if (c.options.keeps("cubin") && !c.artifact->stages.count("cubin"))
+      c.artifact->stages["cubin"] = device.cubin;
+    if (c.options.keeps("sass"))
+      c.artifact->stages["sass"] += disassemble(device.cubin, c.options.codegen.cudaHome);
+    for (const std::string &name : names)
+      c.kernelInfo.push_back(describeKernel(c, gpuModule, name, device));
+    c.artifact->cubins.emplace_back(gpuModule.getName().str(), std::move(device.cubin));
   }
-  if (!options.keeps("llvm"))
-    artifact->stages.erase("llvm");
-  if (!options.keeps("ptx"))
-    artifact->stages.erase("ptx");
-  timings["llvm"] = llvmMs;
-  timings["ptx"] = ptxMs;
-  timings["cubin"] = cubinMs;
+  c.keep("llvm", std::move(llvmIR));
+  c.keep("ptx", std::move(ptx));
+  c.timings["llvm"] = llvmMs;
+  c.timings["ptx"] = ptxMs;
+  c.timings["cubin"] = cubinMs;
+}
 
-  // Host code.
-  start = Clock::now();
-  runPasses(*module, diagnostics, "host", stages.host);
-  if (options.keeps("host"))
-    artifact->stages["host"] = print(*module);
-  llvm::json::Array hostFunctions = describeHostFunctions(*module);
-  jitHostEntries(*module, *artifact, symbols);
-  timings["host"] = msSince(start);
-  timings["total"] = msSince(total);
+void buildHost(Compile &c) {
+  runPasses(*c.module, c.diagnostics, "host", c.stages.host);
+  c.keep("host", print(*c.module));
+  c.hostFunctions = describeHostFunctions(*c.module);
+  jitHostEntries(*c.module, *c.artifact, c.symbols);
+}
 
+/// The steps of a compilation in order, and the timing each reports under (none: it reports
+/// its parts itself). The passes each step runs are in Pipeline.cpp.
+struct Step {
+  const char *timing;
+  void (*run)(Compile &);
+};
+constexpr Step kSteps[] = {
+    {"parse", parseInput},
+    {"device_passes", runDevicePasses},
+    {nullptr, generateDeviceCode},
+    {"host", buildHost},
+};
+
+std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &options,
+                                      const std::map<std::string, void *> &symbols) {
+  auto total = Clock::now();
+  Compile c(text, options, symbols, compilation());
+  for (const Step &step : kSteps) {
+    auto start = Clock::now();
+    step.run(c);
+    if (step.timing)
+      c.timings[step.timing] = msSince(start);
+  }
+  c.timings["total"] = msSince(total);
+
+  llvm::json::Array kept;
+  for (const auto &entry : c.artifact->stages)
+    kept.push_back(entry.first);
   llvm::json::Object metadata{
       {"arch", options.codegen.arch},
-      {"cubin_backend", backend},
-      {"kernels", std::move(kernelInfo)},
-      {"host_functions", std::move(hostFunctions)},
-      {"timings_ms", std::move(timings)},
-      {"stages", [&] {
-         llvm::json::Array kept;
-         for (const auto &entry : artifact->stages)
-           kept.push_back(entry.first);
-         return kept;
-       }()},
+      {"cubin_backend", c.cubinBackend},
+      {"kernels", std::move(c.kernelInfo)},
+      {"host_functions", std::move(c.hostFunctions)},
+      {"timings_ms", std::move(c.timings)},
+      {"stages", std::move(kept)},
   };
-  artifact->metadata = llvm::formatv("{0}", llvm::json::Value(std::move(metadata))).str();
-  dumpStages(*artifact, options);
-  return artifact;
+  c.artifact->metadata = llvm::formatv("{0}", llvm::json::Value(std::move(metadata))).str();
+  dumpStages(*c.artifact, options);
+  return std::move(c.artifact);
 }
 
 /// Rebuilds an artifact from what the disk cache stored: the host stage (LLVM dialect), the
@@ -631,5 +685,15 @@ void cute_artifact_destroy(CuteArtifact *artifact) { delete artifact; }
 void cute_free_string(char *string) { std::free(string); }
 
 const char *cute_compiler_version(void) { return "cute_torch-compiler 0.2 (LLVM/MLIR 19)"; }
+
+const char *cute_compiler_stages(void) {
+  static const std::string list = stageList();
+  return list.c_str();
+}
+
+const char *cute_compiler_archs(void) {
+  static const std::string list = supportedArchList();
+  return list.c_str();
+}
 
 } // extern "C"

@@ -55,15 +55,18 @@ void initializeNVPTX() {
 // The newest PTX ISA LLVM 19 emits; CUDA 12.5+ ptxas reads it for every arch we support.
 constexpr const char *kPtxFeature = "+ptx85";
 
-const std::set<std::string> &supportedArchs() {
-  static const std::set<std::string> archs = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"};
-  return archs;
+/// The archs we compile for (LLVM 19 knows no sm_100), in the order cute_compiler_archs()
+/// lists them.
+constexpr const char *kSupportedArchs[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"};
+
+bool isSupportedArch(const std::string &arch) {
+  return llvm::is_contained(kSupportedArchs, arch);
 }
 
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &arch, int optLevel) {
   initializeNVPTX();
-  if (!supportedArchs().count(arch))
-    fail("options", "unsupported arch '" + arch + "'; supported: sm_80, sm_86, sm_89, sm_90, sm_90a");
+  if (!isSupportedArch(arch))
+    fail("options", "unsupported arch '" + arch + "'; supported: " + supportedArchList());
   std::string triple = "nvptx64-nvidia-cuda", error;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
@@ -239,6 +242,13 @@ bool archHas(const std::string &arch, llvm::StringRef needed) {
 }
 
 } // namespace
+
+std::string supportedArchList() {
+  std::string list;
+  for (const char *arch : kSupportedArchs)
+    list += (list.empty() ? "" : ",") + std::string(arch);
+  return list;
+}
 
 mlir::LogicalResult checkArchSupport(mlir::ModuleOp module, const std::string &arch) {
   bool ok = true;

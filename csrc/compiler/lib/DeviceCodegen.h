@@ -55,6 +55,9 @@ mlir::LogicalResult checkArchSupport(mlir::ModuleOp module, const std::string &a
 
 /// Lowers one gpu.module (already in the NVVM/LLVM dialects) to PTX and a CUBIN.
 /// Throws CompileFailure.
+/// The archs codegen supports, comma-separated ("sm_80,...,sm_90a").
+std::string supportedArchList();
+
 DeviceModule compileDeviceModule(mlir::gpu::GPUModuleOp module,
                                  const std::vector<std::string> &kernelNames,
                                  const CodegenOptions &options);

@@ -74,6 +74,10 @@ CUTE_COMPILER_API void *cute_artifact_host_entry(const CuteArtifact *artifact,
 CUTE_COMPILER_API void cute_artifact_destroy(CuteArtifact *artifact);
 CUTE_COMPILER_API void cute_free_string(char *string);
 CUTE_COMPILER_API const char *cute_compiler_version(void);
+/* The stages `keep` accepts, in pipeline order, comma-separated ("mlir,nvvm,...,sass"). */
+CUTE_COMPILER_API const char *cute_compiler_stages(void);
+/* The archs `arch` accepts, comma-separated ("sm_80,...,sm_90a"). */
+CUTE_COMPILER_API const char *cute_compiler_archs(void);
 
 #ifdef __cplusplus
 }
