@@ -23,10 +23,15 @@ std::string runtimeStatus() {
   return "ok: " + std::to_string(cute_torch::runtime::deviceCount()) + " device(s)";
 }
 
+/// c10's code of a dtype. A ScalarType[] argument reaches Python (fake) kernels as these
+/// codes, so Python maps them back by asking here instead of copying c10's enum.
+int64_t scalarTypeCode(c10::ScalarType type) { return static_cast<int64_t>(type); }
+
 } // namespace
 
 TORCH_LIBRARY(cute, m) {
   m.def("runtime_status() -> str", &runtimeStatus);
+  m.def("scalar_type_code(ScalarType dtype) -> int", &scalarTypeCode);
   m.def("pointwise(str expr, Tensor[] inputs, ScalarType? out_dtype=None) -> Tensor");
   m.def("pointwise.multi(str[] exprs, Tensor[] inputs, ScalarType[]? out_dtypes=None) -> Tensor[]");
 }

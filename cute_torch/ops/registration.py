@@ -52,9 +52,11 @@ def _pointwise_fake(expr: str, inputs: list, out_dtype: torch.dtype | None = Non
     return out
 
 
-# c10::ScalarType's (stable) values: a ScalarType[] argument reaches Python kernels as ints.
-_SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 3: torch.int32, 4: torch.int64, 5: torch.float16, 6: torch.float32,
-                 7: torch.float64, 11: torch.bool, 15: torch.bfloat16}
+# A ScalarType[] argument reaches Python kernels as c10's codes: the extension says which code
+# each dtype has (cute::scalar_type_code), filled in by load().
+_SCALAR_TYPES: dict = {}
+_OUT_DTYPES = (torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, torch.float32, torch.float64,
+               torch.bool, torch.bfloat16)
 
 
 def _as_dtype(value) -> torch.dtype:
@@ -75,26 +77,10 @@ def _pointwise_multi_fake(exprs: list, inputs: list, out_dtypes: list | None = N
     devices = {t.device for t in inputs}
     if len(devices) > 1:
         raise RuntimeError(f"cute::pointwise: expected all inputs on the same device, got {sorted(map(str, devices))}")
-    shape = broadcast_shape([t.shape for t in inputs])
+    shape = torch.broadcast_shapes(*(t.shape for t in inputs))
     dtypes, zeros = tuple(t.dtype for t in inputs), tuple(t.dim() == 0 for t in inputs)
     return [inputs[0].new_empty(shape, dtype=result_dtype(e, dtypes, zeros, o))
             for e, o in zip(exprs, [_as_dtype(o) for o in out_dtypes] if out_dtypes else [None] * len(exprs))]
-
-
-def broadcast_shape(shapes: list) -> list:
-    """torch's broadcasting, with at::infer_size's error (what the CUDA kernel raises); sizes
-    may be SymInts."""
-    result = list(shapes[0])
-    for shape in shapes[1:]:
-        ndim = max(len(result), len(shape))
-        a = [1] * (ndim - len(result)) + result
-        b = [1] * (ndim - len(shape)) + list(shape)
-        for d in range(ndim):
-            if a[d] != b[d] and a[d] != 1 and b[d] != 1:
-                raise RuntimeError(f"The size of tensor a ({a[d]}) must match the size of tensor b ({b[d]}) at "
-                                   f"non-singleton dimension {d}")
-        result = [y if x == 1 else x for x, y in zip(a, b)]
-    return result
 
 
 def load() -> None:
@@ -104,6 +90,7 @@ def load() -> None:
         if _loaded:
             return
         torch.ops.load_library(LIBRARY)
+        _SCALAR_TYPES.update({torch.ops.cute.scalar_type_code(d): d for d in _OUT_DTYPES})
         # PyDLL keeps the GIL during these calls (one takes a reference to the builder).
         library = ctypes.PyDLL(LIBRARY)
         library.cute_torch_set_builder(ctypes.py_object(_builder))
