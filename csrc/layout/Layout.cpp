@@ -214,10 +214,10 @@ int64_t crd2idxInShape(const IntTuple &coord, const IntTuple &shape) {
 // Layout
 //===----------------------------------------------------------------------===//
 
-Layout::Layout(IntTuple shape, IntTuple stride) : shape(std::move(shape)), stride(std::move(stride)) {
+Layout::Layout(IntTuple shape, IntTuple stride)
+    : shape(std::move(shape)), stride(std::move(stride)) {
   if (!this->shape.congruentTo(this->stride))
-    fail("shape " + this->shape.str() + " and stride " + this->stride.str() +
-         " are not congruent");
+    fail("shape " + this->shape.str() + " and stride " + this->stride.str() + " are not congruent");
 }
 
 Layout Layout::compact(const IntTuple &shape) { return Layout(shape, compactColMajor(shape)); }
@@ -603,8 +603,8 @@ static Layout composeLeaf(const Layout &a, int64_t extent, int64_t step) {
   for (size_t i = 0; i + 1 < lhs.size(); ++i) {
     auto [currShape, currStride] = lhs[i];
     if (currShape % restStride != 0 && restStride % currShape != 0)
-      fail("composition " + a.str() + " o " + std::to_string(extent) + ":" +
-           std::to_string(step) + ": stride " + std::to_string(restStride) +
+      fail("composition " + a.str() + " o " + std::to_string(extent) + ":" + std::to_string(step) +
+           ": stride " + std::to_string(restStride) +
            " does not divide and is not a multiple of extent " + std::to_string(currShape));
     int64_t nextShape = ceilDiv(currShape, restStride);
     int64_t nextStride = ceilDiv(restStride, currShape);
@@ -614,9 +614,9 @@ static Layout composeLeaf(const Layout &a, int64_t extent, int64_t step) {
     }
     int64_t newShape = std::min(nextShape, restShape);
     if (restShape % newShape != 0)
-      fail("composition " + a.str() + " o " + std::to_string(extent) + ":" +
-           std::to_string(step) + ": extent " + std::to_string(restShape) +
-           " is not divisible by " + std::to_string(newShape));
+      fail("composition " + a.str() + " o " + std::to_string(extent) + ":" + std::to_string(step) +
+           ": extent " + std::to_string(restShape) + " is not divisible by " +
+           std::to_string(newShape));
     result.emplace_back(newShape, restStride * currStride);
     restShape /= newShape;
     restStride = nextStride;
@@ -674,8 +674,9 @@ Layout complement(const Layout &layout, int64_t cotarget) {
   for (auto [extent, step] : modes)
     if (step < 0)
       fail("complement of " + layout.str() + ": negative stride " + std::to_string(step));
-  std::sort(modes.begin(), modes.end(),
-            [](auto x, auto y) { return x.second != y.second ? x.second < y.second : x.first < y.first; });
+  std::sort(modes.begin(), modes.end(), [](auto x, auto y) {
+    return x.second != y.second ? x.second < y.second : x.first < y.first;
+  });
   // Fill each gap between the image's modes, then repeat up to the cotarget.
   std::vector<std::pair<int64_t, int64_t>> result;
   int64_t current = 1;
@@ -813,8 +814,8 @@ static Layout rankAlignedProduct(const Layout &a, const Layout &b, bool blockFir
   Layout second = blockFirst ? product[1] : product[0];
   // With one mode, B's composed repetitions may have several modes of their own: keep them
   // together as the second half of that one mode.
-  Layout zipped = rank == 1 ? Layout::concat({Layout::concat({first, second})})
-                            : zip({first, second});
+  Layout zipped =
+      rank == 1 ? Layout::concat({Layout::concat({first, second})}) : zip({first, second});
   std::vector<IntTuple> ones(rank, IntTuple(1));
   return coalesce(zipped, makeTuple(ones));
 }

@@ -80,11 +80,16 @@ void bindLayout(py::module_ &parent) {
   py::module_ m = parent.def_submodule("layout", "CuTe's layout algebra (the C++ library)");
   py::register_exception<LayoutError>(m, "LayoutError", PyExc_ValueError);
 
-  m.def("compact_col_major", [](py::object shape) { return fromTuple(compactColMajor(toTuple(shape))); });
-  m.def("compact_row_major", [](py::object shape) { return fromTuple(compactRowMajor(toTuple(shape))); });
-  m.def("shape_div", [](py::object a, py::object b) { return fromTuple(shapeDiv(toTuple(a), toTuple(b))); });
-  m.def("idx2crd", [](int64_t index, py::object shape) { return fromTuple(idx2crd(index, toTuple(shape))); });
-  m.def("crd2idx", [](py::object coord, const PyLayout &a) { return toLayout(a).crd2idx(toTuple(coord)); });
+  m.def("compact_col_major",
+        [](py::object shape) { return fromTuple(compactColMajor(toTuple(shape))); });
+  m.def("compact_row_major",
+        [](py::object shape) { return fromTuple(compactRowMajor(toTuple(shape))); });
+  m.def("shape_div",
+        [](py::object a, py::object b) { return fromTuple(shapeDiv(toTuple(a), toTuple(b))); });
+  m.def("idx2crd",
+        [](int64_t index, py::object shape) { return fromTuple(idx2crd(index, toTuple(shape))); });
+  m.def("crd2idx",
+        [](py::object coord, const PyLayout &a) { return toLayout(a).crd2idx(toTuple(coord)); });
   m.def("cosize", [](const PyLayout &a) { return toLayout(a).cosize(); });
   m.def("slice", [](const PyLayout &a, py::object coord) {
     auto [layout, offset] = slice(toLayout(a), toTuple(coord));
@@ -131,11 +136,11 @@ void bindLayout(py::module_ &parent) {
     return maxCommonVector(toLayout(a), toLayout(b));
   });
   binary(m, "max_common_layout", maxCommonLayout);
-  m.def("local_tile", [](const PyLayout &a, bool byMode, const std::vector<PyLayout> &tiler,
-                         py::object coord) {
-    auto [layout, offset] = localTile(toLayout(a), toTiler(byMode, tiler), toTuple(coord));
-    return std::make_pair(fromLayout(layout), offset);
-  });
+  m.def("local_tile",
+        [](const PyLayout &a, bool byMode, const std::vector<PyLayout> &tiler, py::object coord) {
+          auto [layout, offset] = localTile(toLayout(a), toTiler(byMode, tiler), toTuple(coord));
+          return std::make_pair(fromLayout(layout), offset);
+        });
   m.def("local_partition", [](const PyLayout &a, const PyLayout &threads, int64_t index) {
     auto [layout, offset] = localPartition(toLayout(a), toLayout(threads), index);
     return std::make_pair(fromLayout(layout), offset);

@@ -73,8 +73,8 @@ public:
     for (py::handle fn : meta["host_functions"]) {
       std::string name = fn["name"].cast<std::string>();
       HostFunction &host = functions[name];
-      host.entry = reinterpret_cast<void (*)(void **)>(
-          cute_artifact_host_entry(handle, name.c_str()));
+      host.entry =
+          reinterpret_cast<void (*)(void **)>(cute_artifact_host_entry(handle, name.c_str()));
       for (py::handle type : fn["args"]) {
         host.typeNames.push_back(type.cast<std::string>());
         host.args.push_back(argKind(host.typeNames.back()));
@@ -237,10 +237,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("load", &load, py::arg("host_mlir"), py::arg("metadata_json"), py::arg("cubins"),
         "Rebuild an artifact from a kept host stage, its metadata and its CUBINs");
   m.def("compiler_version", [] { return std::string(cute_compiler_version()); });
-  m.def("compiler_stages", [] { return std::string(cute_compiler_stages()); },
-        "The stages `keep` accepts, in pipeline order, comma-separated");
-  m.def("compiler_archs", [] { return std::string(cute_compiler_archs()); },
-        "The archs the compiler targets, comma-separated");
+  m.def(
+      "compiler_stages", [] { return std::string(cute_compiler_stages()); },
+      "The stages `keep` accepts, in pipeline order, comma-separated");
+  m.def(
+      "compiler_archs", [] { return std::string(cute_compiler_archs()); },
+      "The archs the compiler targets, comma-separated");
   m.def("driver_available", [] {
     std::string why;
     bool ok = driverAvailable(&why);

@@ -23,8 +23,8 @@ struct Driver {
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
   CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, CUstream, void **, void **);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void **, void **);
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuGetErrorString)(CUresult, const char **);

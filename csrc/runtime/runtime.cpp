@@ -35,8 +35,7 @@ CUcontext enterDevice(const Driver &d, int device) {
 }
 
 std::string dims(Dim3 d) {
-  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) +
-         ")";
+  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
 }
 
 /// What host code launching through cute_rt_launch works against, for one call.
@@ -100,8 +99,7 @@ LoadedArtifact::PerContext &LoadedArtifact::loadedIn(void *context) {
   std::map<std::string, CUmodule> byName;
   for (const auto &[name, cubin] : cubins) {
     CUmodule module;
-    d.check(d.cuModuleLoadData(&module, cubin.data()),
-            "loading the CUBIN of gpu.module @" + name);
+    d.check(d.cuModuleLoadData(&module, cubin.data()), "loading the CUBIN of gpu.module @" + name);
     loaded->modules.push_back(module);
     byName[name] = module;
   }
@@ -133,15 +131,15 @@ void LoadedArtifact::launchInCurrentContext(int kernel, Dim3 grid, Dim3 block, D
   CUfunction function = loaded.functions[kernel];
   if (int(smem) > loaded.smemLimit[kernel]) {
     // Beyond 48 KB a kernel must opt in to its dynamic shared memory.
-    d.check(d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                 int(smem)),
-            what() + " (raising the dynamic shared memory limit)");
+    d.check(
+        d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
+        what() + " (raising the dynamic shared memory limit)");
     loaded.smemLimit[kernel] = int(smem);
   }
   CUstream cuStream = reinterpret_cast<CUstream>(stream);
   if (cluster.x * cluster.y * cluster.z == 1) {
-    d.checkLazy(d.cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                 smem, cuStream, params, nullptr),
+    d.checkLazy(d.cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem,
+                                 cuStream, params, nullptr),
                 what);
     return;
   }
@@ -206,10 +204,9 @@ extern "C" int cute_rt_launch(int32_t kernel, int64_t gx, int64_t gy, int64_t gz
       return 1;
     }
   try {
-    scope->artifact->launchInCurrentContext(kernel, {u32(gx), u32(gy), u32(gz)},
-                                            {u32(bx), u32(by), u32(bz)},
-                                            {u32(cx), u32(cy), u32(cz)}, uint32_t(smem), params,
-                                            scope->stream);
+    scope->artifact->launchInCurrentContext(
+        kernel, {u32(gx), u32(gy), u32(gz)}, {u32(bx), u32(by), u32(bz)},
+        {u32(cx), u32(cy), u32(cz)}, uint32_t(smem), params, scope->stream);
   } catch (const std::exception &e) {
     scope->error = e.what();
     return 1;

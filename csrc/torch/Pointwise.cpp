@@ -40,9 +40,9 @@ struct DtypeName {
   const char *name;
 };
 constexpr DtypeName kSupported[] = {
-    {c10::kFloat, "float32"}, {c10::kHalf, "float16"}, {c10::kBFloat16, "bfloat16"},
-    {c10::kDouble, "float64"}, {c10::kInt, "int32"},  {c10::kLong, "int64"},
-    {c10::kChar, "int8"},     {c10::kByte, "uint8"},  {c10::kBool, "bool"}};
+    {c10::kFloat, "float32"},  {c10::kHalf, "float16"}, {c10::kBFloat16, "bfloat16"},
+    {c10::kDouble, "float64"}, {c10::kInt, "int32"},    {c10::kLong, "int64"},
+    {c10::kChar, "int8"},      {c10::kByte, "uint8"},   {c10::kBool, "bool"}};
 
 const char *dtypeName(c10::ScalarType type, const char *what) {
   for (const DtypeName &d : kSupported)
@@ -82,7 +82,10 @@ std::unordered_map<std::string, std::string> gradCache;
 /// (c10::str of an unsigned long) crashed the process with torch 2.11's CUDA build on the H200
 /// machine, so numbers go through std::to_string.
 std::string deviceName(const c10::Device &device) {
-  const char *type = device.is_cuda() ? "cuda" : device.is_cpu() ? "cpu" : device.is_meta() ? "meta" : "other";
+  const char *type = device.is_cuda()   ? "cuda"
+                     : device.is_cpu()  ? "cpu"
+                     : device.is_meta() ? "meta"
+                                        : "other";
   return device.has_index() ? std::string(type) + ":" + std::to_string(device.index()) : type;
 }
 
@@ -291,8 +294,7 @@ void run(const Kernel &kernel, const Geometry &g, const Launch &p, at::TensorLis
     pointers.push_back(&slot);
   const c10::Device device = outs[0].device();
   c10::DeviceGuard guard(device);
-  const c10::Stream stream =
-      c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
+  const c10::Stream stream = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
   try {
     kernel.runtime->call(kernel.entry, pointers.data(), device.index(),
                          reinterpret_cast<uintptr_t>(stream.native_handle()));
@@ -369,7 +371,8 @@ std::vector<at::Tensor> pointwiseMultiCuda(std::vector<std::string> exprs, at::T
 
 at::Tensor pointwiseCpu(c10::string_view, at::TensorList inputs, std::optional<c10::ScalarType>) {
   TORCH_CHECK(false, "cute::pointwise runs on CUDA tensors; got a tensor on ",
-              inputs.empty() ? "cpu" : deviceName(inputs[0].device()), ". Move the inputs with .cuda()");
+              inputs.empty() ? "cpu" : deviceName(inputs[0].device()),
+              ". Move the inputs with .cuda()");
 }
 
 std::vector<at::Tensor> pointwiseMultiCpu(std::vector<std::string>, at::TensorList inputs,
@@ -377,13 +380,14 @@ std::vector<at::Tensor> pointwiseMultiCpu(std::vector<std::string>, at::TensorLi
   return {pointwiseCpu("", inputs, std::nullopt)};
 }
 
-// -- autograd --------------------------------------------------------------------------------------
+// -- autograd
+// --------------------------------------------------------------------------------------
 
 const PointwiseOp &pointwiseOp() {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("cute::pointwise", "")
-                       .typed<at::Tensor(c10::string_view, at::TensorList,
-                                         std::optional<c10::ScalarType>)>();
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("cute::pointwise", "")
+          .typed<at::Tensor(c10::string_view, at::TensorList, std::optional<c10::ScalarType>)>();
   return op;
 }
 
@@ -399,8 +403,8 @@ std::string gradExpression(const std::string &expr, size_t n, size_t index) {
     if (found != gradCache.end())
       return found->second;
   }
-  BuilderResult result = callBuilder(
-      "grad", {expr, static_cast<int64_t>(n), static_cast<int64_t>(index)});
+  BuilderResult result =
+      callBuilder("grad", {expr, static_cast<int64_t>(n), static_cast<int64_t>(index)});
   std::lock_guard<std::mutex> lock(cacheMutex);
   return gradCache.emplace(key, result.isNone ? "" : result.text).first->second;
 }
@@ -438,8 +442,8 @@ public:
       const bool reduces = input.sym_sizes() != grads[0].sym_sizes();
       const c10::ScalarType type = input.scalar_type();
       const bool half = type == c10::kHalf || type == c10::kBFloat16;
-      at::Tensor grad = pointwiseOp().call(gradExpr, operands,
-                                           reduces && half ? c10::kFloat : type);
+      at::Tensor grad =
+          pointwiseOp().call(gradExpr, operands, reduces && half ? c10::kFloat : type);
       if (reduces)
         grad = at::sum_to(grad, input.sym_sizes()).to(type);
       result[i + 1] = grad;

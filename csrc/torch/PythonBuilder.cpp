@@ -66,8 +66,9 @@ BuilderResult callBuilder(const char *kind, const std::vector<BuilderArg> &args)
     PyGILState_STATE state;
     ~Release() { PyGILState_Release(state); }
   } release{gil};
-  TORCH_CHECK(builder, "cute_torch ops: no kernel builder is installed; import cute_torch.ops (loading the "
-                       "library through torch.ops.load_library alone is not enough)");
+  TORCH_CHECK(builder,
+              "cute_torch ops: no kernel builder is installed; import cute_torch.ops (loading the "
+              "library through torch.ops.load_library alone is not enough)");
   PyObject *tuple = PyTuple_New(static_cast<Py_ssize_t>(args.size() + 1));
   PyTuple_SET_ITEM(tuple, 0, PyUnicode_FromString(kind));
   for (size_t i = 0; i < args.size(); ++i)

@@ -57,7 +57,8 @@ PyObject *pointwiseEntry(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   END_HANDLE_TH_ERRORS
 }
 
-PyMethodDef entryDef = {"pointwise", reinterpret_cast<PyCFunction>(reinterpret_cast<void *>(&pointwiseEntry)),
+PyMethodDef entryDef = {"pointwise",
+                        reinterpret_cast<PyCFunction>(reinterpret_cast<void *>(&pointwiseEntry)),
                         METH_FASTCALL, "pointwise(expr, inputs: tuple, out_dtype) -> Tensor"};
 
 } // namespace

@@ -62,13 +62,13 @@ struct StageInfo {
   const char *extension;
 };
 constexpr StageInfo kStages[] = {
-    {"mlir", ".mlir"},       // the input, parsed
-    {"nvvm", ".nvvm.mlir"},  // after the common and device passes
-    {"llvm", ".ll"},         // LLVM IR of each gpu.module
-    {"ptx", ".ptx"},         // PTX of each gpu.module
-    {"cubin", ".cubin"},     // the first gpu.module's CUBIN
-    {"host", ".host.mlir"},  // the host code after the host passes (LLVM dialect)
-    {"sass", ".sass"},       // disassembled CUBINs (nvdisasm or cuobjdump)
+    {"mlir", ".mlir"},      // the input, parsed
+    {"nvvm", ".nvvm.mlir"}, // after the common and device passes
+    {"llvm", ".ll"},        // LLVM IR of each gpu.module
+    {"ptx", ".ptx"},        // PTX of each gpu.module
+    {"cubin", ".cubin"},    // the first gpu.module's CUBIN
+    {"host", ".host.mlir"}, // the host code after the host passes (LLVM dialect)
+    {"sass", ".sass"},      // disassembled CUBINs (nvdisasm or cuobjdump)
 };
 
 const StageInfo *findStage(llvm::StringRef name) {
@@ -103,8 +103,8 @@ Options parseOptions(const char *text) {
   if (!object)
     optionError("options must be a JSON object");
   static const std::set<std::string> known = {
-      "arch", "opt_level", "ptxas_options", "line_info", "cuda_home", "cubin_backend",
-      "nvjitlink_path", "keep", "dump_dir", "name", "source_name"};
+      "arch",           "opt_level", "ptxas_options", "line_info", "cuda_home",  "cubin_backend",
+      "nvjitlink_path", "keep",      "dump_dir",      "name",      "source_name"};
   for (const auto &entry : *object)
     if (!known.count(entry.first.str()))
       optionError("unknown option '" + entry.first.str() + "'");
@@ -164,8 +164,8 @@ public:
   [[noreturn]] void fail(const std::string &kind, const std::string &what) {
     std::string message = what;
     for (const Diagnostic &d : diagnostics)
-      message += "\n" + d.file + ":" + std::to_string(d.line) + ":" + std::to_string(d.col) +
-                 ": " + d.severity + ": " + d.message;
+      message += "\n" + d.file + ":" + std::to_string(d.line) + ":" + std::to_string(d.col) + ": " +
+                 d.severity + ": " + d.message;
     throw CompileFailure{kind, message, diagnostics, {}, {}};
   }
 
@@ -237,8 +237,8 @@ std::map<std::string, LaunchShape> collectLaunchShapes(mlir::ModuleOp module) {
     if (auto attr = launch->getAttrOfType<mlir::DenseI32ArrayAttr>("cute.cluster"))
       if (attr.size() == 3)
         cluster = {attr[0], attr[1], attr[2]};
-    LaunchShape &shape = shapes[launch.getKernelModuleName().str() + "::" +
-                                launch.getKernelName().str()];
+    LaunchShape &shape =
+        shapes[launch.getKernelModuleName().str() + "::" + launch.getKernelName().str()];
     if (!shape.seen) {
       shape = {true, block, cluster};
       return;
@@ -389,9 +389,12 @@ void jitHostEntries(mlir::ModuleOp module, CuteArtifact &artifact,
   for (const std::string &name : names) {
     auto entry = artifact.engine->lookupPacked(name);
     if (!entry)
-      throw CompileFailure{"jit", "host entry " + name + " not found after JIT: " +
-                                      llvm::toString(entry.takeError()),
-                           {}, {}, {}};
+      throw CompileFailure{"jit",
+                           "host entry " + name +
+                               " not found after JIT: " + llvm::toString(entry.takeError()),
+                           {},
+                           {},
+                           {}};
     artifact.entries[name] = reinterpret_cast<void *>(*entry);
   }
 }
@@ -423,8 +426,8 @@ struct Compile {
 
 void parseInput(Compile &c) {
   llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(c.text, c.options.sourceName), llvm::SMLoc());
+  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(c.text, c.options.sourceName),
+                               llvm::SMLoc());
   mlir::ParserConfig config(&c.stages.context);
   c.module = mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, config);
   if (!c.module)
@@ -545,12 +548,9 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
   for (const auto &entry : c.artifact->stages)
     kept.push_back(entry.first);
   llvm::json::Object metadata{
-      {"arch", options.codegen.arch},
-      {"cubin_backend", c.cubinBackend},
-      {"kernels", std::move(c.kernelInfo)},
-      {"host_functions", std::move(c.hostFunctions)},
-      {"timings_ms", std::move(c.timings)},
-      {"stages", std::move(kept)},
+      {"arch", options.codegen.arch},       {"cubin_backend", c.cubinBackend},
+      {"kernels", std::move(c.kernelInfo)}, {"host_functions", std::move(c.hostFunctions)},
+      {"timings_ms", std::move(c.timings)}, {"stages", std::move(kept)},
   };
   c.artifact->metadata = llvm::formatv("{0}", llvm::json::Value(std::move(metadata))).str();
   dumpStages(*c.artifact, options);

@@ -73,9 +73,7 @@ std::vector<std::string> assemblerFlags(const CodegenOptions &options) {
   return flags;
 }
 
-std::string ptxasPath(const CodegenOptions &options) {
-  return options.cudaHome + "/bin/ptxas";
-}
+std::string ptxasPath(const CodegenOptions &options) { return options.cudaHome + "/bin/ptxas"; }
 
 std::string reproduceCommand(const CodegenOptions &options, const std::string &ptxPath) {
   std::vector<std::string> command = {ptxasPath(options)};
@@ -91,9 +89,8 @@ std::string reproduceCommand(const CodegenOptions &options, const std::string &p
                                  const std::string &who, const std::string &log) {
   std::string path = keepFailedPtx(ptx, options);
   throw CompileFailure{"ptxas",
-                       who + " failed for " + options.arch + ":\n" + log +
-                           "\nPTX kept at: " + path +
-                           "\nreproduce with: " + reproduceCommand(options, path),
+                       who + " failed for " + options.arch + ":\n" + log + "\nPTX kept at: " +
+                           path + "\nreproduce with: " + reproduceCommand(options, path),
                        {},
                        path,
                        reproduceCommand(options, path)};
@@ -247,7 +244,9 @@ std::string assembleCubin(const std::string &ptx, const CodegenOptions &options,
   if (backend != "auto" && backend != "ptxas" && backend != "nvjitlink")
     throw CompileFailure{"options",
                          "unknown cubin_backend '" + backend + "'; use auto, ptxas or nvjitlink",
-                         {}, {}, {}};
+                         {},
+                         {},
+                         {}};
   if (backend != "ptxas") {
     if (const NvJitLink *api = NvJitLink::load(options)) {
       backendUsed = "nvjitlink";
@@ -259,7 +258,9 @@ std::string assembleCubin(const std::string &ptx, const CodegenOptions &options,
                                options.cudaHome +
                                "/lib64 or the library path; set CUDA_HOME or "
                                "CUTE_TORCH_NVJITLINK",
-                           {}, {}, {}};
+                           {},
+                           {},
+                           {}};
   }
   backendUsed = "ptxas";
   return assembleWithPtxas(ptx, options, report);

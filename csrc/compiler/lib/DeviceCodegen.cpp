@@ -59,9 +59,7 @@ constexpr const char *kPtxFeature = "+ptx85";
 /// lists them.
 constexpr const char *kSupportedArchs[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"};
 
-bool isSupportedArch(const std::string &arch) {
-  return llvm::is_contained(kSupportedArchs, arch);
-}
+bool isSupportedArch(const std::string &arch) { return llvm::is_contained(kSupportedArchs, arch); }
 
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &arch, int optLevel) {
   initializeNVPTX();
@@ -113,8 +111,7 @@ void linkLibdevice(llvm::Module &module, const std::string &cudaHome) {
     fail("toolkit", "cannot parse " + path + ": " + llvm::toString(libdevice.takeError()));
   (*libdevice)->setTargetTriple(module.getTargetTriple());
   (*libdevice)->setDataLayout(module.getDataLayout());
-  if (llvm::Linker::linkModules(module, std::move(*libdevice),
-                                llvm::Linker::Flags::LinkOnlyNeeded))
+  if (llvm::Linker::linkModules(module, std::move(*libdevice), llvm::Linker::Flags::LinkOnlyNeeded))
     fail("codegen", "linking libdevice failed");
   for (llvm::Function &fn : module)
     if (!fn.isDeclaration() && !ownDefinitions.count(fn.getName().str()))
@@ -296,8 +293,7 @@ DeviceModule compileDeviceModule(mlir::gpu::GPUModuleOp gpuModule,
       fail("codegen", "kernel @" + name + " vanished during lowering");
     std::vector<ParamInfo> &params = result.params[name];
     for (llvm::Argument &arg : fn->args())
-      params.push_back({printType(arg.getType()),
-                        unsigned(layout.getTypeAllocSize(arg.getType())),
+      params.push_back({printType(arg.getType()), unsigned(layout.getTypeAllocSize(arg.getType())),
                         unsigned(layout.getABITypeAlign(arg.getType()).value())});
   }
   result.llvmMs = msSince(start);

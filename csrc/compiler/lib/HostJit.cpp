@@ -27,9 +27,12 @@ std::unique_ptr<mlir::ExecutionEngine> jitHostModule(mlir::ModuleOp module, int 
   options.enablePerfNotificationListener = false;
   auto engine = mlir::ExecutionEngine::create(module, options);
   if (!engine)
-    throw CompileFailure{"jit", "JIT compilation of the host code failed: " +
-                                    llvm::toString(engine.takeError()),
-                         {}, {}, {}};
+    throw CompileFailure{"jit",
+                         "JIT compilation of the host code failed: " +
+                             llvm::toString(engine.takeError()),
+                         {},
+                         {},
+                         {}};
   (*engine)->registerSymbols([&](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap map;
     for (const auto &[name, address] : symbols)

@@ -49,8 +49,8 @@ struct LowerLaunchesPass : PassWrapper<LowerLaunchesPass, OperationPass<ModuleOp
                k.name == launch.getKernelName().getValue();
       });
       if (found == kernels.end()) {
-        launch.emitOpError() << "launches @" << launch.getKernelModuleName().getValue()
-                             << "::@" << launch.getKernelName().getValue()
+        launch.emitOpError() << "launches @" << launch.getKernelModuleName().getValue() << "::@"
+                             << launch.getKernelName().getValue()
                              << ", which is not a kernel of this module";
         return WalkResult::interrupt();
       }
@@ -78,8 +78,7 @@ struct LowerLaunchesPass : PassWrapper<LowerLaunchesPass, OperationPass<ModuleOp
     return builder.create<LLVM::LLVMFuncOp>(module.getLoc(), kRuntimeLaunchSymbol, type);
   }
 
-  LogicalResult lower(gpu::LaunchFuncOp launch, int64_t kernelIndex,
-                      LLVM::LLVMFuncOp launchFn) {
+  LogicalResult lower(gpu::LaunchFuncOp launch, int64_t kernelIndex, LLVM::LLVMFuncOp launchFn) {
     if (launch.getAsyncToken() || !launch.getAsyncDependencies().empty())
       return launch.emitOpError()
              << "async tokens are not supported: launches run on the caller's stream in "
@@ -137,8 +136,8 @@ struct LowerLaunchesPass : PassWrapper<LowerLaunchesPass, OperationPass<ModuleOp
                                        "scalars and !llvm.ptr";
       Value slot = entry.create<LLVM::AllocaOp>(loc, ptr, type, one, 16);
       builder.create<LLVM::StoreOp>(loc, value, slot);
-      Value entryPtr = builder.create<LLVM::GEPOp>(loc, ptr, ptr, params,
-                                                   ArrayRef<LLVM::GEPArg>{int32_t(i)});
+      Value entryPtr =
+          builder.create<LLVM::GEPOp>(loc, ptr, ptr, params, ArrayRef<LLVM::GEPArg>{int32_t(i)});
       builder.create<LLVM::StoreOp>(loc, slot, entryPtr);
     }
     args.push_back(params);

@@ -34,9 +34,9 @@ void registerPasses() {
       [](OpPassManager &pm, const DevicePipelineOptions &options) {
         buildDevicePipeline(pm, options.lineInfo);
       });
-  PassPipelineRegistration<>(
-      "cute-host-pipeline", "Stage 3 of the compiler: launches -> runtime calls, host -> LLVM",
-      buildHostPipeline);
+  PassPipelineRegistration<>("cute-host-pipeline",
+                             "Stage 3 of the compiler: launches -> runtime calls, host -> LLVM",
+                             buildHostPipeline);
 }
 
 } // namespace cute_torch

@@ -10,7 +10,8 @@ namespace cute_torch {
 std::map<std::string, KernelResources> parsePtxasReport(const std::string &report) {
   static const std::regex function(R"(Compiling entry function '([^']+)')");
   static const std::regex properties(R"(Function properties for ([^\s:]+))");
-  static const std::regex stack(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  static const std::regex stack(
+      R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
   static const std::regex registers(R"(Used (\d+) registers)");
   static const std::regex smem(R"((\d+) bytes smem)");
 

@@ -78,8 +78,8 @@ int main(int argc, char **argv) {
   char *error = nullptr;
   const char *symbolNames[] = {"cute_rt_launch"};
   void *symbolAddresses[] = {reinterpret_cast<void *>(&cute_rt_launch)};
-  CuteArtifact *artifact = cute_compile(source.data(), source.size(), options.c_str(),
-                                        symbolNames, symbolAddresses, 1, &error);
+  CuteArtifact *artifact = cute_compile(source.data(), source.size(), options.c_str(), symbolNames,
+                                        symbolAddresses, 1, &error);
   if (!artifact) {
     std::cerr << error << "\n";
     cute_free_string(error);

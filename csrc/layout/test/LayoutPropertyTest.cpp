@@ -19,7 +19,9 @@ class RandomLayouts {
 public:
   explicit RandomLayouts(unsigned seed) : rng(seed) {}
 
-  int64_t pick(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+  int64_t pick(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  }
 
   /// Random flat extents, 1 to 4 modes of 1 to 8.
   std::vector<int64_t> extents() {
@@ -103,7 +105,8 @@ TEST(LayoutProperties, CoalesceAndFilterKeepTheMapping) {
     ASSERT_LE(merged.depth(), 1u);
     // filter keeps the set of offsets and drops every broadcast mode.
     std::vector<int64_t> all = image(layout), kept = image(filter(layout));
-    ASSERT_EQ(std::set<int64_t>(all.begin(), all.end()), std::set<int64_t>(kept.begin(), kept.end()))
+    ASSERT_EQ(std::set<int64_t>(all.begin(), all.end()),
+              std::set<int64_t>(kept.begin(), kept.end()))
         << layout.str();
   }
 }
@@ -204,7 +207,8 @@ TEST(LayoutProperties, DividesAndProducts) {
     for (int64_t i = 0; i < size; ++i)
       ASSERT_EQ(divided(i), a(reference(i))) << a.str() << " / " << tile.str();
     std::vector<int64_t> x = image(a), y = image(divided);
-    ASSERT_EQ(std::multiset<int64_t>(x.begin(), x.end()), std::multiset<int64_t>(y.begin(), y.end()));
+    ASSERT_EQ(std::multiset<int64_t>(x.begin(), x.end()),
+              std::multiset<int64_t>(y.begin(), y.end()));
     // zipped_divide with one layout is logical_divide.
     ASSERT_EQ(zippedDivide(a, tile), divided);
 
@@ -239,8 +243,8 @@ TEST(LayoutProperties, TilesAndPartitionsCoverEveryElementOnce) {
     std::multiset<int64_t> seen;
     for (int64_t i = 0; i < m / tm; ++i)
       for (int64_t j = 0; j < n / tn; ++j) {
-        auto [tile, base] = localTile(matrix, Tiler(std::vector<Layout>{Layout(tm, 1), Layout(tn, 1)}),
-                                      makeTuple({i, j}));
+        auto [tile, base] = localTile(
+            matrix, Tiler(std::vector<Layout>{Layout(tm, 1), Layout(tn, 1)}), makeTuple({i, j}));
         ASSERT_EQ(tile.size(), tm * tn);
         for (int64_t k = 0; k < tile.size(); ++k)
           seen.insert(base + tile(k));

@@ -141,8 +141,8 @@ TEST(Algebra, SlicingTilingPartitioning) {
   auto [column, offset] = slice(rowMajor, T("(_,3)"));
   EXPECT_EQ(column.str(), "(8):(16)");
   EXPECT_EQ(offset, 3);
-  auto [tile, tileOffset] = localTile(rowMajor, Tiler(std::vector<Layout>{L("4:1"), L("8:1")}),
-                                      T("(1,1)"));
+  auto [tile, tileOffset] =
+      localTile(rowMajor, Tiler(std::vector<Layout>{L("4:1"), L("8:1")}), T("(1,1)"));
   EXPECT_EQ(tile.str(), "(4,8):(16,1)");
   EXPECT_EQ(tileOffset, 4 * 16 + 8);
   // 32 threads as a (4,8) row-major grid over the 8x16 tile: thread 9 is (1,1).

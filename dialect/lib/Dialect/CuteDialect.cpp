@@ -47,8 +47,7 @@ Operation *CuteDialect::materializeConstant(OpBuilder &builder, Attribute value,
 // LayoutType
 //===----------------------------------------------------------------------===//
 
-LogicalResult LayoutType::verify(function_ref<InFlightDiagnostic()> emitError,
-                                 StringRef spec) {
+LogicalResult LayoutType::verify(function_ref<InFlightDiagnostic()> emitError, StringRef spec) {
   std::string error;
   if (!::cute::layout::parseLayout(spec.str(), &error))
     return emitError() << "invalid layout \"" << spec << "\": " << error;
@@ -74,9 +73,7 @@ Type LayoutType::parse(AsmParser &parser) {
   return LayoutType::get(parser.getContext(), layout->str());
 }
 
-void LayoutType::print(AsmPrinter &printer) const {
-  printer << "<\"" << getSpec() << "\">";
-}
+void LayoutType::print(AsmPrinter &printer) const { printer << "<\"" << getSpec() << "\">"; }
 
 //===----------------------------------------------------------------------===//
 // PtrType
@@ -111,8 +108,8 @@ LogicalResult PtrType::verify(function_ref<InFlightDiagnostic()> emitError, Type
   if (elementType.isIntOrFloat()) {
     unsigned bytes = std::max(1u, elementType.getIntOrFloatBitWidth() / 8);
     if (alignment < bytes)
-      return emitError() << "alignment " << alignment << " is smaller than the element's "
-                         << bytes << " bytes";
+      return emitError() << "alignment " << alignment << " is smaller than the element's " << bytes
+                         << " bytes";
   }
   return success();
 }
@@ -141,8 +138,8 @@ Type PtrType::parse(AsmParser &parser) {
 }
 
 void PtrType::print(AsmPrinter &printer) const {
-  printer << "<" << getElementType() << ", " << addressSpaceKeyword(getAddressSpace())
-          << ", align " << getAlignment() << ">";
+  printer << "<" << getElementType() << ", " << addressSpaceKeyword(getAddressSpace()) << ", align "
+          << getAlignment() << ">";
 }
 
 //===----------------------------------------------------------------------===//
@@ -177,8 +174,8 @@ LogicalResult Crd2IdxOp::verify() {
   size_t given = getCoords().size();
   if (given != 1 && given != leaves)
     return emitOpError() << "takes 1 linear coordinate or " << leaves
-                         << " (one per leaf of the shape " << layout.getShape().str()
-                         << "), got " << given;
+                         << " (one per leaf of the shape " << layout.getShape().str() << "), got "
+                         << given;
   return success();
 }
 
@@ -222,8 +219,7 @@ LogicalResult MakeLayoutOp::verify() {
 
 LogicalResult mlir::cute::inferAlgebra(StringRef opName, MLIRContext *context,
                                        std::optional<Location> location, ValueRange operands,
-                                       DictionaryAttr attributes,
-                                       SmallVectorImpl<Type> &inferred) {
+                                       DictionaryAttr attributes, SmallVectorImpl<Type> &inferred) {
   namespace L = ::cute::layout;
   std::vector<L::Layout> args;
   for (Value operand : operands) {
@@ -286,8 +282,7 @@ OpFoldResult mlir::cute::foldAlgebra(Operation *op) {
 // load / store
 //===----------------------------------------------------------------------===//
 
-template <typename OpT>
-static LogicalResult verifyMemoryOp(OpT op, VectorType vector) {
+template <typename OpT> static LogicalResult verifyMemoryOp(OpT op, VectorType vector) {
   std::string error;
   std::optional<::cute::layout::Layout> layout =
       ::cute::layout::parseLayout(op.getLayout().str(), &error);

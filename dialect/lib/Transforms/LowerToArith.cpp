@@ -57,8 +57,12 @@ leafValues(Value layoutValue, OpBuilder &builder, Location loc) {
   return std::make_pair(shape, stride);
 }
 
-Value mul(OpBuilder &b, Location loc, Value x, Value y) { return b.create<arith::MulIOp>(loc, x, y); }
-Value add(OpBuilder &b, Location loc, Value x, Value y) { return b.create<arith::AddIOp>(loc, x, y); }
+Value mul(OpBuilder &b, Location loc, Value x, Value y) {
+  return b.create<arith::MulIOp>(loc, x, y);
+}
+Value add(OpBuilder &b, Location loc, Value x, Value y) {
+  return b.create<arith::AddIOp>(loc, x, y);
+}
 
 struct LowerSize : OpRewritePattern<SizeOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -121,8 +125,7 @@ struct LowerCrd2Idx : OpRewritePattern<Crd2IdxOp> {
   }
 };
 
-template <typename OpT>
-struct EraseDead : OpRewritePattern<OpT> {
+template <typename OpT> struct EraseDead : OpRewritePattern<OpT> {
   using OpRewritePattern<OpT>::OpRewritePattern;
   LogicalResult matchAndRewrite(OpT op, PatternRewriter &rewriter) const override {
     if (!op->use_empty())
@@ -146,8 +149,7 @@ struct Access {
 /// The widest power-of-two vector (at most 16 bytes) such that every group of `width`
 /// elements is contiguous in memory, starts at a multiple of `width` elements (given the
 /// pointer's alignment and the offset's divisibility) and is not split by the swizzle.
-template <typename OpT>
-Access planAccess(OpT op, int64_t elementBytes) {
+template <typename OpT> Access planAccess(OpT op, int64_t elementBytes) {
   L::Layout layout = *L::parseLayout(op.getLayout().str(), nullptr);
   std::optional<L::Swizzle> swizzle;
   if (auto s = op.getSwizzle())
@@ -178,7 +180,8 @@ Value groupAddress(OpBuilder &b, Location loc, Value base, Value offset, int64_t
   auto constant = [&](int64_t v) { return b.create<arith::ConstantIntOp>(loc, v, offsetType); };
   Value index = start ? b.create<arith::AddIOp>(loc, offset, constant(start)).getResult() : offset;
   if (swizzle && swizzle->bits > 0) {
-    int64_t mask = ((int64_t(1) << swizzle->bits) - 1) << (swizzle->base + std::max(0, swizzle->shift));
+    int64_t mask = ((int64_t(1) << swizzle->bits) - 1)
+                   << (swizzle->base + std::max(0, swizzle->shift));
     Value moved = b.create<arith::AndIOp>(loc, index, constant(mask));
     moved = swizzle->shift >= 0
                 ? b.create<arith::ShRUIOp>(loc, moved, constant(swizzle->shift)).getResult()
@@ -251,7 +254,8 @@ void asmStoreWords(OpBuilder &b, Location loc, Value address, StringRef space, V
     Value at = b.create<LLVM::ConstantOp>(loc, b.getI32Type(), b.getI32IntegerAttr(i));
     operands.push_back(b.create<LLVM::ExtractElementOp>(loc, words, at));
   }
-  std::string text = ("st." + space + ".v" + std::to_string(n) + ".b32 [$0], ").str() + wordList(n, 1) + ";";
+  std::string text =
+      ("st." + space + ".v" + std::to_string(n) + ".b32 [$0], ").str() + wordList(n, 1) + ";";
   std::string constraints = "l";
   for (int64_t i = 0; i < n; ++i)
     constraints += ",r";
@@ -293,7 +297,8 @@ struct LowerLoad : OpRewritePattern<LoadOp> {
       if (moved != chunkType)
         chunk = rewriter.create<LLVM::BitcastOp>(loc, chunkType, chunk);
       for (int64_t j = 0; j < access.width; ++j) {
-        Value scalar = rewriter.create<LLVM::ExtractElementOp>(loc, chunk, position(rewriter, loc, j));
+        Value scalar =
+            rewriter.create<LLVM::ExtractElementOp>(loc, chunk, position(rewriter, loc, j));
         result = rewriter.create<LLVM::InsertElementOp>(loc, result, scalar,
                                                         position(rewriter, loc, group + j));
       }
@@ -325,7 +330,8 @@ struct LowerStore : OpRewritePattern<StoreOp> {
         for (int64_t j = 0; j < access.width; ++j) {
           Value scalar = rewriter.create<LLVM::ExtractElementOp>(
               loc, op.getValue(), position(rewriter, loc, group + j));
-          data = rewriter.create<LLVM::InsertElementOp>(loc, data, scalar, position(rewriter, loc, j));
+          data =
+              rewriter.create<LLVM::InsertElementOp>(loc, data, scalar, position(rewriter, loc, j));
         }
         Type moved = wordVector(element, access.width);
         if (moved != chunkType)

@@ -8,6 +8,5 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   cute_torch::registerDialects(registry);
   cute_torch::registerPasses();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "cute optimizer driver\n", registry));
+  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "cute optimizer driver\n", registry));
 }

@@ -40,10 +40,11 @@ typedef struct CuteArtifact CuteArtifact;
  *    "message": "...", "diagnostics": [{"file","line","col","severity","message"}],
  *    "ptx_path": "...", "command": "..."}
  */
-CUTE_COMPILER_API CuteArtifact *
-cute_compile(const char *mlir, size_t mlir_size, const char *options_json,
-             const char *const *symbol_names, void *const *symbol_addresses,
-             size_t num_symbols, char **error_json);
+CUTE_COMPILER_API CuteArtifact *cute_compile(const char *mlir, size_t mlir_size,
+                                             const char *options_json,
+                                             const char *const *symbol_names,
+                                             void *const *symbol_addresses, size_t num_symbols,
+                                             char **error_json);
 
 /* Rebuilds an artifact from a kept "host" stage (LLVM dialect MLIR), the metadata JSON and the
  * CUBINs of an earlier compile (what the disk cache stores); only the host code is JIT-compiled.
@@ -65,8 +66,8 @@ CUTE_COMPILER_API size_t cute_artifact_num_cubins(const CuteArtifact *artifact);
 CUTE_COMPILER_API const void *cute_artifact_cubin(const CuteArtifact *artifact, size_t index,
                                                   size_t *size, const char **module_name);
 /* A kept stage's text or bytes, or NULL if that stage was not kept. */
-CUTE_COMPILER_API const char *cute_artifact_stage(const CuteArtifact *artifact,
-                                                  const char *stage, size_t *size);
+CUTE_COMPILER_API const char *cute_artifact_stage(const CuteArtifact *artifact, const char *stage,
+                                                  size_t *size);
 /* The packed host entry of a host function: void entry(void **args), where args[i] points at
  * the i-th argument. NULL if there is no such function. */
 CUTE_COMPILER_API void *cute_artifact_host_entry(const CuteArtifact *artifact,

@@ -39,8 +39,7 @@ public:
   enum class Kind { Static, Dynamic, Hole };
 
   IntTuple(int64_t value = 0) : value(value) {}
-  explicit IntTuple(std::vector<IntTuple> children)
-      : children(std::move(children)), leaf(false) {}
+  explicit IntTuple(std::vector<IntTuple> children) : children(std::move(children)), leaf(false) {}
   static IntTuple dynamic() { return IntTuple(0, Kind::Dynamic); }
   static IntTuple hole() { return IntTuple(0, Kind::Hole); }
 
