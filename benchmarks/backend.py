@@ -56,7 +56,8 @@ def table(title: str, rows: list, ideal_ms: float | None = None) -> None:
     extra = f" {'of ideal':>9}" if ideal_ms else ""
     print(f"\n{title}\n{'variant':18} {'ms':>8} {'vs eager':>9} {'vs inductor':>12}{extra}")
     for name, ms in rows:
-        print(f"{name:18} {ms:8.3f} {eager / ms:9.2f} {inductor / ms:12.2f}" + (f" {ideal_ms / ms:9.2f}" if ideal_ms else ""))
+        ideal = f" {ideal_ms / ms:9.2f}" if ideal_ms else ""
+        print(f"{name:18} {ms:8.3f} {eager / ms:9.2f} {inductor / ms:12.2f}" + ideal)
 
 
 def bench_pointwise(repeats: int) -> None:

@@ -119,11 +119,13 @@ def main() -> None:
     text = open(SOURCE).read()
     backends = ["ptxas"] + (["nvjitlink"] if nvjitlink_path() else [])
     print(f"vector add, MLIR -> CUBIN + host JIT, arch {args.arch}, median of {args.repeats} (warm process)")
-    print(f"{'backend':<10} {'module':<7} {'total ms':>9} {'parse':>6} {'passes':>7} {'llvm':>6} {'ptx':>6} {'cubin':>7} {'host':>6}")
+    print(f"{'backend':<10} {'module':<7} {'total ms':>9} {'parse':>6} {'passes':>7} {'llvm':>6} {'ptx':>6} "
+          f"{'cubin':>7} {'host':>6}")
     for backend in backends:
         for unique in (False, True):
             wall, s = measure(text, backend, args.arch, args.repeats, unique)
-            print(f"{backend:<10} {'fresh' if unique else 'same':<7} {wall:9.2f} {s['parse']:6.2f} {s['device_passes']:7.2f} {s['llvm']:6.2f} "
+            print(f"{backend:<10} {'fresh' if unique else 'same':<7} {wall:9.2f} {s['parse']:6.2f} "
+                  f"{s['device_passes']:7.2f} {s['llvm']:6.2f} "
                   f"{s['ptx']:6.2f} {s['cubin']:7.2f} {s['host']:6.2f}")
     for name, ms in dsl_rows(args.repeats):
         print(f"{name:<19} {ms:8.2f}")

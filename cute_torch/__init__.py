@@ -37,7 +37,6 @@ from .dsl.layout import (ComposedLayout, Layout, Swizzle, append, blocked_produc
                          make_ordered_layout, make_swizzle, max_common_layout, max_common_vector, prepend,
                          print_layout, raked_product, rank, recast_layout, right_inverse, select, shape, shape_div,
                          size, slice_, tile_to_shape, tiled_divide, tiled_product, zipped_divide, zipped_product)
-from .dsl.layout import crd2idx as _crd2idx
 from .dsl.tensor import (Tensor, TensorArg, from_dlpack, make_fragment, make_fragment_like, make_rmem_tensor,
                          make_rmem_tensor_like, make_tensor)
 from .dsl.tensor_ssa import ReductionOp, TensorSSA

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command (README, CI): installs what is missing, builds, then runs every tier that
-# needs no GPU: lit/FileCheck, C++ unit tests, pytest (frontend, compile, torch CPU). GPU tests
-# are skipped here; scripts/gpu_check.sh runs them on the GPU machine.
+# The test command (README, CI): installs what is missing, builds, checks the code rules, then
+# runs every tier that needs no GPU: lit/FileCheck, C++ unit tests, pytest (frontend, compile
+# and the PTX replay, torch CPU). GPU tests are skipped here; scripts/gpu_check.sh runs them on
+# the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -9,6 +10,9 @@ start=$(date +%s)
 
 scripts/install_deps.sh
 scripts/build.sh
+
+echo "== code rules (line caps, ruff, clang-format)"
+"$PYTHON" scripts/check_rules.py
 
 echo "== lit (dialect, passes, pipeline, PTX)"
 "$PYTHON" -c "import sys, lit.main; sys.exit(lit.main.main())" -sv build/dialect/test

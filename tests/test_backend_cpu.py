@@ -159,7 +159,9 @@ def test_views_between_ops_are_pushed_onto_the_inputs():
     gm, result = check_same(f, randn(4, 8), randn(4, 8), randn(8, 4), grad=False)["inference"]
     assert exprs_of(gm) == ["(relu(((x0 * x1) + x2)) * 2)"]
     views = [leaf.views for leaf in result["fused"][0].leaves]
-    assert [[v[0] for v in vs] for vs in views] == [[torch.ops.aten.permute.default, torch.ops.aten.unsqueeze.default]] * 2 + [[torch.ops.aten.unsqueeze.default]]
+    aten = torch.ops.aten
+    expected = [[aten.permute.default, aten.unsqueeze.default]] * 2 + [[aten.unsqueeze.default]]
+    assert [[v[0] for v in vs] for vs in views] == expected
 
 
 def test_view_of_a_broadcast_value_ends_the_region():

@@ -41,7 +41,7 @@ def test_dynamic_for_carries_variables_as_iter_args(filecheck):
 
     filecheck(_compile_with_tensors(k, (x_(), x_(), 10)), """
 // CHECK: gpu.func @k
-// CHECK: %{{.*}}:2 = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (f32, i32)
+// CHECK: %{{.*}}:2 = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}, {{.*}}) -> (f32, i32)
 // CHECK: llvm.load
 // CHECK: arith.addf
 // CHECK: arith.addi

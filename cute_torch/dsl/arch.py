@@ -7,7 +7,7 @@ from . import ir
 from .diagnostics import UNSUPPORTED_TYPE, DSLError, user_location
 from .numeric import Boolean, Float32, Float64, Int32, Int64, Numeric, Uint32, Uint64, as_numeric, convert, where
 from .layout import ComposedLayout, Layout, compact_col_major
-from .tensor import Tensor, byte_width, storage_type
+from .tensor import Tensor, storage_type
 
 
 def _sreg(name: str) -> Int32:
@@ -85,11 +85,14 @@ def shuffle_sync(value, offset, mask=FULL_MASK, mode: str = "idx", width: int = 
     c = Int32(clamp).ir
     off = convert(as_numeric(offset, Int32), Int32).ir
     if t.width == 64:
-        bits = convert(value, Int64) if not t.is_float else Int64._wrap(b.op(f"arith.bitcast {value.ir.name} : f64 to i64", "i64"))
+        bits = (convert(value, Int64) if not t.is_float
+                else Int64._wrap(b.op(f"arith.bitcast {value.ir.name} : f64 to i64", "i64")))
         lo = convert(bits, Int32)
         hi = convert(bits >> 32, Int32)
-        lo = Int32._wrap(b.op(f"nvvm.shfl.sync {mode} {m.name}, {lo.ir.name}, {off.name}, {c.name} : i32 -> i32", "i32"))
-        hi = Int32._wrap(b.op(f"nvvm.shfl.sync {mode} {m.name}, {hi.ir.name}, {off.name}, {c.name} : i32 -> i32", "i32"))
+        def shuffle(word):
+            text = f"nvvm.shfl.sync {mode} {m.name}, {word.ir.name}, {off.name}, {c.name} : i32 -> i32"
+            return Int32._wrap(b.op(text, "i32"))
+        lo, hi = shuffle(lo), shuffle(hi)
         joined = (convert(hi, Int64) << 32) | convert(convert(lo, Uint32), Int64)
         if t.is_float:
             return Float64._wrap(b.op(f"arith.bitcast {joined.ir.name} : i64 to f64", "f64"))

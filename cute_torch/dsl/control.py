@@ -301,7 +301,8 @@ def _dynamic_if(b, cond: Numeric, then_fn: Callable[[], tuple], else_fn: Callabl
             out[i] = Undefined(name, "if", loc, after=True)
         elif not _is_scalar(x) or not _is_scalar(y):
             if x is not y:
-                raise DSLError(TYPE_CHANGE, f"'{name}' is assigned a {type(x).__name__ if x is not init[i] else type(y).__name__}"
+                changed = type(x).__name__ if x is not init[i] else type(y).__name__
+                raise DSLError(TYPE_CHANGE, f"'{name}' is assigned a {changed}"
                                " in one branch of a dynamic `if` and something else in the other; only DSL scalars "
                                "can differ between branches", loc,
                                f"compute '{name}' before the `if`, or use a new name inside each branch")

@@ -473,7 +473,8 @@ def _dynamic_divide(name: str, layout: Layout, tiler) -> Layout:
     be a leaf (an extent and a stride), split into (tile):(d) and (ceil(extent/tile)):(d*tile);
     that is what dividing a dynamic-shape tensor into static tiles needs."""
     if isinstance(tiler, Layout) or not isinstance(tiler, (tuple, list)):
-        _fail(name, f"a layout with run-time leaves ({layout}) can only be divided mode by mode by a tuple of tile sizes")
+        _fail(name, f"a layout with run-time leaves ({layout}) can only be divided mode by mode by a tuple of "
+                    "tile sizes")
     modes = list(layout) if is_tuple(layout.shape) else [layout]
     if len(tiler) > len(modes):
         _fail(name, f"a tiler of {len(tiler)} modes for the rank-{len(modes)} layout {layout}")
@@ -485,7 +486,8 @@ def _dynamic_divide(name: str, layout: Layout, tiler) -> Layout:
         t = tiler[i]
         if isinstance(t, Layout):
             if not (isinstance(t.shape, int) and t.stride in (1, 0) and (t.stride == 1 or t.shape == 1)):
-                _fail(name, f"mode {i} of {layout} has run-time leaves; it can only be divided by a contiguous tile n:1, "
+                _fail(name, f"mode {i} of {layout} has run-time leaves; it can only be divided by a contiguous "
+                            "tile n:1, "
                             f"got {t}")
             t = t.shape
         if mode.is_static:
@@ -627,7 +629,7 @@ class Swizzle:
     __repr__ = __str__
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Swizzle) and (self.bits, self.base, self.shift) == (other.bits, other.base, other.shift)
+        return isinstance(other, Swizzle) and str(self) == str(other)
 
     def __hash__(self) -> int:
         return hash(str(self))

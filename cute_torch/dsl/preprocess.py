@@ -279,7 +279,8 @@ def preprocess(fn: Callable) -> Preprocessed:
                        "define DSL functions in a file, or use @cute.jit(preprocess=False)") from None
     raw = "".join(lines)
     source = textwrap.dedent(raw)
-    shift = len(lines[0]) - len(lines[0].lstrip()) - (len(source.splitlines()[0]) - len(source.splitlines()[0].lstrip()))
+    first = source.splitlines()[0]
+    shift = len(lines[0]) - len(lines[0].lstrip()) - (len(first) - len(first.lstrip()))
     tree = ast.parse(source)
     ast.increment_lineno(tree, first_line - 1)
     if shift:

@@ -10,7 +10,6 @@ run-time value (`mark_layout_dynamic`, `mark_compact_shape_dynamic`).
 
 from __future__ import annotations
 
-import sys
 import copy
 import math
 from typing import Sequence
@@ -18,9 +17,9 @@ from typing import Sequence
 from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, WRONG_CONTEXT, DSLError, user_location
 from ..launch import loaded_torch
-from .numeric import (BY_TORCH_NAME, Boolean, Int32, Int64, Numeric, as_numeric, convert, promote)
+from .numeric import (BY_TORCH_NAME, Boolean, Int32, Int64, Numeric, as_numeric, convert)
 
-from .layout import (ComposedLayout, Layout, compact_col_major, divisibility, idx_add, is_tuple, leaves, make_layout,
+from .layout import (ComposedLayout, Layout, divisibility, idx_add, is_tuple, leaves, make_layout,
                      rebuild, size, slice_and_offset, spell)
 
 def _widen(coord):
@@ -193,7 +192,8 @@ class Tensor:
 
     def _memory_operands(self, what: str):
         if not self._layout.is_static:
-            raise DSLError(UNSUPPORTED_TYPE, f"Tensor.{what} needs a static layout, got {self._layout}", user_location(),
+            raise DSLError(UNSUPPORTED_TYPE, f"Tensor.{what} needs a static layout, got {self._layout}",
+                           user_location(),
                            "tile or partition the tensor first (local_tile, local_partition, zipped_divide)")
         index_t = Int64 if self.wide else Int32
         offset = self.offset if isinstance(self.offset, Numeric) else index_t(self.offset)

@@ -110,7 +110,8 @@ class TensorSSA:
     def reduce(self, op: ReductionOp, init=None, reduction_profile=0) -> Numeric:
         """Folds every element with `op` (pairwise, a tree), starting from `init` if given."""
         if reduction_profile != 0:
-            raise DSLError(UNSUPPORTED_TYPE, "only full reductions (reduction_profile=0) are supported", user_location())
+            raise DSLError(UNSUPPORTED_TYPE, "only full reductions (reduction_profile=0) are supported",
+                           user_location())
         combine = _COMBINE[ReductionOp(op)]
         values = self.elements()
         while len(values) > 1:

@@ -21,8 +21,8 @@ load()
 _fast = registration.fast_pointwise
 _op = torch.ops.cute.pointwise.default
 
-__all__ = ["ExpressionError", "add", "gelu", "load", "mul", "pointwise", "pointwise_multi", "reference", "relu", "sigmoid", "silu",
-           "tanh"]
+__all__ = ["ExpressionError", "add", "gelu", "load", "mul", "pointwise", "pointwise_multi", "reference", "relu",
+           "sigmoid", "silu", "tanh"]
 
 
 def pointwise(expr: str, *inputs: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:

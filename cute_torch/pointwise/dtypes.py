@@ -38,7 +38,8 @@ _minimum = _clamping(torch.minimum, torch.clamp_max)
 TORCH_OPS = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
     "neg": lambda a: -a, "abs": torch.abs, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
-    "rsqrt": torch.rsqrt, "tanh": torch.tanh, "erf": torch.erf, "sigmoid": torch.sigmoid, "relu": torch.relu, "gelu": F.gelu,
+    "rsqrt": torch.rsqrt, "tanh": torch.tanh, "erf": torch.erf, "sigmoid": torch.sigmoid, "relu": torch.relu,
+    "gelu": F.gelu,
     "gelu_tanh": lambda a: F.gelu(a, approximate="tanh"), "silu": F.silu,
     "where": torch.where, "maximum": _maximum, "minimum": _minimum,
     "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
@@ -46,7 +47,8 @@ TORCH_OPS = {
 }
 # The same on Python numbers, to fold constant subexpressions.
 _SCALAR_OPS = {
-    "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "rsqrt": lambda a: 1 / math.sqrt(a), "tanh": math.tanh, "erf": math.erf,
+    "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "rsqrt": lambda a: 1 / math.sqrt(a), "tanh": math.tanh,
+    "erf": math.erf,
     "sigmoid": lambda a: 1 / (1 + math.exp(-a)), "relu": lambda a: max(a, 0),
     "gelu": lambda a: 0.5 * a * (1 + math.erf(a / math.sqrt(2))),
     "gelu_tanh": lambda a: 0.5 * a * (1 + math.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3))),

@@ -10,8 +10,9 @@ of its plan. The host entry's arguments, in the order the C++ side packs them:
     dims 0..rank-2, and of dim rank-1 if its class is 's'      (all i32, or i64 when `wide`)
 
 Each thread handles ITERS vectors of `vec` elements, strided by the block so that a warp's
-accesses are contiguous; every output expression is computed from the same loaded elements; with vec > 1 every contiguous input and the output move in 16-byte
-accesses (the C++ side checks alignment and divisibility first). Whole tiles load everything
+accesses are contiguous; every output expression is computed from the same loaded elements;
+with vec > 1 every contiguous input and the output move in 16-byte accesses (the C++ side
+checks alignment and divisibility first). Whole tiles load everything
 before computing; the last, partial tile goes element by element.
 """
 
