@@ -36,7 +36,7 @@ def pointwise_heavy(x, y, b):
     return h * torch.sigmoid(x) + torch.tanh(y) * 0.5 - torch.relu(b - x)
 
 
-# What the cute backend emits for pointwise_heavy (tests/test_backend_cpu.py checks the spelling).
+# What the cute backend emits for pointwise_heavy (tests/test_backend_graphs.py checks the spelling).
 EXPR = "(((gelu(((x0 * x1) + x2)) * sigmoid(x0)) + (tanh(x1) * 0.5)) - relu((x2 - x0)))"
 VARIANTS = [("eager", None), ("inductor", "inductor"), ("cute", "cute"),
             ("cute + inductor", ("cute", {"fallback": "inductor"}))]

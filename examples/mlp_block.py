@@ -5,7 +5,7 @@ Linear, residual) and a pointwise-heavy loss, 20 AdamW steps, against eager.
 
 Without a GPU the same rewrite runs with CPU tensors admitted and each fused kernel evaluated
 in torch (the kernels are still built, through ptxas), and it prints what was fused.
-tests/test_backend_gpu.py and benchmarks/backend.py use Block, pointwise_loss and train.
+tests/test_backend_training.py and benchmarks/backend.py use Block, pointwise_loss and train.
 """
 
 import copy

@@ -57,7 +57,8 @@ def main() -> int:
         for problem in problems:
             print(f"  {problem}")
         failed |= bool(problems)
-    largest = sorted(((sum(1 for _ in open(os.path.join(ROOT, f), encoding="utf-8")), f) for f in files), reverse=True)[:3]
+    sizes = [(sum(1 for _ in open(os.path.join(ROOT, f), encoding="utf-8")), f) for f in files]
+    largest = sorted(sizes, reverse=True)[:3]
     print("check_rules: largest files: " + ", ".join(f"{f} ({n})" for n, f in largest))
     return 1 if failed else 0
 

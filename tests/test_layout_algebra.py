@@ -55,7 +55,8 @@ def test_make_layout_tv_gives_each_thread_its_block():
     # Thread 5's first four values are one row, four adjacent columns.
     coords = [cute.idx2crd(tv((5, v)), tiler) for v in range(4)]
     assert [c[0] for c in coords] == [0] * 4 and [c[1] for c in coords] == [20, 21, 22, 23]
-    assert tile is not None
+    # The compact tile layout turns those coordinates back into the tv layout's offsets.
+    assert all(tile(cute.idx2crd(tv((t, v)), tiler)) == tv((t, v)) for t in range(0, 128, 7) for v in range(16))
 
 
 def test_errors_name_the_operation_and_the_problem():

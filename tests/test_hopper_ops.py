@@ -42,6 +42,6 @@ def run_bulk_copy():
 
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
 def test_bulk_copy_is_clean_under_compute_sanitizer(bulk_copy, tool):
-    code, report = run_under_sanitizer(tool, "import test_hopper_gpu as t; t.run_bulk_copy()")
+    code, report = run_under_sanitizer(tool, "import test_hopper_ops as t; t.run_bulk_copy()")
     # memcheck/synccheck end with "ERROR SUMMARY: 0 errors", racecheck with "(0 errors, 0 warnings)".
     assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]
