@@ -448,16 +448,17 @@ void runDevicePasses(Compile &c) {
 }
 
 /// The metadata of one kernel of a compiled gpu.module.
+/// A kernel the backend reported nothing for gets defaults (unknown resources, no params).
 llvm::json::Object describeKernel(Compile &c, mlir::gpu::GPUModuleOp gpuModule,
-                                  const std::string &name, const DeviceModule &device) {
+                                  const std::string &name, DeviceModule &device) {
   size_t index = 0;
   while (!(c.kernels[index].module == gpuModule.getName() && c.kernels[index].name == name))
     ++index;
   llvm::json::Array params;
-  for (const ParamInfo &param : device.params.at(name))
+  for (const ParamInfo &param : device.params[name])
     params.push_back(
         llvm::json::Object{{"type", param.type}, {"size", param.size}, {"align", param.align}});
-  const KernelResources &res = device.resources.at(name);
+  const KernelResources &res = device.resources[name];
   const LaunchShape &shape = c.launches[gpuModule.getName().str() + "::" + name];
   return llvm::json::Object{
       {"index", int64_t(index)},
