@@ -28,6 +28,7 @@ class Knobs:
     no_cache: bool = False  # CUTE_TORCH_NO_CACHE=1: never read or write the disk cache
     print_after_preprocess: bool = False  # CUTE_TORCH_PRINT_AFTER_PREPROCESS=1: rewritten source
     print_ir: bool = False  # CUTE_TORCH_PRINT_IR=1: the traced IR of each compile
+    log_graphs: bool = False  # CUTE_TORCH_LOG_GRAPHS=1: the cute backend prints its graphs and regions
 
 
 def knobs() -> Knobs:
@@ -50,4 +51,5 @@ def knobs() -> Knobs:
         no_cache=_flag("CUTE_TORCH_NO_CACHE"),
         print_after_preprocess=_flag("CUTE_TORCH_PRINT_AFTER_PREPROCESS"),
         print_ir=_flag("CUTE_TORCH_PRINT_IR"),
+        log_graphs=os.environ.get("CUTE_TORCH_LOG_GRAPHS", "") not in ("", "0"),
     )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, fields
+
+from ..env import knobs
 
 FALLBACKS = ("aten", "inductor")
 
@@ -30,6 +31,6 @@ class Options:
                              f"got {options['fallback']!r}")
         if "devices" in options:
             options["devices"] = tuple(options["devices"])
-        if os.environ.get("CUTE_TORCH_LOG_GRAPHS", "") not in ("", "0"):
+        if knobs().log_graphs:
             options.setdefault("log_graphs", True)
         return cls(**options)
