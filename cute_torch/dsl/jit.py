@@ -34,7 +34,7 @@ from .diagnostics import (ARGUMENT_MISMATCH, INVALID_LAUNCH, KERNEL_CALLS_KERNEL
 from .numeric import Float32, Float64, Int32, Numeric, as_numeric, convert, index_of, python_type
 from .preprocess import preprocess
 from .layout import ComposedLayout, Layout, Swizzle
-from .tensor import Tensor, TensorArg, tensor_from_key, tensor_key, tensor_param_types
+from .tensor import Tensor, TensorArg, TensorKey, tensor_from_key, tensor_key, tensor_param_types
 
 
 class Constexpr:
@@ -187,7 +187,7 @@ class Specialization:
         self._simple = all(k in (TENSOR, SCALAR, CONSTEXPR) for k in self._kinds)
         self._runtime = None if all(k != CONSTEXPR for k in self._kinds) else \
             tuple(i for i, k in enumerate(self._kinds) if k != CONSTEXPR)
-        devices = {k[6] for k in keys if k[0] in (TENSOR, TENSOR_ARG)}
+        devices = {k.device for k in _tensor_keys(keys)}
         self.device = next(iter(devices)) if devices else None
         self._source = source
         self._stream = current_stream_handle
@@ -282,12 +282,15 @@ class HostEntry(NamedTuple):
     runtime: int
 
 
+def _tensor_keys(keys: tuple) -> list[TensorKey]:
+    return [TensorKey._make(k) for k in keys if k[0] in (TENSOR, TENSOR_ARG)]
+
+
 def _describe(key: tuple) -> str:
     if key[0] in (TENSOR, TENSOR_ARG):
-        _, _, dtype, shape, stride, align, device, _ = key
-        shape = tuple(shape)
-        where = f"cuda:{device}" if device >= 0 else "cpu"
-        return f"{dtype.__name__} tensor of shape {shape}, strides {stride}, on {where}"
+        t = TensorKey._make(key)
+        where = f"cuda:{t.device}" if t.device >= 0 else "cpu"
+        return f"{t.dtype.__name__} tensor of shape {tuple(t.shape)}, strides {t.stride}, on {where}"
     return repr(key)
 
 
@@ -360,7 +363,7 @@ class JitFunction(_DSLFunction):
     # -- a miss: disk cache, else trace and compile ---------------------------------------------
     def _specialize(self, args: tuple, key: tuple, options: dict) -> Specialization:
         k = knobs()
-        devices = {kk[6] for kk in key if kk[0] in (TENSOR, TENSOR_ARG)}
+        devices = {k.device for k in _tensor_keys(key)}
         if len(devices) > 1:
             raise DSLError(ARGUMENT_MISMATCH, f"tensor arguments are on different devices: {sorted(devices)}",
                            user_location(), "move all tensors to one GPU")
@@ -400,11 +403,12 @@ class JitFunction(_DSLFunction):
         for value, kk in zip(args, key):
             kind = kk[0]
             if kind in (TENSOR, TENSOR_ARG):
-                values = [host.block_arg(t) for t in tensor_param_types(kk[1:])]
+                tensor = TensorKey._make(kk)
+                values = [host.block_arg(t) for t in tensor_param_types(tensor)]
                 params += values
-                dsl_args.append(tensor_from_key(kk[1:], values))
+                dsl_args.append(tensor_from_key(tensor, values))
             elif kind == SCALAR:
-                t = kk[1]
+                _, t = kk
                 v = host.block_arg(_abi_type(t))
                 params.append(v)
                 dsl_args.append((Float32 if v.type == "f32" else Float64 if v.type == "f64" else t)._wrap(v))
@@ -437,13 +441,15 @@ class JitFunction(_DSLFunction):
         out = []
         for kk in key:
             if kk[0] in (TENSOR, TENSOR_ARG):
-                out.append(["T", kk[2].__name__, kk[3], kk[4], kk[5], kk[7]])
+                t = TensorKey._make(kk)
+                out.append(["T", t.dtype.__name__, t.shape, t.stride, t.alignment, t.wide])
             elif kk[0] == SCALAR:
                 out.append(["S", kk[1].__name__])
             elif kk[0] == STREAM:
                 out.append(["stream"])
             else:
-                stable = _stable(kk[1][1])
+                _, (_type, value) = kk  # (CONSTEXPR, _constexpr_key(value))
+                stable = _stable(value)
                 if stable is None:
                     return None  # an object without a stable spelling: memory cache only
                 out.append(["C", stable])
