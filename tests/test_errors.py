@@ -21,7 +21,8 @@ def test_verifier_error_carries_the_op_location():
     text = (
         "func.func @f(%i: index) -> index {\n"
         '  %l = cute.static_layout : !cute.layout<"(4,8):(8,1)">\n'
-        '  %o = cute.crd2idx(%i, %i, %i), %l : !cute.layout<"(4,8):(8,1)">\n'
+        '  %o = cute.crd2idx %l[%i, %i, %i] {coord = "(?,?,?)"} : !cute.layout<"(4,8):(8,1)">, '
+        "(index, index, index) -> index\n"
         "  return %o : index\n"
         "}\n"
     )
@@ -29,7 +30,7 @@ def test_verifier_error_carries_the_op_location():
         cute_torch.compile_mlir(text, source_name="layout.mlir")
     location = info.value.location
     assert (location.file, location.line, location.col) == ("layout.mlir", 3, 8)
-    assert "takes 1 linear coordinate or 2" in location.message
+    assert "coordinate (?,?,?) does not fit the shape (4,8)" in location.message
 
 
 def test_lowering_error_reports_the_launch_site():

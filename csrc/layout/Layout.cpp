@@ -250,6 +250,8 @@ std::vector<Layout> Layout::modes() const {
 }
 
 static int64_t crd2idxImpl(const IntTuple &coord, const IntTuple &shape, const IntTuple &stride) {
+  if (coord.isHole()) // a slicing hole (`_`) keeps its mode: no offset
+    return 0;
   if (!coord.isLeaf()) {
     if (shape.isLeaf() || coord.rank() != shape.rank())
       fail("coordinate " + coord.str() + " is not congruent with shape " + shape.str());
@@ -361,8 +363,8 @@ private:
         setError(error, "expected ',' or ')'");
         return std::nullopt;
       }
-      if (children.size() == 1)
-        return children.front(); // `(8)` is the same as `8`, as in CuTe.
+      // `(8)` stays a tuple of one, as the algebra prints it (zipped_divide by a one-mode
+      // tiler gives `((128),(?))`), so every type spelling parses back to itself.
       return makeTuple(children);
     }
     if (text[pos] == '?' || text[pos] == '_')

@@ -154,51 +154,82 @@ OpFoldResult StaticLayoutOp::fold(FoldAdaptor) {
   return UnitAttr::get(getContext()); // Constant-like: the type carries everything.
 }
 
+static OpFoldResult integerFold(Type type, int64_t value) { return IntegerAttr::get(type, value); }
+
 OpFoldResult SizeOp::fold(FoldAdaptor) {
   ::cute::layout::Layout layout = layoutOf(getLayout());
   if (!layout.getShape().isStatic())
     return {};
-  return IntegerAttr::get(IndexType::get(getContext()), layout.size());
+  return integerFold(getType(), layout.size());
 }
 
 OpFoldResult CosizeOp::fold(FoldAdaptor) {
   ::cute::layout::Layout layout = layoutOf(getLayout());
   if (!layout.isStatic())
     return {};
-  return IntegerAttr::get(IndexType::get(getContext()), layout.cosize());
+  return integerFold(getType(), layout.cosize());
 }
 
-LogicalResult Crd2IdxOp::verify() {
-  ::cute::layout::Layout layout = layoutOf(getLayout());
-  size_t leaves = layout.getShape().leaves().size();
-  size_t given = getCoords().size();
-  if (given != 1 && given != leaves)
-    return emitOpError() << "takes 1 linear coordinate or " << leaves
-                         << " (one per leaf of the shape " << layout.getShape().str() << "), got "
-                         << given;
+/// Every leaf of a layout, shape then stride.
+static std::vector<::cute::layout::IntTuple> allLeaves(const ::cute::layout::Layout &layout) {
+  std::vector<::cute::layout::IntTuple> leaves = layout.getShape().leaves();
+  std::vector<::cute::layout::IntTuple> strides = layout.getStride().leaves();
+  leaves.insert(leaves.end(), strides.begin(), strides.end());
+  return leaves;
+}
+
+LogicalResult GetLeafOp::verify() {
+  size_t count = allLeaves(layoutOf(getLayout())).size();
+  if (getIndex() < 0 || size_t(getIndex()) >= count)
+    return emitOpError() << "leaf " << getIndex() << " of a layout with " << count
+                         << " leaves (shape then stride)";
   return success();
 }
 
-OpFoldResult Crd2IdxOp::fold(FoldAdaptor adaptor) {
-  std::vector<int64_t> coords;
-  for (Attribute attr : adaptor.getCoords()) {
-    auto integer = mlir::dyn_cast_or_null<IntegerAttr>(attr);
-    if (!integer)
-      return {};
-    coords.push_back(integer.getInt());
-  }
-  ::cute::layout::Layout layout = layoutOf(getLayout());
-  if (!layout.isStatic())
+OpFoldResult GetLeafOp::fold(FoldAdaptor) {
+  ::cute::layout::IntTuple leaf = allLeaves(layoutOf(getLayout()))[getIndex()];
+  if (leaf.isDynamic())
     return {};
-  int64_t offset = coords.size() == 1 && layout.getShape().flatten().size() != 1
-                       ? layout(coords.front())
-                       : layout.crd2idx(coords);
-  return IntegerAttr::get(IndexType::get(getContext()), offset);
+  return integerFold(getType(), leaf.getValue());
 }
 
-//===----------------------------------------------------------------------===//
-// make_layout and the algebra
-//===----------------------------------------------------------------------===//
+/// The coordinate spelled by `coord` with the `?`s replaced by `values` (nullopt where a
+/// value is unknown), in order.
+static std::optional<::cute::layout::IntTuple> substitute(const ::cute::layout::IntTuple &coord,
+                                                          ArrayRef<std::optional<int64_t>> values,
+                                                          size_t &next) {
+  namespace L = ::cute::layout;
+  if (!coord.isLeaf()) {
+    std::vector<L::IntTuple> children;
+    for (const L::IntTuple &child : coord.getChildren()) {
+      std::optional<L::IntTuple> found = substitute(child, values, next);
+      if (!found)
+        return std::nullopt;
+      children.push_back(*found);
+    }
+    return L::IntTuple(children);
+  }
+  if (!coord.isDynamic())
+    return coord;
+  std::optional<int64_t> value = values[next++];
+  if (!value)
+    return std::nullopt;
+  return L::IntTuple(*value);
+}
+
+/// True when `coord` fits `shape` the way crd2idx reads it: a tuple against a tuple of the same
+/// rank, mode by mode; a leaf against anything.
+static bool fitsShape(const ::cute::layout::IntTuple &coord,
+                      const ::cute::layout::IntTuple &shape) {
+  if (coord.isLeaf())
+    return true;
+  if (shape.isLeaf() || coord.rank() != shape.rank())
+    return false;
+  for (size_t i = 0; i < coord.rank(); ++i)
+    if (!fitsShape(coord[i], shape[i]))
+      return false;
+  return true;
+}
 
 static size_t countDynamic(const ::cute::layout::IntTuple &tuple) {
   size_t count = 0;
@@ -206,6 +237,66 @@ static size_t countDynamic(const ::cute::layout::IntTuple &tuple) {
     count += leaf.isDynamic();
   return count;
 }
+
+LogicalResult Crd2IdxOp::verify() {
+  std::string error;
+  std::optional<::cute::layout::IntTuple> coord =
+      ::cute::layout::parseIntTuple(getCoord().str(), &error);
+  if (!coord)
+    return emitOpError() << "invalid coordinate \"" << getCoord() << "\": " << error;
+  ::cute::layout::Layout layout = layoutOf(getLayout());
+  if (!fitsShape(*coord, layout.getShape()))
+    return emitOpError() << "coordinate " << coord->str() << " does not fit the shape "
+                         << layout.getShape().str();
+  if (countDynamic(*coord) != getCoords().size())
+    return emitOpError() << "coordinate " << coord->str() << " has " << countDynamic(*coord)
+                         << " run-time entries ('?'), but " << getCoords().size()
+                         << " values were given";
+  for (Value value : getCoords())
+    if (value.getType() != getType())
+      return emitOpError() << "coordinates must have the result's type " << getType();
+  return success();
+}
+
+OpFoldResult Crd2IdxOp::fold(FoldAdaptor adaptor) {
+  ::cute::layout::Layout layout = layoutOf(getLayout());
+  if (!layout.isStatic())
+    return {};
+  SmallVector<std::optional<int64_t>> values;
+  for (Attribute attr : adaptor.getCoords()) {
+    auto integer = mlir::dyn_cast_or_null<IntegerAttr>(attr);
+    values.push_back(integer ? std::optional<int64_t>(integer.getInt()) : std::nullopt);
+  }
+  size_t next = 0;
+  std::optional<::cute::layout::IntTuple> coord =
+      substitute(*::cute::layout::parseIntTuple(getCoord().str(), nullptr), values, next);
+  if (!coord)
+    return {};
+  return integerFold(getType(), layout.crd2idx(*coord));
+}
+
+LogicalResult SwizzleOp::verify() {
+  ArrayRef<int64_t> s = getSwizzle();
+  if (s.size() != 3)
+    return emitOpError() << "swizzle is array<i64: bits, base, shift>";
+  if (s[0] < 0 || s[1] < 0 || std::abs(s[2]) < s[0])
+    return emitOpError() << "Swizzle<" << s[0] << "," << s[1] << "," << s[2]
+                         << "> needs bits, base >= 0 and |shift| >= bits";
+  return success();
+}
+
+OpFoldResult SwizzleOp::fold(FoldAdaptor adaptor) {
+  auto integer = mlir::dyn_cast_or_null<IntegerAttr>(adaptor.getOffset());
+  if (!integer)
+    return {};
+  ArrayRef<int64_t> s = getSwizzle();
+  ::cute::layout::Swizzle swizzle{int(s[0]), int(s[1]), int(s[2])};
+  return integerFold(getType(), swizzle(integer.getInt()));
+}
+
+//===----------------------------------------------------------------------===//
+// make_layout and the algebra
+//===----------------------------------------------------------------------===//
 
 LogicalResult MakeLayoutOp::verify() {
   ::cute::layout::Layout layout = mlir::cast<LayoutType>(getResult().getType()).getLayout();
@@ -234,6 +325,8 @@ LogicalResult mlir::cute::inferAlgebra(StringRef opName, MLIRContext *context,
   std::string error;
   std::optional<L::Layout> result = L::tryLayout(
       [&]() -> L::Layout {
+        if (!args[0].isStatic())
+          return L::divideDynamic(name.str(), args[0], tiler()).layout;
         if (name == "coalesce")
           return L::coalesce(args[0]);
         if (name == "filter")
@@ -274,7 +367,9 @@ LogicalResult mlir::cute::inferAlgebra(StringRef opName, MLIRContext *context,
 }
 
 OpFoldResult mlir::cute::foldAlgebra(Operation *op) {
-  // The inferred type says everything (the algebra only accepts static layouts).
+  // A static result type says everything; a dynamic one is computed at run time.
+  if (!mlir::cast<LayoutType>(op->getResult(0).getType()).getLayout().isStatic())
+    return {};
   return UnitAttr::get(op->getContext());
 }
 

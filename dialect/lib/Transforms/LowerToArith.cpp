@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -26,54 +27,137 @@ namespace L = ::cute::layout;
 
 namespace {
 
-Value indexConstant(OpBuilder &builder, Location loc, int64_t value) {
-  return builder.create<arith::ConstantIndexOp>(loc, value);
-}
+/// Arithmetic on leaves and coordinates of one integer type (i32, i64 or index) that folds
+/// constants as it builds, so static parts leave no code behind.
+class IntBuilder {
+public:
+  IntBuilder(OpBuilder &b, Location loc, Type type) : b(b), loc(loc), type(type) {}
 
-/// The leaves of a layout value as index values: constants for static leaves, the operands of
-/// its cute.make_layout for run-time ones.
-FailureOr<std::pair<SmallVector<Value>, SmallVector<Value>>>
-leafValues(Value layoutValue, OpBuilder &builder, Location loc) {
-  L::Layout layout = mlir::cast<LayoutType>(layoutValue.getType()).getLayout();
-  SmallVector<Value> dynamic;
-  if (!layout.isStatic()) {
-    auto make = layoutValue.getDefiningOp<MakeLayoutOp>();
-    if (!make) {
-      mlir::emitError(loc, "a layout with run-time leaves must come from cute.make_layout");
-      return failure();
-    }
-    dynamic.append(make.getLeaves().begin(), make.getLeaves().end());
+  Value constant(int64_t value) const {
+    if (type.isIndex())
+      return b.create<arith::ConstantIndexOp>(loc, value);
+    return b.create<arith::ConstantIntOp>(loc, value, type);
   }
-  size_t next = 0;
-  auto values = [&](const L::IntTuple &tuple) {
-    SmallVector<Value> result;
-    for (const L::IntTuple &leaf : tuple.leaves())
-      result.push_back(leaf.isDynamic() ? dynamic[next++]
-                                        : indexConstant(builder, loc, leaf.getValue()));
+  /// `value` converted to this builder's type.
+  Value cast(Value value) const {
+    Type from = value.getType();
+    if (from == type)
+      return value;
+    if (from.isIndex() || type.isIndex())
+      return b.create<arith::IndexCastOp>(loc, type, value);
+    if (from.getIntOrFloatBitWidth() < type.getIntOrFloatBitWidth())
+      return b.create<arith::ExtSIOp>(loc, type, value);
+    return b.create<arith::TruncIOp>(loc, type, value);
+  }
+  Value add(Value x, Value y) const {
+    if (isConstant(x, 0))
+      return y;
+    if (isConstant(y, 0))
+      return x;
+    return b.create<arith::AddIOp>(loc, x, y);
+  }
+  Value mul(Value x, Value y) const {
+    if (isConstant(x, 0) || isConstant(y, 1))
+      return x;
+    if (isConstant(y, 0) || isConstant(x, 1))
+      return y;
+    return b.create<arith::MulIOp>(loc, x, y);
+  }
+  Value div(Value x, Value y) const {
+    return isConstant(y, 1) ? x : b.create<arith::DivSIOp>(loc, x, y).getResult();
+  }
+  Value rem(Value x, Value y) const { return b.create<arith::RemSIOp>(loc, x, y); }
+  Value sub(Value x, Value y) const {
+    return isConstant(y, 0) ? x : b.create<arith::SubIOp>(loc, x, y).getResult();
+  }
+  Value ceilDiv(Value x, int64_t n) const {
+    return n == 1 ? x : div(add(x, constant(n - 1)), constant(n));
+  }
+  Value product(ArrayRef<Value> values) const {
+    Value result = constant(1);
+    for (Value v : values)
+      result = mul(result, v);
     return result;
-  };
-  SmallVector<Value> shape = values(layout.getShape());
-  SmallVector<Value> stride = values(layout.getStride());
-  return std::make_pair(shape, stride);
+  }
+
+private:
+  static bool isConstant(Value v, int64_t value) {
+    llvm::APInt found;
+    return matchPattern(v, m_ConstantInt(&found)) && found.getSExtValue() == value;
+  }
+  OpBuilder &b;
+  Location loc;
+  Type type;
+};
+
+/// Every leaf of a layout value (shape leaves, then stride leaves) as values of the builder's
+/// type: constants for static leaves; run-time ones from the cute.make_layout that built the
+/// layout, or computed by the recipe of the divide that produced it (DynamicLayout.cpp).
+FailureOr<SmallVector<Value>> leafValues(Value layoutValue, const IntBuilder &ints, Location loc) {
+  L::Layout layout = mlir::cast<LayoutType>(layoutValue.getType()).getLayout();
+  std::vector<L::IntTuple> leaves = layout.getShape().leaves();
+  std::vector<L::IntTuple> strides = layout.getStride().leaves();
+  leaves.insert(leaves.end(), strides.begin(), strides.end());
+  SmallVector<Value> result;
+  if (layout.isStatic()) {
+    for (const L::IntTuple &leaf : leaves)
+      result.push_back(ints.constant(leaf.getValue()));
+    return result;
+  }
+  Operation *def = layoutValue.getDefiningOp();
+  if (auto make = mlir::dyn_cast_or_null<MakeLayoutOp>(def)) {
+    size_t next = 0;
+    for (const L::IntTuple &leaf : leaves)
+      result.push_back(leaf.isDynamic() ? ints.cast(make.getLeaves()[next++])
+                                        : ints.constant(leaf.getValue()));
+    return result;
+  }
+  if (def && isa<LogicalDivideOp, ZippedDivideOp, TiledDivideOp, FlatDivideOp>(def)) {
+    Value source = def->getOperand(0);
+    FailureOr<SmallVector<Value>> from = leafValues(source, ints, loc);
+    if (failed(from))
+      return failure();
+    L::Layout tiler = mlir::cast<LayoutType>(def->getOperand(1).getType()).getLayout();
+    bool byMode = def->hasAttr("by_mode");
+    L::DynamicResult divided = L::divideDynamic(
+        def->getName().stripDialect().str(), mlir::cast<LayoutType>(source.getType()).getLayout(),
+        byMode ? L::Tiler(tiler.modes()) : L::Tiler(tiler));
+    for (const L::LeafRecipe &recipe : divided.leaves) {
+      switch (recipe.kind) {
+      case L::LeafRecipe::Kind::Static:
+        result.push_back(ints.constant(recipe.value));
+        break;
+      case L::LeafRecipe::Kind::Copy:
+        result.push_back((*from)[recipe.source]);
+        break;
+      case L::LeafRecipe::Kind::CeilDiv:
+        result.push_back(ints.ceilDiv((*from)[recipe.source], recipe.value));
+        break;
+      case L::LeafRecipe::Kind::Mul:
+        result.push_back(ints.mul((*from)[recipe.source], ints.constant(recipe.value)));
+        break;
+      }
+    }
+    return result;
+  }
+  mlir::emitError(loc, "a layout with run-time leaves must come from cute.make_layout or a "
+                       "divide of one");
+  return failure();
 }
 
-Value mul(OpBuilder &b, Location loc, Value x, Value y) {
-  return b.create<arith::MulIOp>(loc, x, y);
-}
-Value add(OpBuilder &b, Location loc, Value x, Value y) {
-  return b.create<arith::AddIOp>(loc, x, y);
+size_t shapeLeafCount(Value layout) {
+  return mlir::cast<LayoutType>(layout.getType()).getLayout().getShape().leaves().size();
 }
 
 struct LowerSize : OpRewritePattern<SizeOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(SizeOp op, PatternRewriter &rewriter) const override {
-    auto leaves = leafValues(op.getLayout(), rewriter, op.getLoc());
+    IntBuilder ints(rewriter, op.getLoc(), op.getType());
+    auto leaves = leafValues(op.getLayout(), ints, op.getLoc());
     if (failed(leaves))
       return failure();
-    Value product = indexConstant(rewriter, op.getLoc(), 1);
-    for (Value extent : leaves->first)
-      product = mul(rewriter, op.getLoc(), product, extent);
-    rewriter.replaceOp(op, product);
+    rewriter.replaceOp(
+        op, ints.product(ArrayRef<Value>(*leaves).take_front(shapeLeafCount(op.getLayout()))));
     return success();
   }
 };
@@ -81,49 +165,131 @@ struct LowerSize : OpRewritePattern<SizeOp> {
 struct LowerCosize : OpRewritePattern<CosizeOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(CosizeOp op, PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    auto leaves = leafValues(op.getLayout(), rewriter, loc);
+    IntBuilder ints(rewriter, op.getLoc(), op.getType());
+    auto leaves = leafValues(op.getLayout(), ints, op.getLoc());
     if (failed(leaves))
       return failure();
     // 1 + sum((s_i - 1) * d_i), strides non-negative.
-    Value one = indexConstant(rewriter, loc, 1), total = one;
-    for (auto [extent, stride] : llvm::zip(leaves->first, leaves->second))
-      total = add(rewriter, loc, total,
-                  mul(rewriter, loc, rewriter.create<arith::SubIOp>(loc, extent, one), stride));
+    size_t n = shapeLeafCount(op.getLayout());
+    Value one = ints.constant(1), total = one;
+    for (size_t i = 0; i < n; ++i)
+      total = ints.add(total, ints.mul(ints.sub((*leaves)[i], one), (*leaves)[n + i]));
     rewriter.replaceOp(op, total);
     return success();
   }
 };
 
+struct LowerGetLeaf : OpRewritePattern<GetLeafOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GetLeafOp op, PatternRewriter &rewriter) const override {
+    IntBuilder ints(rewriter, op.getLoc(), op.getType());
+    auto leaves = leafValues(op.getLayout(), ints, op.getLoc());
+    if (failed(leaves))
+      return failure();
+    rewriter.replaceOp(op, (*leaves)[op.getIndex()]);
+    return success();
+  }
+};
+
+/// A (sub)shape and the values of its leaves, for walking coordinates against it.
+struct LeafTree {
+  L::IntTuple shape;
+  ArrayRef<Value> extents, strides;
+
+  /// Mode i of this tree; `offset` counts the leaves of the modes before it.
+  LeafTree mode(size_t i, size_t &offset) const {
+    size_t count = shape[i].leaves().size();
+    LeafTree sub{shape[i], extents.slice(offset, count), strides.slice(offset, count)};
+    offset += count;
+    return sub;
+  }
+};
+
+/// CuTe's crd2idx over values: a tuple coordinate goes mode by mode; an integer coordinate
+/// against a tuple shape is split colexicographically, the last mode taking the rest; a hole
+/// contributes nothing. `next` walks the `?` operands.
+Value crd2idx(const L::IntTuple &coord, const LeafTree &tree, ValueRange operands, size_t &next,
+              const IntBuilder &ints);
+
+Value linearCrd2idx(Value c, const LeafTree &tree, const IntBuilder &ints) {
+  if (tree.shape.isLeaf())
+    return ints.mul(c, tree.strides.front());
+  Value offset = ints.constant(0);
+  size_t at = 0;
+  for (size_t i = 0; i < tree.shape.rank(); ++i) {
+    LeafTree sub = tree.mode(i, at);
+    bool last = i + 1 == tree.shape.rank();
+    Value extent = ints.product(sub.extents);
+    offset = ints.add(offset, linearCrd2idx(last ? c : ints.rem(c, extent), sub, ints));
+    if (!last)
+      c = ints.div(c, extent);
+  }
+  return offset;
+}
+
+Value crd2idx(const L::IntTuple &coord, const LeafTree &tree, ValueRange operands, size_t &next,
+              const IntBuilder &ints) {
+  if (coord.isHole())
+    return ints.constant(0);
+  if (coord.isLeaf())
+    return linearCrd2idx(coord.isDynamic() ? operands[next++] : ints.constant(coord.getValue()),
+                         tree, ints);
+  Value offset = ints.constant(0);
+  size_t at = 0;
+  for (size_t i = 0; i < coord.rank(); ++i)
+    offset = ints.add(offset, crd2idx(coord[i], tree.mode(i, at), operands, next, ints));
+  return offset;
+}
+
 struct LowerCrd2Idx : OpRewritePattern<Crd2IdxOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(Crd2IdxOp op, PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto leaves = leafValues(op.getLayout(), rewriter, loc);
+    IntBuilder ints(rewriter, loc, op.getType());
+    auto leaves = leafValues(op.getLayout(), ints, loc);
     if (failed(leaves))
       return failure();
-    auto &[extents, strides] = *leaves;
-    SmallVector<Value> coords(op.getCoords().begin(), op.getCoords().end());
-    if (coords.size() == 1 && extents.size() > 1) {
-      // Split the linear coordinate, first mode fastest; the last mode takes the rest.
-      Value rest = coords.front();
-      coords.clear();
-      for (size_t i = 0; i < extents.size(); ++i) {
-        if (i + 1 == extents.size()) {
-          coords.push_back(rest);
-          break;
-        }
-        coords.push_back(rewriter.create<arith::RemSIOp>(loc, rest, extents[i]));
-        rest = rewriter.create<arith::DivSIOp>(loc, rest, extents[i]);
-      }
-    }
-    Value offset = indexConstant(rewriter, loc, 0);
-    for (size_t i = 0; i < coords.size(); ++i)
-      offset = add(rewriter, loc, offset, mul(rewriter, loc, coords[i], strides[i]));
-    rewriter.replaceOp(op, offset);
+    L::Layout layout = mlir::cast<LayoutType>(op.getLayout().getType()).getLayout();
+    size_t n = shapeLeafCount(op.getLayout());
+    LeafTree tree{layout.getShape(), ArrayRef<Value>(*leaves).take_front(n),
+                  ArrayRef<Value>(*leaves).drop_front(n)};
+    size_t next = 0;
+    rewriter.replaceOp(op, crd2idx(*L::parseIntTuple(op.getCoord().str(), nullptr), tree,
+                                   op.getCoords(), next, ints));
     return success();
   }
 };
+
+/// CuTe's Swizzle<B, M, S> of `offset`: XOR the B bits at M + max(0,S) into those at
+/// M + max(0,-S).
+Value applySwizzle(OpBuilder &b, Location loc, Value offset, const L::Swizzle &swizzle) {
+  if (swizzle.bits == 0)
+    return offset;
+  Type type = offset.getType();
+  auto constant = [&](int64_t v) { return b.create<arith::ConstantIntOp>(loc, v, type); };
+  int64_t mask = ((int64_t(1) << swizzle.bits) - 1) << (swizzle.base + std::max(0, swizzle.shift));
+  Value moved = b.create<arith::AndIOp>(loc, offset, constant(mask));
+  moved = swizzle.shift >= 0
+              ? b.create<arith::ShRUIOp>(loc, moved, constant(swizzle.shift)).getResult()
+              : b.create<arith::ShLIOp>(loc, moved, constant(-swizzle.shift)).getResult();
+  return b.create<arith::XOrIOp>(loc, offset, moved);
+}
+
+struct LowerSwizzle : OpRewritePattern<SwizzleOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SwizzleOp op, PatternRewriter &rewriter) const override {
+    ArrayRef<int64_t> s = op.getSwizzle();
+    rewriter.replaceOp(op, applySwizzle(rewriter, op.getLoc(), op.getOffset(),
+                                        L::Swizzle{int(s[0]), int(s[1]), int(s[2])}));
+    return success();
+  }
+};
+
+bool isAlgebra(Operation *op) {
+  return isa<CoalesceOp, FilterOp, RightInverseOp, LeftInverseOp, ComplementOp, CompositionOp,
+             LogicalDivideOp, ZippedDivideOp, TiledDivideOp, FlatDivideOp, LogicalProductOp,
+             ZippedProductOp, BlockedProductOp, RakedProductOp>(op);
+}
 
 template <typename OpT> struct EraseDead : OpRewritePattern<OpT> {
   using OpRewritePattern<OpT>::OpRewritePattern;
@@ -179,15 +345,8 @@ Value groupAddress(OpBuilder &b, Location loc, Value base, Value offset, int64_t
   Type offsetType = offset.getType();
   auto constant = [&](int64_t v) { return b.create<arith::ConstantIntOp>(loc, v, offsetType); };
   Value index = start ? b.create<arith::AddIOp>(loc, offset, constant(start)).getResult() : offset;
-  if (swizzle && swizzle->bits > 0) {
-    int64_t mask = ((int64_t(1) << swizzle->bits) - 1)
-                   << (swizzle->base + std::max(0, swizzle->shift));
-    Value moved = b.create<arith::AndIOp>(loc, index, constant(mask));
-    moved = swizzle->shift >= 0
-                ? b.create<arith::ShRUIOp>(loc, moved, constant(swizzle->shift)).getResult()
-                : b.create<arith::ShLIOp>(loc, moved, constant(-swizzle->shift)).getResult();
-    index = b.create<arith::XOrIOp>(loc, index, moved);
-  }
+  if (swizzle)
+    index = applySwizzle(b, loc, index, *swizzle);
   return b.create<LLVM::GEPOp>(loc, base.getType(), element, base, ValueRange{index});
 }
 
@@ -350,11 +509,11 @@ struct LowerStore : OpRewritePattern<StoreOp> {
 
 struct LowerToArithPass : mlir::cute::impl::CuteLowerToArithBase<LowerToArithPass> {
   void runOnOperation() override {
-    // Algebra results are static: each becomes the static layout its type names.
+    // Algebra results that are static become the static layout their type names; dynamic
+    // ones are read through leafValues and erased once nothing uses them.
     getOperation()->walk([](Operation *op) {
-      if (!isa<CoalesceOp, FilterOp, RightInverseOp, LeftInverseOp, ComplementOp, CompositionOp,
-               LogicalDivideOp, ZippedDivideOp, TiledDivideOp, FlatDivideOp, LogicalProductOp,
-               ZippedProductOp, BlockedProductOp, RakedProductOp>(op))
+      if (!isAlgebra(op) ||
+          !mlir::cast<LayoutType>(op->getResult(0).getType()).getLayout().isStatic())
         return;
       OpBuilder builder(op);
       auto type = mlir::cast<LayoutType>(op->getResult(0).getType());
@@ -362,8 +521,10 @@ struct LowerToArithPass : mlir::cute::impl::CuteLowerToArithBase<LowerToArithPas
       op->erase();
     });
     RewritePatternSet patterns(&getContext());
-    patterns.add<LowerSize, LowerCosize, LowerCrd2Idx, LowerLoad, LowerStore,
-                 EraseDead<StaticLayoutOp>, EraseDead<MakeLayoutOp>>(&getContext());
+    patterns.add<LowerSize, LowerCosize, LowerGetLeaf, LowerCrd2Idx, LowerSwizzle, LowerLoad,
+                 LowerStore, EraseDead<StaticLayoutOp>, EraseDead<MakeLayoutOp>,
+                 EraseDead<LogicalDivideOp>, EraseDead<ZippedDivideOp>, EraseDead<TiledDivideOp>,
+                 EraseDead<FlatDivideOp>>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     // Anything of the dialect left over cannot reach LLVM: say which op, where.

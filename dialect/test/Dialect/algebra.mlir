@@ -32,11 +32,25 @@ func.func @inference() -> (!cute.layout<"(5,(2,2)):(16,(80,4))">, !cute.layout<"
 
 // Run-time leaves: '?' in the type, values from cute.make_layout.
 // CHECK-LABEL: func.func @dynamic
-// CHECK: cute.make_layout(%{{.*}}, %{{.*}}) : !cute.layout<"(?,8):(?,1)">
+// CHECK: cute.make_layout(%{{.*}}, %{{.*}}) : (index, index) -> !cute.layout<"(?,8):(?,1)">
 func.func @dynamic(%m: index, %ld: index) -> index {
-  %l = cute.make_layout(%m, %ld) : !cute.layout<"(?,8):(?,1)">
-  %s = cute.size %l : !cute.layout<"(?,8):(?,1)">
+  %l = cute.make_layout(%m, %ld) : (index, index) -> !cute.layout<"(?,8):(?,1)">
+  %s = cute.size %l : !cute.layout<"(?,8):(?,1)"> -> index
   return %s : index
+}
+
+// Dividing run-time extents by static tiles infers the result's structure (DynamicLayout.cpp):
+// each tiled leaf s:d becomes n:d and ceil(s/n):(d*n).
+// CHECK-LABEL: func.func @dynamic_divides
+// CHECK: cute.zipped_divide %{{.*}}, %{{.*}} {by_mode} : !cute.layout<"(?,?):(1,?)">, !cute.layout<"(16,128):(1,1)">
+// CHECK: cute.logical_divide %{{.*}}, %{{.*}} {by_mode} : !cute.layout<"(?,?):(1,?)">, !cute.layout<"(16):(1)">
+func.func @dynamic_divides(%m: i32, %n: i32, %ld: i32) -> (!cute.layout<"((16,128),(?,?)):((1,?),(16,?))">, !cute.layout<"((16,?),?):((1,16),?)">) {
+  %l = cute.make_layout(%m, %n, %ld) : (i32, i32, i32) -> !cute.layout<"(?,?):(1,?)">
+  %t = cute.static_layout : !cute.layout<"(16,128):(1,1)">
+  %z = cute.zipped_divide %l, %t {by_mode} : !cute.layout<"(?,?):(1,?)">, !cute.layout<"(16,128):(1,1)">
+  %t1 = cute.static_layout : !cute.layout<"(16):(1)">
+  %d = cute.logical_divide %l, %t1 {by_mode} : !cute.layout<"(?,?):(1,?)">, !cute.layout<"(16):(1)">
+  return %z, %d : !cute.layout<"((16,128),(?,?)):((1,?),(16,?))">, !cute.layout<"((16,?),?):((1,16),?)">
 }
 
 // CHECK-LABEL: func.func @memory

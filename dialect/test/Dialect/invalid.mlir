@@ -27,9 +27,37 @@ func.func @space(%p: !cute.ptr<f32, tmem, align 4>) { return }
 
 func.func @coords(%i: index) -> index {
   %l = cute.static_layout : !cute.layout<"(4,8):(8,1)">
-  // expected-error @+1 {{takes 1 linear coordinate or 2 (one per leaf of the shape (4,8)), got 3}}
-  %o = cute.crd2idx(%i, %i, %i), %l : !cute.layout<"(4,8):(8,1)">
+  // expected-error @+1 {{coordinate (?,?,?) does not fit the shape (4,8)}}
+  %o = cute.crd2idx %l[%i, %i, %i] {coord = "(?,?,?)"} : !cute.layout<"(4,8):(8,1)">, (index, index, index) -> index
   return %o : index
+}
+
+// -----
+
+func.func @coord_values(%i: index) -> index {
+  %l = cute.static_layout : !cute.layout<"(4,8):(8,1)">
+  // expected-error @+1 {{coordinate (?,?) has 2 run-time entries ('?'), but 1 values were given}}
+  %o = cute.crd2idx %l[%i] {coord = "(?,?)"} : !cute.layout<"(4,8):(8,1)">, (index) -> index
+  return %o : index
+}
+
+// -----
+
+func.func @leaf(%i: index) -> index {
+  %l = cute.static_layout : !cute.layout<"(4,8):(8,1)">
+  // expected-error @+1 {{leaf 4 of a layout with 4 leaves (shape then stride)}}
+  %o = cute.get_leaf %l {index = 4} : !cute.layout<"(4,8):(8,1)"> -> index
+  return %o : index
+}
+
+// -----
+
+func.func @dynamic_composition(%m: i32) {
+  %l = cute.make_layout(%m) : (i32) -> !cute.layout<"?:1">
+  %b = cute.static_layout : !cute.layout<"4:1">
+  // expected-error @+1 {{'cute.composition': composition needs a static layout, but ?:1 has run-time leaves ('?')}}
+  %c = cute.composition %l, %b : !cute.layout<"?:1">, !cute.layout<"4:1">
+  return
 }
 
 // -----
@@ -55,7 +83,7 @@ func.func @incompatible() {
 
 func.func @leaves(%m: index) {
   // expected-error @+1 {{the layout (?,8):(?,1) has 2 run-time leaves ('?'), but 1 values were given}}
-  %l = cute.make_layout(%m) : !cute.layout<"(?,8):(?,1)">
+  %l = cute.make_layout(%m) : (index) -> !cute.layout<"(?,8):(?,1)">
   return
 }
 

@@ -11,7 +11,7 @@ module attributes {gpu.container_module} {
     gpu.func @scale(%p: !llvm.ptr) kernel {
       %tid = gpu.thread_id x
       %l = cute.static_layout : !cute.layout<"(32,4):(4,1)">
-      %o = cute.crd2idx(%tid), %l : !cute.layout<"(32,4):(4,1)">
+      %o = cute.crd2idx %l[%tid] {coord = "?"} : !cute.layout<"(32,4):(4,1)">, (index) -> index
       %c0 = arith.constant 0 : index
       %cond = arith.cmpi ne, %o, %c0 : index
       scf.if %cond {

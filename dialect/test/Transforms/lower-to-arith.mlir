@@ -8,8 +8,8 @@
 func.func @measures() -> (index, index) {
   %l = cute.static_layout : !cute.layout<"(4,8):(8,1)">
   %b = cute.static_layout : !cute.layout<"(4,8):(1,0)">
-  %s = cute.size %l : !cute.layout<"(4,8):(8,1)">
-  %c = cute.cosize %b : !cute.layout<"(4,8):(1,0)">
+  %s = cute.size %l : !cute.layout<"(4,8):(8,1)"> -> index
+  %c = cute.cosize %b : !cute.layout<"(4,8):(1,0)"> -> index
   return %s, %c : index, index
 }
 
@@ -22,19 +22,20 @@ func.func @measures() -> (index, index) {
 // CHECK-NOT: cute.
 func.func @coords(%i: index, %j: index) -> index {
   %l = cute.static_layout : !cute.layout<"(4,8):(8,1)">
-  %o = cute.crd2idx(%i, %j), %l : !cute.layout<"(4,8):(8,1)">
+  %o = cute.crd2idx %l[%i, %j] {coord = "(?,?)"} : !cute.layout<"(4,8):(8,1)">, (index, index) -> index
   return %o : index
 }
 
 // A linear coordinate is split colexicographically: (k % 4) * 8 + k / 4.
 // CHECK-LABEL: func.func @linear
 // CHECK-SAME: (%[[K:.*]]: index)
-// CHECK-DAG: %[[REM:.*]] = arith.remsi %[[K]], %c4
-// CHECK-DAG: %[[DIV:.*]] = arith.divsi %[[K]], %c4
-// CHECK: arith.muli %[[REM]], %c8
+// CHECK: %[[REM:.*]] = arith.remsi %[[K]], %c4
+// CHECK: %[[MUL:.*]] = arith.muli %[[REM]], %c8
+// CHECK: %[[DIV:.*]] = arith.divsi %[[K]], %c4
+// CHECK: arith.addi %[[MUL]], %[[DIV]]
 func.func @linear(%k: index) -> index {
   %l = cute.static_layout : !cute.layout<"(4,8):(8,1)">
-  %o = cute.crd2idx(%k), %l : !cute.layout<"(4,8):(8,1)">
+  %o = cute.crd2idx %l[%k] {coord = "?"} : !cute.layout<"(4,8):(8,1)">, (index) -> index
   return %o : index
 }
 
@@ -47,8 +48,8 @@ func.func @folds() -> (index, index) {
   %l = cute.static_layout : !cute.layout<"(4,8):(8,1)">
   %c3 = arith.constant 3 : index
   %c5 = arith.constant 5 : index
-  %a = cute.crd2idx(%c3, %c5), %l : !cute.layout<"(4,8):(8,1)">
-  %b = cute.crd2idx(%c5), %l : !cute.layout<"(4,8):(8,1)">
+  %a = cute.crd2idx %l[%c3, %c5] {coord = "(?,?)"} : !cute.layout<"(4,8):(8,1)">, (index, index) -> index
+  %b = cute.crd2idx %l[%c5] {coord = "?"} : !cute.layout<"(4,8):(8,1)">, (index) -> index
   return %a, %b : index, index
 }
 
@@ -60,10 +61,57 @@ func.func @folds() -> (index, index) {
 // CHECK-DAG: arith.muli %[[I]], %[[LD]]
 // CHECK-NOT: cute.
 func.func @dynamic(%m: index, %ld: index, %i: index, %j: index) -> (index, index) {
-  %l = cute.make_layout(%m, %ld) : !cute.layout<"(?,8):(?,1)">
-  %s = cute.size %l : !cute.layout<"(?,8):(?,1)">
-  %o = cute.crd2idx(%i, %j), %l : !cute.layout<"(?,8):(?,1)">
+  %l = cute.make_layout(%m, %ld) : (index, index) -> !cute.layout<"(?,8):(?,1)">
+  %s = cute.size %l : !cute.layout<"(?,8):(?,1)"> -> index
+  %o = cute.crd2idx %l[%i, %j] {coord = "(?,?)"} : !cute.layout<"(?,8):(?,1)">, (index, index) -> index
   return %s, %o : index, index
+}
+
+// i32 leaves and coordinates stay i32; a hole contributes nothing, a static coordinate is a
+// constant, an integer coordinate against a tuple mode splits: (_, (2, j)) over
+// (4,(3,?)):(1,(4,?)) is 2 * 4 + j * d.
+// CHECK-LABEL: func.func @hierarchical
+// CHECK-SAME: (%[[N:.*]]: i32, %[[D:.*]]: i32, %[[J:.*]]: i32)
+// CHECK: %[[JD:.*]] = arith.muli %[[J]], %[[D]] : i32
+// CHECK: arith.addi %[[JD]], %c8_i32 : i32
+// CHECK-NOT: index
+func.func @hierarchical(%n: i32, %d: i32, %j: i32) -> i32 {
+  %l = cute.make_layout(%n, %d) : (i32, i32) -> !cute.layout<"(4,(3,?)):(1,(4,?))">
+  %o = cute.crd2idx %l[%j] {coord = "(_,(2,?))"} : !cute.layout<"(4,(3,?)):(1,(4,?))">, (i32) -> i32
+  return %o : i32
+}
+
+// A dynamic extent divided by a static tile 128: the tile is 128:d, the rest (m+127)/128 of
+// stride d*128; get_leaf reads the rest's extent, crd2idx goes through both.
+// CHECK-LABEL: func.func @dynamic_divide
+// CHECK-SAME: (%[[M:.*]]: i32, %[[T:.*]]: i32, %[[B:.*]]: i32)
+// CHECK: %[[SUM:.*]] = arith.addi %[[M]], %c127_i32
+// CHECK: %[[REST:.*]] = arith.divsi %[[SUM]], %c128_i32
+// CHECK: %[[BT:.*]] = arith.muli %[[B]], %c128_i32
+// CHECK: %[[OFF:.*]] = arith.addi %[[T]], %[[BT]]
+// CHECK: return %[[REST]], %[[OFF]]
+// CHECK-NOT: cute.
+func.func @dynamic_divide(%m: i32, %t: i32, %b: i32) -> (i32, i32) {
+  %l = cute.make_layout(%m) : (i32) -> !cute.layout<"?:1">
+  %tile = cute.static_layout : !cute.layout<"(128):(1)">
+  %z = cute.zipped_divide %l, %tile {by_mode} : !cute.layout<"?:1">, !cute.layout<"(128):(1)">
+  %rest = cute.get_leaf %z {index = 1} : !cute.layout<"((128),(?)):((1),(128))"> -> i32
+  %o = cute.crd2idx %z[%t, %b] {coord = "(?,?)"} : !cute.layout<"((128),(?)):((1),(128))">, (i32, i32) -> i32
+  return %rest, %o : i32, i32
+}
+
+// A swizzle of a run-time offset: o ^ ((o & 0x380) >> 3).
+// CHECK-LABEL: func.func @swizzle
+// CHECK: arith.andi %{{.*}}, %c896_i32
+// CHECK: arith.shrui %{{.*}}, %c3_i32
+// CHECK: arith.xori
+// FOLD-LABEL: func.func @swizzle
+// FOLD: arith.constant 144 : i32
+func.func @swizzle(%o: i32) -> (i32, i32) {
+  %s = cute.swizzle %o {swizzle = array<i64: 3, 4, 3>} : i32
+  %c = arith.constant 128 : i32
+  %f = cute.swizzle %c {swizzle = array<i64: 3, 4, 3>} : i32
+  return %s, %f : i32, i32
 }
 
 // Two contiguous runs of 4 floats, 16-byte aligned: two 16-byte vector loads.

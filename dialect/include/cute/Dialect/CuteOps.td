@@ -18,29 +18,64 @@ def Cute_StaticLayoutOp : Cute_Op<"static_layout", [Pure, ConstantLike]> {
 def Cute_SizeOp : Cute_Op<"size", [Pure]> {
   let summary = "The number of coordinates of a layout (the product of its shape)";
   let arguments = (ins Cute_LayoutType:$layout);
-  let results = (outs Index:$result);
-  let assemblyFormat = "$layout attr-dict `:` qualified(type($layout))";
+  let results = (outs AnySignlessIntegerOrIndex:$result);
+  let assemblyFormat = "$layout attr-dict `:` qualified(type($layout)) `->` type($result)";
   let hasFolder = 1;
 }
 
 def Cute_CosizeOp : Cute_Op<"cosize", [Pure]> {
   let summary = "One past the largest offset a layout maps to";
   let arguments = (ins Cute_LayoutType:$layout);
-  let results = (outs Index:$result);
-  let assemblyFormat = "$layout attr-dict `:` qualified(type($layout))";
+  let results = (outs AnySignlessIntegerOrIndex:$result);
+  let assemblyFormat = "$layout attr-dict `:` qualified(type($layout)) `->` type($result)";
+  let hasFolder = 1;
+}
+
+def Cute_GetLeafOp : Cute_Op<"get_leaf", [Pure]> {
+  let summary = "One leaf of a layout, numbered over its shape leaves then its stride leaves";
+  let description = [{
+    `cute.get_leaf %l {index = 1} : !cute.layout<"(?,8):(1,?)"> -> i32` is the extent 8;
+    index 3 is the run-time stride. How the DSL reads a run-time leaf of a layout the algebra
+    computed (the rest extent of a dynamic divide).
+  }];
+  let arguments = (ins Cute_LayoutType:$layout, I64Attr:$index);
+  let results = (outs AnySignlessIntegerOrIndex:$result);
+  let assemblyFormat = "$layout attr-dict `:` qualified(type($layout)) `->` type($result)";
+  let hasVerifier = 1;
   let hasFolder = 1;
 }
 
 def Cute_Crd2IdxOp : Cute_Op<"crd2idx", [Pure]> {
   let summary = "Maps a coordinate to an offset through a layout";
   let description = [{
-    Takes either one linear (colexicographic) coordinate or one coordinate per leaf of the
-    flattened shape, and returns the offset `sum(c_i * d_i)`. Folds when all coordinates are
-    constants; lowers to index arithmetic.
+    `coord` spells the coordinate in CuTe's notation against the layout's shape: `?` takes the
+    next operand, an integer is a static coordinate, `_` (a hole, as in slicing) contributes 0.
+    It is congruent to a prefix of the shape; an integer coordinate against a tuple of modes
+    is split colexicographically (first mode fastest), as CuTe's crd2idx does:
+    `cute.crd2idx %l[%i, %j] {coord = "(?,(2,?))"} : !cute.layout<"(8,(4,?)):(1,(8,?))">, (i32, i32) -> i32`.
+    Operands and result share one integer type. Folds when everything is static; lowers to
+    multiply-adds (and div/rem for split coordinates).
   }];
-  let arguments = (ins Variadic<Index>:$coords, Cute_LayoutType:$layout);
-  let results = (outs Index:$result);
-  let assemblyFormat = "`(` $coords `)` `,` $layout attr-dict `:` qualified(type($layout))";
+  let arguments = (ins Cute_LayoutType:$layout, Variadic<AnySignlessIntegerOrIndex>:$coords,
+                       StrAttr:$coord);
+  let results = (outs AnySignlessIntegerOrIndex:$result);
+  let assemblyFormat = [{
+    $layout `[` $coords `]` attr-dict `:` qualified(type($layout)) `,` `(` type($coords) `)` `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Cute_SwizzleOp : Cute_Op<"swizzle", [Pure, SameOperandsAndResultType]> {
+  let summary = "CuTe's Swizzle<B, M, S> of an offset";
+  let description = [{
+    `cute.swizzle %x {swizzle = array<i64: 3, 4, 3>} : i32` XORs the B bits at M + max(0,S)
+    into the bits at M + max(0,-S). Folds on constants.
+  }];
+  let arguments = (ins AnySignlessInteger:$offset, DenseI64ArrayAttr:$swizzle);
+  let results = (outs AnySignlessInteger:$result);
+  let assemblyFormat = "$offset attr-dict `:` type($result)";
   let hasVerifier = 1;
   let hasFolder = 1;
 }
@@ -50,16 +85,18 @@ def Cute_MakeLayoutOp : Cute_Op<"make_layout", [Pure]> {
   let description = [{
     The result type spells the static leaves and marks run-time ones `?`; the operands give the
     run-time leaves in order, shape leaves first, then stride leaves:
-    `cute.make_layout(%m, %ld) : !cute.layout<"(?,8):(?,1)">`.
+    `cute.make_layout(%m, %ld) : (i32, i32) -> !cute.layout<"(?,8):(?,1)">`.
   }];
-  let arguments = (ins Variadic<Index>:$leaves);
+  let arguments = (ins Variadic<AnySignlessIntegerOrIndex>:$leaves);
   let results = (outs Cute_LayoutType:$result);
-  let assemblyFormat = "`(` $leaves `)` attr-dict `:` qualified(type($result))";
+  let assemblyFormat = "`(` $leaves `)` attr-dict `:` functional-type($leaves, $result)";
   let hasVerifier = 1;
 }
 
 // Layout algebra: the result type is inferred with the C++ layout library (the same code the
-// Python front end runs eagerly), and a static result folds to cute.static_layout.
+// Python front end runs eagerly), and a static result folds to cute.static_layout. Divides
+// also take a layout with run-time leaves (DynamicLayout.cpp); their results are then computed
+// at run time.
 class Cute_AlgebraOp<string mnemonic, dag args, string doc>
     : Cute_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = doc;

@@ -255,6 +255,33 @@ struct ComposedLayout {
   std::string str() const;
 };
 
+//===----------------------------------------------------------------------===//
+// Layouts with run-time leaves (DynamicLayout.cpp)
+//===----------------------------------------------------------------------===//
+
+/// How one leaf of a result is computed from the leaves of the operand layout, numbered over
+/// all its leaves, shape then stride. The dialect's lowering turns recipes into arithmetic.
+struct LeafRecipe {
+  enum class Kind { Static, Copy, CeilDiv, Mul };
+  Kind kind = Kind::Static;
+  int64_t value = 0; // Static: the leaf; CeilDiv and Mul: the static divisor or factor
+  size_t source = 0; // Copy, CeilDiv and Mul: the operand leaf
+};
+
+/// A result layout (`?` where a leaf is known only at run time) and, for each of its leaves
+/// (shape then stride), how to compute it.
+struct DynamicResult {
+  Layout layout;
+  std::vector<LeafRecipe> leaves;
+};
+
+/// logical/zipped/tiled/flat divide (`kind`, CuTe's name) of a layout with run-time leaves by a
+/// by-mode tiler. A tiled mode with run-time leaves must be one leaf s:d and its tile a
+/// contiguous n:1 (or 1:0): it splits into n:d and ceil(s/n):(d*n), what dividing a
+/// dynamic-shape tensor into static tiles needs. Static modes divide as usual; modes past the
+/// tiler are kept. Throws LayoutError otherwise.
+DynamicResult divideDynamic(const std::string &kind, const Layout &layout, const Tiler &tiler);
+
 /// Runs `fn`, returning nullopt and the message instead of throwing (for callers built
 /// without exception handling, such as the dialect).
 std::optional<Layout> tryLayout(const std::function<Layout()> &fn, std::string *error);
