@@ -162,3 +162,31 @@ TEST(Algebra, MaxCommonVectorAndSwizzle) {
   EXPECT_EQ(L("(?,8):(8,1)").str(), "(?,8):(8,1)");
   EXPECT_THROW(coalesce(L("(?,8):(8,1)")), LayoutError);
 }
+
+TEST(DynamicLayout, DividesRunTimeExtentsByStaticTiles) {
+  // (m, n):(1, ld) into 16 x 128 tiles: tiles (16,128):(1,ld), rests (ceil(m/16), ceil(n/128))
+  // of strides (16, ld*128). Operand leaves: m=0, n=1, 1=2, ld=3.
+  DynamicResult z = divideDynamic("zipped_divide", L("(?,?):(1,?)"),
+                                  Tiler(std::vector<Layout>{L("16:1"), L("128:1")}));
+  EXPECT_EQ(z.layout.str(), "((16,128),(?,?)):((1,?),(16,?))");
+  using K = LeafRecipe::Kind;
+  ASSERT_EQ(z.leaves.size(), 8u);
+  EXPECT_EQ(z.leaves[2].kind, K::CeilDiv);
+  EXPECT_EQ(z.leaves[2].source, 0u);
+  EXPECT_EQ(z.leaves[2].value, 16);
+  EXPECT_EQ(z.leaves[3].kind, K::CeilDiv);
+  EXPECT_EQ(z.leaves[3].source, 1u);
+  EXPECT_EQ(z.leaves[5].kind, K::Copy); // the tile's stride ld
+  EXPECT_EQ(z.leaves[5].source, 3u);
+  EXPECT_EQ(z.leaves[7].kind, K::Mul); // the rest's stride ld * 128
+  EXPECT_EQ(z.leaves[7].value, 128);
+  // Static modes divide as usual; modes past the tiler are kept.
+  EXPECT_EQ(
+      divideDynamic("logical_divide", L("(64,?):(1,64)"), Tiler(std::vector<Layout>{L("16:1")}))
+          .layout.str(),
+      "((16,4),?):((1,16),64)");
+  EXPECT_THROW(divideDynamic("composition", L("?:1"), Tiler(L("4:1"))), LayoutError);
+  EXPECT_THROW(
+      divideDynamic("zipped_divide", L("(?,4):(1,?)"), Tiler(std::vector<Layout>{L("4:2")})),
+      LayoutError); // a dynamic mode needs a contiguous tile
+}
