@@ -1,6 +1,7 @@
 //===- LayoutBindings.cpp - the layout algebra as cute_torch._C.layout ----===//
 //
-// Layouts cross as (shape, stride) pairs of nested Python tuples; `None` is CuTe's `_`.
+// Layouts cross as (shape, stride) pairs of nested Python tuples; `None` is CuTe's `_` and
+// the string "?" a run-time leaf (only the rules for run-time leaves accept those).
 // Tilers cross as (by_mode, [layout, ...]). Python keeps its own Layout objects (whose leaves
 // may be run-time DSL values) and calls here for every static computation, so the algebra
 // exists once. LayoutError becomes ValueError with CuTe's wording of what went wrong.
@@ -20,6 +21,8 @@ namespace {
 IntTuple toTuple(py::handle object) {
   if (object.is_none())
     return IntTuple::hole();
+  if (py::isinstance<py::str>(object) && object.cast<std::string>() == "?")
+    return IntTuple::dynamic();
   if (py::isinstance<py::tuple>(object) || py::isinstance<py::list>(object)) {
     std::vector<IntTuple> modes;
     for (py::handle item : object)
@@ -35,6 +38,8 @@ IntTuple toTuple(py::handle object) {
 py::object fromTuple(const IntTuple &tuple) {
   if (tuple.isHole())
     return py::none();
+  if (tuple.isDynamic())
+    return py::str("?");
   if (tuple.isLeaf())
     return py::int_(tuple.getValue());
   py::tuple result(tuple.rank());
@@ -145,6 +150,13 @@ void bindLayout(py::module_ &parent) {
     auto [layout, offset] = localPartition(toLayout(a), toLayout(threads), index);
     return std::make_pair(fromLayout(layout), offset);
   });
+  m.def("divide_dynamic",
+        [](const std::string &kind, const PyLayout &a, const std::vector<PyLayout> &tiles) {
+          std::vector<Layout> modes;
+          for (const PyLayout &tile : tiles)
+            modes.push_back(toLayout(tile));
+          return fromLayout(divideDynamic(kind, toLayout(a), Tiler(modes)).layout);
+        });
   m.def("swizzle", [](int bits, int base, int shift, int64_t offset) {
     return Swizzle{bits, base, shift}(offset);
   });

@@ -113,6 +113,7 @@ class ModuleBuilder:
     def __init__(self, name: str):
         self.name = name
         self._counter = 0
+        self._symbols: dict[str, int] = {}  # base -> how many symbols were made from it
         self.host_functions: list[str] = []
         self.device_functions: list[str] = []
         self.device_globals: list[str] = []
@@ -124,8 +125,11 @@ class ModuleBuilder:
         return f"%{prefix}{self._counter}"
 
     def unique_symbol(self, base: str) -> str:
-        self._counter += 1
-        return f"{base}_{self._counter}"
+        """`base_N`, numbered per base: a symbol's name does not depend on how many SSA values
+        were traced before it, so generated code (and the PTX replay) stays comparable."""
+        n = self._symbols.get(base, 0)
+        self._symbols[base] = n + 1
+        return f"{base}_{n}"
 
     def text(self) -> str:
         parts = ["module attributes {gpu.container_module} {"]

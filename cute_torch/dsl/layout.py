@@ -1,159 +1,50 @@
 """CuTe layouts in Python, eager or inside jit functions.
 
 A `Layout` is a shape and a congruent stride: nested tuples whose leaves are Python ints
-(compile-time) or DSL integers (run-time values, inside jit functions). Every static
-computation of the algebra runs in the C++ library (`cute_torch._C.layout`), the same code the
-dialect uses to infer types, so it works in plain Python too: `print(cute.composition(a, b))`.
-Run-time leaves are handled here for what kernels need of them: coordinates (crd2idx), sizes,
-slicing, and dividing leaf modes by static tiles (a dynamic-shape tensor into static tiles).
+(compile-time) or DSL integers (run-time values, inside jit functions). Python only builds:
+every static computation of the algebra runs in the C++ library (`cute_torch._C.layout`), the
+same code the dialect uses to infer types, so it works in plain Python too
+(`print(cute.composition(a, b))`); everything that involves a run-time value is emitted as a
+`cute` dialect op by layout_ops.py and computed by the C++ passes.
 """
 
 from __future__ import annotations
 
 import math as _math
-from typing import Any, Sequence
+from typing import Sequence
 
 from .._C import layout as _alg
+from . import layout_ops as ops
 from .diagnostics import ARGUMENT_MISMATCH, LAYOUT_ALGEBRA, DSLError, user_location
-from .numeric import Int32, Numeric, convert, promote
-
-IntTuple = Any  # int | Numeric | tuple[IntTuple, ...]
-
-
-# -- int tuples -----------------------------------------------------------------------------------
-
-def is_tuple(x) -> bool:
-    return isinstance(x, tuple)
-
-
-def product(x: IntTuple):
-    if is_tuple(x):
-        result = 1
-        for e in x:
-            result = result * product(e)
-        return result
-    return x
-
-
-def spell(x: IntTuple) -> str:
-    """CuTe's notation: `(4,(2,8))`, `?` for a run-time leaf, `_` for None."""
-    if is_tuple(x):
-        return "(" + ",".join(spell(e) for e in x) + ")"
-    if x is None:
-        return "_"
-    return "?" if isinstance(x, Numeric) else str(x)
-
-
-def leaves(x: IntTuple) -> list:
-    return [leaf for e in x for leaf in leaves(e)] if is_tuple(x) else [x]
-
-
-def rebuild(template: IntTuple, values: list) -> IntTuple:
-    """`template`'s structure with its leaves taken in order from `values`."""
-    if is_tuple(template):
-        return tuple(rebuild(e, values) for e in template)
-    return values.pop(0)
-
-
-def is_static(x: IntTuple) -> bool:
-    return all(isinstance(leaf, int) for leaf in leaves(x))
-
-
-def _same(a, b):
-    t = promote(type(a) if isinstance(a, Numeric) else Int32, type(b) if isinstance(b, Numeric) else Int32)
-    return convert(a, t), convert(b, t)
-
-
-def idx_div(a, b):
-    """a // b for non-negative index math: Python ints fold, DSL values emit plain divsi."""
-    if isinstance(b, int) and b == 1:
-        return a
-    if isinstance(a, Numeric) or isinstance(b, Numeric):
-        a, b = _same(a, b)
-        return type(a).wrap_op(f"arith.divsi {a.ir.name}, {b.ir.name} : {a.ir.type}")
-    return a // b
-
-
-def idx_mod(a, b):
-    if isinstance(a, Numeric) or isinstance(b, Numeric):
-        a, b = _same(a, b)
-        return type(a).wrap_op(f"arith.remsi {a.ir.name}, {b.ir.name} : {a.ir.type}")
-    return a % b
-
-
-def ceil_div(a, b):
-    if isinstance(a, int) and isinstance(b, int):
-        return -(-a // b)
-    return idx_div(a + (b - 1), b)
-
-
-def idx_add(a, b):
-    if isinstance(a, int) and a == 0:
-        return b
-    if isinstance(b, int) and b == 0:
-        return a
-    return a + b
-
-
-def idx_mul(a, b):
-    if isinstance(a, int) and (a == 0 or b == 1):
-        return 0 if a == 0 else a
-    if isinstance(b, int) and (b == 0 or b == 1):
-        return 0 if b == 0 else a
-    return a * b
+from .int_tuple import IntTuple, is_static, is_tuple, leaves, rebuild, spell  # noqa: F401 - re-exported
+from .layout_ops import add_offsets
 
 
 def crd2idx(coord, shape: IntTuple, stride: IntTuple):
     """CuTe's crd2idx: a tuple coordinate maps mode by mode; an integer coordinate into a tuple
     shape is split colexicographically (first mode fastest)."""
-    if is_tuple(coord):
-        if not is_tuple(shape) or len(coord) != len(shape):
-            raise DSLError(ARGUMENT_MISMATCH, f"coordinate {spell(coord)} does not fit the shape {spell(shape)}",
-                           user_location(), "give one index per mode, or a single linear index")
-        result = 0
-        for c, s, d in zip(coord, shape, stride):
-            result = idx_add(result, crd2idx(c, s, d))
-        return result
-    if is_tuple(shape):
-        result = 0
-        for i, (s, d) in enumerate(zip(shape, stride)):
-            if i == len(shape) - 1:
-                result = idx_add(result, crd2idx(coord, s, d))
-            else:
-                extent = product(s)
-                result = idx_add(result, crd2idx(idx_mod(coord, extent), s, d))
-                coord = idx_div(coord, extent)
-        return result
-    return idx_mul(coord, stride)
+    return ops.crd2idx(coord, shape, stride)
 
 
 def idx2crd(index, shape: IntTuple):
-    """The natural (colexicographic) coordinate of a linear index in a shape."""
-    if not is_tuple(shape):
-        return index
-    coord = []
-    for i, s in enumerate(shape):
-        last = i == len(shape) - 1
-        coord.append(idx2crd(index if last else idx_mod(index, product(s)), s))
-        index = idx_div(index, product(s))
-    return tuple(coord)
+    """The natural (colexicographic) coordinate of a linear index in a shape: C++ when static;
+    for a run-time index each leaf is the crd2idx of the index into (prefix, extent, 1):(0,1,0),
+    that is (index / prefix) % extent, the last leaf taking the rest."""
+    if isinstance(index, int) and is_static(shape):
+        return _alg.idx2crd(index, shape)
+    flat = leaves(shape)
+    coords, prefix = [], 1
+    for i, extent in enumerate(flat):
+        last = i == len(flat) - 1
+        coords.append(ops.crd2idx(index, (prefix, 1), (0, 1)) if last else
+                      ops.crd2idx(index, (prefix, extent, 1), (0, 1, 0)))
+        prefix = prefix * extent if isinstance(prefix, int) and isinstance(extent, int) else ops.size((prefix, extent))
+    return rebuild(shape, coords) if is_tuple(shape) else coords[0]
 
 
-def compact_col_major(shape: IntTuple, current=1) -> IntTuple:
+def compact_col_major(shape: IntTuple) -> IntTuple:
     """Column-major strides (extent-1 modes get stride 0, as in CuTe)."""
-    if is_tuple(shape):
-        strides = []
-        for s in shape:
-            strides.append(compact_col_major(s, current))
-            current = idx_mul(current, product(s))
-        return tuple(strides)
-    return 0 if isinstance(shape, int) and shape == 1 else current
-
-
-def compact_row_major(shape: IntTuple) -> IntTuple:
-    def rev(x):
-        return tuple(rev(e) for e in reversed(x)) if is_tuple(x) else x
-    return rev(compact_col_major(rev(shape)))
+    return ops.compact_col_major(shape)
 
 
 # -- layouts ----------------------------------------------------------------------------------------
@@ -207,15 +98,10 @@ class Layout:
         return not self.is_static
 
     def size(self):
-        return product(self.shape)
+        return ops.size(self.shape)
 
     def cosize(self):
-        if self.is_static:
-            return _alg.cosize(self._pair())
-        result = 1
-        for s, d in zip(leaves(self.shape), leaves(self.stride)):
-            result = idx_add(result, idx_mul(s - 1, d))
-        return result
+        return ops.cosize(self.shape, self.stride)
 
     def _pair(self) -> tuple:
         return (self.shape, self.stride)
@@ -283,7 +169,7 @@ def _select(x, mode):
 
 def size(x, mode: Sequence[int] | int | None = None):
     """The number of elements of a tensor, layout or shape (a Python int when static)."""
-    return product(_select(_shape_of(x), mode))
+    return ops.size(_select(_shape_of(x), mode))
 
 
 def rank(x, mode=None) -> int:
@@ -345,28 +231,27 @@ def slice_(x, coord):
 
 
 def slice_and_offset(coord, layout: Layout) -> tuple:
-    """(kept layout, offset of the fixed coordinates). Works with run-time coordinates and leaves."""
+    """(kept layout, offset of the fixed coordinates). Works with run-time coordinates and
+    leaves: the kept modes are picked structurally, the offset is crd2idx of the coordinate
+    with its holes (one `cute.crd2idx` op when anything is a run-time value)."""
     if coord is None:
         return layout, 0
     shapes, strides = [], []
-    offset = _slice_into(coord, layout.shape, layout.stride, shapes, strides)
-    return Layout(tuple(shapes), tuple(strides)), offset
+    _kept_modes(coord, layout.shape, layout.stride, shapes, strides)
+    return Layout(tuple(shapes), tuple(strides)), crd2idx(coord, layout.shape, layout.stride)
 
 
-def _slice_into(coord, shape, stride, shapes, strides):
+def _kept_modes(coord, shape, stride, shapes, strides) -> None:
     if coord is None:
         shapes.append(shape)
         strides.append(stride)
-        return 0
+        return
     if is_tuple(coord):
         if not is_tuple(shape) or len(coord) != len(shape):
             raise DSLError(ARGUMENT_MISMATCH, f"slice coordinate {spell(coord)} does not fit the shape {spell(shape)}",
                            user_location(), "give one entry (an index or None) per mode")
-        offset = 0
         for c, s, d in zip(coord, shape, stride):
-            offset = idx_add(offset, _slice_into(c, s, d, shapes, strides))
-        return offset
-    return crd2idx(coord, shape, stride)
+            _kept_modes(c, s, d, shapes, strides)
 
 
 # -- the algebra (static parts in C++) ----------------------------------------------------------------
@@ -469,45 +354,14 @@ flat_divide = _divide("flat_divide")
 
 
 def _dynamic_divide(name: str, layout: Layout, tiler) -> Layout:
-    """Divides a layout with run-time leaves by a static by-mode tiler: each tiled mode must
-    be a leaf (an extent and a stride), split into (tile):(d) and (ceil(extent/tile)):(d*tile);
-    that is what dividing a dynamic-shape tensor into static tiles needs."""
+    """A layout with run-time leaves divided mode by mode by static tiles; which divisions exist
+    and how each result leaf is computed is csrc/layout/DynamicLayout.cpp's business (a tiled
+    mode must be one extent:stride, its tile n:1), the run-time leaves come from the op."""
     if isinstance(tiler, Layout) or not isinstance(tiler, (tuple, list)):
         _fail(name, f"a layout with run-time leaves ({layout}) can only be divided mode by mode by a tuple of "
                     "tile sizes")
-    modes = list(layout) if is_tuple(layout.shape) else [layout]
-    if len(tiler) > len(modes):
-        _fail(name, f"a tiler of {len(tiler)} modes for the rank-{len(modes)} layout {layout}")
-    tiles, rests = [], []
-    for i, mode in enumerate(modes):
-        if i >= len(tiler):
-            rests.append(mode)
-            continue
-        t = tiler[i]
-        if isinstance(t, Layout):
-            if not (isinstance(t.shape, int) and t.stride in (1, 0) and (t.stride == 1 or t.shape == 1)):
-                _fail(name, f"mode {i} of {layout} has run-time leaves; it can only be divided by a contiguous "
-                            "tile n:1, "
-                            f"got {t}")
-            t = t.shape
-        if mode.is_static:
-            divided = _call("logical_divide", mode._pair(), False, [(t, 1)])
-            tiles.append(divided[0])
-            rests.append(divided[1])
-            continue
-        if is_tuple(mode.shape) or not isinstance(t, int):
-            _fail(name, f"mode {i} of {layout} has run-time leaves and is not a single extent:stride")
-        tiles.append(Layout(t, mode.stride))
-        rests.append(Layout(ceil_div(mode.shape, t), idx_mul(mode.stride, t)))
-    pack = lambda ms: Layout(tuple(m.shape for m in ms), tuple(m.stride for m in ms))  # noqa: E731
-    if name == "logical_divide":
-        n = len(tiler)
-        return pack([pack([tiles[i], rests[i]]) for i in range(n)] + rests[n:])
-    if name == "zipped_divide":
-        return pack([pack(tiles), pack(rests)])
-    if name == "tiled_divide":
-        return pack([pack(tiles)] + rests)
-    return pack(tiles + rests)
+    tiles = [(t, 1) if isinstance(t, int) else _static_pair(t, name) for t in tiler]
+    return Layout(*ops.divide(name, layout.shape, layout.stride, tiles))
 
 
 def _product_op(name: str):
@@ -575,16 +429,16 @@ def local_tile(x, tiler, coord, proj=None):
 
 def local_partition(x, thr_layout: Layout, index):
     """The elements of `x` thread `index` owns when `thr_layout` threads tile it (CuTe's outer
-    partition): zipped_divide by thr_layout's shape, index the tile by the thread's coordinate."""
+    partition): zipped_divide by the size of each of thr_layout's modes, index the tile by the
+    thread's coordinate. As in CuTe (get_flat_coord), the thread's coordinate in a leaf s:d is
+    (index / d) % s (0 for a broadcast leaf, d = 0), each mode's leaves linearized
+    colexicographically: crd2idx into (d, s, 1):(0, 1, 0), then into the mode's compact layout."""
     modes = list(thr_layout) if is_tuple(thr_layout.shape) else [thr_layout]
     coord, tiler = [], []
     for mode in modes:
-        linear, scale = 0, 1
-        for s, d in zip(leaves(mode.shape), leaves(mode.stride)):
-            if d != 0:
-                linear = idx_add(linear, idx_mul(idx_mod(idx_div(index, d), s), scale))
-            scale *= s
-        coord.append(linear)
+        per_leaf = [0 if d == 0 else crd2idx(index, (d, s, 1), (0, 1, 0))
+                    for s, d in zip(leaves(mode.shape), leaves(mode.stride))]
+        coord.append(crd2idx(rebuild(mode.shape, per_leaf), mode.shape, compact_col_major(mode.shape)))
         tiler.append(size(mode))
     divided = zipped_divide(x, tuple(tiler))
     layout = _layout_of(divided)
@@ -598,7 +452,7 @@ def _slice_any(x, coord):
         return x[coord]
     if isinstance(x, ComposedLayout):
         kept, offset = slice_and_offset(coord, x.outer)
-        return ComposedLayout(x.inner, idx_add(x.offset, offset), kept)
+        return ComposedLayout(x.inner, add_offsets(x.offset, offset), kept)
     return slice_and_offset(coord, x)[0]
 
 
@@ -618,10 +472,7 @@ class Swizzle:
     def __call__(self, offset):
         if isinstance(offset, int):
             return _alg.swizzle(self.bits, self.base, self.shift, offset)
-        mask = ((1 << self.bits) - 1) << (self.base + max(0, self.shift))
-        moved = offset & mask
-        moved = moved >> self.shift if self.shift >= 0 else moved << -self.shift
-        return offset ^ moved
+        return ops.swizzle(offset, self.bits, self.base, self.shift)
 
     def __str__(self) -> str:
         return f"Sw<{self.bits},{self.base},{self.shift}>"
@@ -648,7 +499,7 @@ class ComposedLayout:
         self.inner, self.offset, self.outer = inner, offset, outer
 
     def __call__(self, *coord):
-        return self.inner(idx_add(self.offset, self.outer(*coord)))
+        return self.inner(add_offsets(self.offset, self.outer(*coord)))
 
     def __str__(self) -> str:
         return f"{self.inner} o {spell(self.offset)} o {self.outer}"

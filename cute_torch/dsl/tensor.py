@@ -19,8 +19,9 @@ from .diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, WRONG_CONTEXT, DSL
 from ..launch import loaded_torch
 from .numeric import (BY_TORCH_NAME, Boolean, Int32, Int64, Numeric, as_numeric, convert)
 
-from .layout import (ComposedLayout, Layout, divisibility, idx_add, is_tuple, leaves, make_layout,
-                     rebuild, size, slice_and_offset, spell)
+from .layout import (ComposedLayout, Layout, divisibility, is_tuple, leaves, make_layout, rebuild, size,
+                     slice_and_offset, spell)
+from .layout_ops import add_offsets
 
 def _widen(coord):
     if is_tuple(coord):
@@ -56,7 +57,7 @@ class Tensor:
         self.ptr, self.dtype = ptr, dtype
         self.memspace, self.alignment, self.wide = memspace, alignment, wide
         if isinstance(layout, ComposedLayout):
-            self.swizzle, offset, layout = layout.inner, idx_add(offset, layout.offset), layout.outer
+            self.swizzle, offset, layout = layout.inner, add_offsets(offset, layout.offset), layout.outer
         else:
             self.swizzle = None
         self._layout: Layout = layout
@@ -99,14 +100,14 @@ class Tensor:
         if isinstance(layout, ComposedLayout):
             t.swizzle, base, layout = layout.inner, layout.offset, layout.outer
         t._layout = layout
-        t.offset = idx_add(base, offset)
+        t.offset = add_offsets(base, offset)
         t.divisibility = math.gcd(self.divisibility, offset_divisibility)
         return t
 
     def _offset_value(self, extra) -> Numeric:
         """swizzle(offset + extra) as a DSL integer of the tensor's index width."""
         index_t = Int64 if self.wide else Int32
-        total = idx_add(self.offset, extra)
+        total = add_offsets(self.offset, extra)
         if self.swizzle is not None:
             total = self.swizzle(total if isinstance(total, int) else convert(total, index_t))
         if not isinstance(total, Numeric):
