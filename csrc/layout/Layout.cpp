@@ -180,10 +180,6 @@ static IntTuple reversed(const IntTuple &tuple) {
   return makeTuple(modes);
 }
 
-IntTuple compactRowMajor(const IntTuple &shape, int64_t start) {
-  return reversed(compactColMajor(reversed(shape), start));
-}
-
 IntTuple idx2crd(int64_t index, const IntTuple &shape) {
   if (shape.isLeaf())
     return IntTuple(index);
@@ -195,19 +191,6 @@ IntTuple idx2crd(int64_t index, const IntTuple &shape) {
     index /= extent;
   }
   return makeTuple(coord);
-}
-
-int64_t crd2idxInShape(const IntTuple &coord, const IntTuple &shape) {
-  if (coord.isLeaf())
-    return coord.getValue();
-  if (shape.isLeaf() || coord.rank() != shape.rank())
-    fail("coordinate " + coord.str() + " does not match shape " + shape.str());
-  int64_t index = 0, scale = 1;
-  for (size_t i = 0; i < coord.rank(); ++i) {
-    index += crd2idxInShape(coord[i], shape[i]) * scale;
-    scale *= shape[i].product();
-  }
-  return index;
 }
 
 //===----------------------------------------------------------------------===//
@@ -474,48 +457,12 @@ Layout select(const Layout &layout, const std::vector<size_t> &modes) {
   return Layout::concat(picked);
 }
 
-Layout take(const Layout &layout, size_t begin, size_t end) {
-  if (begin > end || end > layout.rank())
-    fail("take<" + std::to_string(begin) + "," + std::to_string(end) + "> of the rank-" +
-         std::to_string(layout.rank()) + " layout " + layout.str());
-  std::vector<size_t> modes;
-  for (size_t i = begin; i < end; ++i)
-    modes.push_back(i);
-  return select(layout, modes);
-}
-
 Layout append(const Layout &layout, size_t rank, const Layout &pad) {
   if (layout.rank() >= rank)
     return layout;
   std::vector<Layout> modes = layout.modes();
   while (modes.size() < rank)
     modes.push_back(pad);
-  return Layout::concat(modes);
-}
-
-Layout flatten(const Layout &layout) {
-  if (layout.getShape().isLeaf())
-    return layout;
-  std::vector<IntTuple> shapes = layout.getShape().leaves();
-  std::vector<IntTuple> strides = layout.getStride().leaves();
-  return Layout(makeTuple(shapes), makeTuple(strides));
-}
-
-Layout zip(const std::vector<Layout> &layouts) {
-  if (layouts.empty())
-    fail("zip of no layouts");
-  size_t rank = layouts.front().rank();
-  std::vector<Layout> modes;
-  for (size_t i = 0; i < rank; ++i) {
-    std::vector<Layout> column;
-    for (const Layout &layout : layouts) {
-      if (layout.rank() != rank)
-        fail("zip of layouts of different ranks: " + layouts.front().str() + " and " +
-             layout.str());
-      column.push_back(layout[i]);
-    }
-    modes.push_back(Layout::concat(column));
-  }
   return Layout::concat(modes);
 }
 
@@ -533,15 +480,6 @@ static void sliceInto(const IntTuple &coord, const IntTuple &shape, const IntTup
     return;
   }
   offset += crd2idxImpl(coord, shape, stride);
-}
-
-std::pair<Layout, int64_t> slice(const Layout &layout, const IntTuple &coord) {
-  if (coord.isHole())
-    return {layout, 0};
-  std::vector<Layout> kept;
-  int64_t offset = 0;
-  sliceInto(coord, layout.getShape(), layout.getStride(), kept, offset);
-  return {Layout::concat(kept), offset};
 }
 
 //===----------------------------------------------------------------------===//
@@ -742,6 +680,25 @@ Layout logicalDivide(const Layout &a, const Tiler &tiler) {
 
 enum class Unzip { Zipped, Tiled, Flat };
 
+/// Zips the modes of layouts of equal rank: mode i is (l0[i], l1[i], ...).
+static Layout zip(const std::vector<Layout> &layouts) {
+  if (layouts.empty())
+    fail("zip of no layouts");
+  size_t rank = layouts.front().rank();
+  std::vector<Layout> modes;
+  for (size_t i = 0; i < rank; ++i) {
+    std::vector<Layout> column;
+    for (const Layout &layout : layouts) {
+      if (layout.rank() != rank)
+        fail("zip of layouts of different ranks: " + layouts.front().str() + " and " +
+             layout.str());
+      column.push_back(layout[i]);
+    }
+    modes.push_back(Layout::concat(column));
+  }
+  return Layout::concat(modes);
+}
+
 /// Rearranges a by-mode divide or product ((t0,r0),(t1,r1),...,extra...) into
 /// ((t0,t1,...),(r0,r1,...,extra...)), ((t...),r0,r1,...) or (t0,t1,...,r0,r1,...).
 static Layout unzip(const Layout &split, const Tiler &tiler, Unzip form) {
@@ -858,8 +815,6 @@ Layout makeOrderedLayout(const IntTuple &shape, const IntTuple &order) {
   return Layout(shape, rebuildLike(shape, strides, next));
 }
 
-Layout makeIdentityLayout(const IntTuple &shape) { return Layout::compact(shape); }
-
 Layout tileToShape(const Layout &block, const IntTuple &target,
                    const std::optional<IntTuple> &order) {
   size_t rank = target.rank();
@@ -935,43 +890,6 @@ Layout maxCommonLayout(const Layout &a, const Layout &b) {
 //===----------------------------------------------------------------------===//
 // Tiling and partitioning
 //===----------------------------------------------------------------------===//
-
-std::pair<Layout, int64_t> localTile(const Layout &layout, const Tiler &tiler,
-                                     const IntTuple &coord) {
-  Layout zipped = zippedDivide(layout, tiler);
-  // Keep every tile mode (so a 2-D tiler gives a 2-D tile) and index the rest with `coord`,
-  // padding it with holes for trailing modes, as CuTe's inner_partition does.
-  std::vector<IntTuple> tileHoles(zipped[0].rank(), IntTuple::hole());
-  IntTuple restCoord = coord;
-  if (!coord.isLeaf() && coord.rank() < zipped[1].rank()) {
-    std::vector<IntTuple> padded = coord.getChildren();
-    padded.resize(zipped[1].rank(), IntTuple::hole());
-    restCoord = makeTuple(padded);
-  }
-  IntTuple tileCoord = zipped[0].getShape().isLeaf() ? IntTuple::hole() : makeTuple(tileHoles);
-  return slice(zipped, makeTuple({tileCoord, restCoord}));
-}
-
-std::pair<Layout, int64_t> localPartition(const Layout &layout, const Layout &threads,
-                                          int64_t index) {
-  // The thread's coordinate in each mode of `threads` (decoded through its strides).
-  std::vector<Layout> tiles;
-  std::vector<IntTuple> coord;
-  for (const Layout &mode : threads.modes()) {
-    tiles.push_back(Layout::compact(IntTuple(mode.size())));
-    std::vector<std::pair<int64_t, int64_t>> leaves = staticLeaves(mode, "local_partition");
-    int64_t linear = 0, scale = 1;
-    for (auto [extent, step] : leaves) {
-      linear += (step == 0 ? 0 : (index / step) % extent) * scale;
-      scale *= extent;
-    }
-    coord.emplace_back(linear);
-  }
-  Layout zipped = zippedDivide(layout, Tiler(tiles));
-  std::vector<IntTuple> restHoles(zipped[1].rank(), IntTuple::hole());
-  IntTuple restCoord = zipped[1].getShape().isLeaf() ? IntTuple::hole() : makeTuple(restHoles);
-  return slice(zipped, makeTuple({makeTuple(coord), restCoord}));
-}
 
 //===----------------------------------------------------------------------===//
 // Swizzles

@@ -87,8 +87,6 @@ void bindLayout(py::module_ &parent) {
 
   m.def("compact_col_major",
         [](py::object shape) { return fromTuple(compactColMajor(toTuple(shape))); });
-  m.def("compact_row_major",
-        [](py::object shape) { return fromTuple(compactRowMajor(toTuple(shape))); });
   m.def("shape_div",
         [](py::object a, py::object b) { return fromTuple(shapeDiv(toTuple(a), toTuple(b))); });
   m.def("idx2crd",
@@ -96,12 +94,7 @@ void bindLayout(py::module_ &parent) {
   m.def("crd2idx",
         [](py::object coord, const PyLayout &a) { return toLayout(a).crd2idx(toTuple(coord)); });
   m.def("cosize", [](const PyLayout &a) { return toLayout(a).cosize(); });
-  m.def("slice", [](const PyLayout &a, py::object coord) {
-    auto [layout, offset] = slice(toLayout(a), toTuple(coord));
-    return std::make_pair(fromLayout(layout), offset);
-  });
 
-  unary(m, "flatten", flatten);
   unary(m, "filter", filter);
   unary(m, "filter_zeros", filterZeros);
   unary(m, "right_inverse", rightInverse);
@@ -141,15 +134,6 @@ void bindLayout(py::module_ &parent) {
     return maxCommonVector(toLayout(a), toLayout(b));
   });
   binary(m, "max_common_layout", maxCommonLayout);
-  m.def("local_tile",
-        [](const PyLayout &a, bool byMode, const std::vector<PyLayout> &tiler, py::object coord) {
-          auto [layout, offset] = localTile(toLayout(a), toTiler(byMode, tiler), toTuple(coord));
-          return std::make_pair(fromLayout(layout), offset);
-        });
-  m.def("local_partition", [](const PyLayout &a, const PyLayout &threads, int64_t index) {
-    auto [layout, offset] = localPartition(toLayout(a), toLayout(threads), index);
-    return std::make_pair(fromLayout(layout), offset);
-  });
   m.def("divide_dynamic",
         [](const std::string &kind, const PyLayout &a, const std::vector<PyLayout> &tiles) {
           std::vector<Layout> modes;
@@ -159,12 +143,5 @@ void bindLayout(py::module_ &parent) {
         });
   m.def("swizzle", [](int bits, int base, int shift, int64_t offset) {
     return Swizzle{bits, base, shift}(offset);
-  });
-  m.def("parse", [](const std::string &text) {
-    std::string error;
-    std::optional<Layout> layout = parseLayout(text, &error);
-    if (!layout)
-      throw LayoutError(error);
-    return fromLayout(*layout);
   });
 }

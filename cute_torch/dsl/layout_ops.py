@@ -16,7 +16,7 @@ from __future__ import annotations
 from .._C import layout as _alg
 from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, LAYOUT_ALGEBRA, UNSUPPORTED_TYPE, DSLError, user_location
-from .int_tuple import (DYNAMIC, IntTuple, fits, is_static, is_tuple, leaves, marked, rebuild, spell,
+from .int_tuple import (DYNAMIC, IntTuple, fits, is_static, leaves, marked, rebuild, spell,
                         static_product)
 from .numeric import Boolean, Int32, Int64, Numeric, convert
 

@@ -233,37 +233,6 @@ TEST(LayoutProperties, DividesAndProducts) {
   EXPECT_GT(divides, kTrials / 2);
 }
 
-TEST(LayoutProperties, TilesAndPartitionsCoverEveryElementOnce) {
-  RandomLayouts gen(6);
-  for (int trial = 0; trial < kTrials / 10; ++trial) {
-    int64_t tm = 1 << gen.pick(0, 2), tn = 1 << gen.pick(0, 2);
-    int64_t m = tm * gen.pick(1, 4), n = tn * gen.pick(1, 4);
-    Layout matrix = gen.pick(0, 1) ? Layout(makeTuple({m, n}), makeTuple({n, 1}))
-                                   : Layout(makeTuple({m, n}), makeTuple({1, m}));
-    std::multiset<int64_t> seen;
-    for (int64_t i = 0; i < m / tm; ++i)
-      for (int64_t j = 0; j < n / tn; ++j) {
-        auto [tile, base] = localTile(
-            matrix, Tiler(std::vector<Layout>{Layout(tm, 1), Layout(tn, 1)}), makeTuple({i, j}));
-        ASSERT_EQ(tile.size(), tm * tn);
-        for (int64_t k = 0; k < tile.size(); ++k)
-          seen.insert(base + tile(k));
-      }
-    std::vector<int64_t> all = image(matrix);
-    ASSERT_EQ(seen, std::multiset<int64_t>(all.begin(), all.end())) << matrix.str();
-
-    Layout threads(makeTuple({tm, tn}), makeTuple({tn, 1}));
-    seen.clear();
-    for (int64_t t = 0; t < tm * tn; ++t) {
-      auto [part, base] = localPartition(matrix, threads, t);
-      ASSERT_EQ(part.size(), m * n / (tm * tn));
-      for (int64_t k = 0; k < part.size(); ++k)
-        seen.insert(base + part(k));
-    }
-    ASSERT_EQ(seen, std::multiset<int64_t>(all.begin(), all.end())) << matrix.str();
-  }
-}
-
 TEST(LayoutProperties, MaxCommonVectorIsCommon) {
   RandomLayouts gen(7);
   for (int trial = 0; trial < kTrials; ++trial) {

@@ -129,26 +129,10 @@ TEST(Algebra, DocumentedProducts) {
 
 TEST(Algebra, OrderedIdentityTileToShapeRecast) {
   EXPECT_EQ(makeOrderedLayout(T("(2,3,4)"), T("(1,0,2)")).str(), "(2,3,4):(3,1,6)");
-  EXPECT_EQ(makeIdentityLayout(T("(4,8)")).str(), "(4,8):(1,4)");
   EXPECT_EQ(tileToShape(L("(8,8):(8,1)"), T("(32,16)")).str(), "(32,(8,2)):(8,(1,256))");
   EXPECT_EQ(recast(L("(4,8):(8,1)"), 16, 32).str(), "(4,4):(4,1)");
   EXPECT_EQ(recast(L("(4,4):(4,1)"), 32, 16).str(), "(4,8):(8,1)");
   EXPECT_EQ(recast(L("(4,8):(1,4)"), 8, 128).str(), "(1,8):(1,1)");
-}
-
-TEST(Algebra, SlicingTilingPartitioning) {
-  Layout rowMajor = L("(8,16):(16,1)");
-  auto [column, offset] = slice(rowMajor, T("(_,3)"));
-  EXPECT_EQ(column.str(), "(8):(16)");
-  EXPECT_EQ(offset, 3);
-  auto [tile, tileOffset] =
-      localTile(rowMajor, Tiler(std::vector<Layout>{L("4:1"), L("8:1")}), T("(1,1)"));
-  EXPECT_EQ(tile.str(), "(4,8):(16,1)");
-  EXPECT_EQ(tileOffset, 4 * 16 + 8);
-  // 32 threads as a (4,8) row-major grid over the 8x16 tile: thread 9 is (1,1).
-  auto [part, partOffset] = localPartition(rowMajor, L("(4,8):(8,1)"), 9);
-  EXPECT_EQ(part.str(), "(2,2):(64,8)");
-  EXPECT_EQ(partOffset, 16 + 1);
 }
 
 TEST(Algebra, MaxCommonVectorAndSwizzle) {

@@ -76,73 +76,6 @@ Type LayoutType::parse(AsmParser &parser) {
 void LayoutType::print(AsmPrinter &printer) const { printer << "<\"" << getSpec() << "\">"; }
 
 //===----------------------------------------------------------------------===//
-// PtrType
-//===----------------------------------------------------------------------===//
-
-static std::optional<unsigned> addressSpaceFromKeyword(StringRef keyword) {
-  return llvm::StringSwitch<std::optional<unsigned>>(keyword)
-      .Case("gmem", PtrType::kGmem)
-      .Case("smem", PtrType::kSmem)
-      .Case("rmem", PtrType::kRmem)
-      .Default(std::nullopt);
-}
-
-static StringRef addressSpaceKeyword(unsigned space) {
-  switch (space) {
-  case PtrType::kGmem:
-    return "gmem";
-  case PtrType::kSmem:
-    return "smem";
-  case PtrType::kRmem:
-    return "rmem";
-  }
-  return "?";
-}
-
-LogicalResult PtrType::verify(function_ref<InFlightDiagnostic()> emitError, Type elementType,
-                              unsigned addressSpace, unsigned alignment) {
-  if (addressSpaceKeyword(addressSpace) == "?")
-    return emitError() << "unknown address space " << addressSpace;
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
-    return emitError() << "alignment " << alignment << " is not a power of two";
-  if (elementType.isIntOrFloat()) {
-    unsigned bytes = std::max(1u, elementType.getIntOrFloatBitWidth() / 8);
-    if (alignment < bytes)
-      return emitError() << "alignment " << alignment << " is smaller than the element's " << bytes
-                         << " bytes";
-  }
-  return success();
-}
-
-Type PtrType::parse(AsmParser &parser) {
-  Type elementType;
-  StringRef space;
-  unsigned alignment = 0;
-  SMLoc spaceLoc;
-  if (parser.parseLess() || parser.parseType(elementType) || parser.parseComma())
-    return {};
-  spaceLoc = parser.getCurrentLocation();
-  if (parser.parseKeyword(&space))
-    return {};
-  std::optional<unsigned> addressSpace = addressSpaceFromKeyword(space);
-  if (!addressSpace) {
-    parser.emitError(spaceLoc) << "expected address space gmem, smem or rmem, got '" << space
-                               << "'";
-    return {};
-  }
-  if (parser.parseComma() || parser.parseKeyword("align") || parser.parseInteger(alignment) ||
-      parser.parseGreater())
-    return {};
-  return PtrType::getChecked([&] { return parser.emitError(spaceLoc); }, parser.getContext(),
-                             elementType, *addressSpace, alignment);
-}
-
-void PtrType::print(AsmPrinter &printer) const {
-  printer << "<" << getElementType() << ", " << addressSpaceKeyword(getAddressSpace()) << ", align "
-          << getAlignment() << ">";
-}
-
-//===----------------------------------------------------------------------===//
 // Ops
 //===----------------------------------------------------------------------===//
 
@@ -327,20 +260,6 @@ LogicalResult mlir::cute::inferAlgebra(StringRef opName, MLIRContext *context,
       [&]() -> L::Layout {
         if (!args[0].isStatic())
           return L::divideDynamic(name.str(), args[0], tiler()).layout;
-        if (name == "coalesce")
-          return L::coalesce(args[0]);
-        if (name == "filter")
-          return L::filter(args[0]);
-        if (name == "right_inverse")
-          return L::rightInverse(args[0]);
-        if (name == "left_inverse")
-          return L::leftInverse(args[0]);
-        if (name == "complement") {
-          auto cotarget = attributes ? attributes.getAs<IntegerAttr>("cotarget") : IntegerAttr();
-          return cotarget ? L::complement(args[0], cotarget.getInt()) : L::complement(args[0]);
-        }
-        if (name == "composition")
-          return L::composition(args[0], tiler());
         if (name == "logical_divide")
           return L::logicalDivide(args[0], tiler());
         if (name == "zipped_divide")
@@ -349,14 +268,6 @@ LogicalResult mlir::cute::inferAlgebra(StringRef opName, MLIRContext *context,
           return L::tiledDivide(args[0], tiler());
         if (name == "flat_divide")
           return L::flatDivide(args[0], tiler());
-        if (name == "logical_product")
-          return L::logicalProduct(args[0], tiler());
-        if (name == "zipped_product")
-          return L::zippedProduct(args[0], tiler());
-        if (name == "blocked_product")
-          return L::blockedProduct(args[0], args[1]);
-        if (name == "raked_product")
-          return L::rakedProduct(args[0], args[1]);
         throw L::LayoutError("no inference rule");
       },
       &error);

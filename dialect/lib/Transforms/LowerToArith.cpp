@@ -286,9 +286,7 @@ struct LowerSwizzle : OpRewritePattern<SwizzleOp> {
 };
 
 bool isAlgebra(Operation *op) {
-  return isa<CoalesceOp, FilterOp, RightInverseOp, LeftInverseOp, ComplementOp, CompositionOp,
-             LogicalDivideOp, ZippedDivideOp, TiledDivideOp, FlatDivideOp, LogicalProductOp,
-             ZippedProductOp, BlockedProductOp, RakedProductOp>(op);
+  return isa<LogicalDivideOp, ZippedDivideOp, TiledDivideOp, FlatDivideOp>(op);
 }
 
 template <typename OpT> struct EraseDead : OpRewritePattern<OpT> {

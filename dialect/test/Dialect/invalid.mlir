@@ -15,16 +15,6 @@ func.func @empty(%l: !cute.layout<"(4,0)">) { return }
 
 // -----
 
-// expected-error @+1 {{alignment 2 is smaller than the element's 4 bytes}}
-func.func @align(%p: !cute.ptr<f32, gmem, align 2>) { return }
-
-// -----
-
-// expected-error @+1 {{expected address space gmem, smem or rmem, got 'tmem'}}
-func.func @space(%p: !cute.ptr<f32, tmem, align 4>) { return }
-
-// -----
-
 func.func @coords(%i: index) -> index {
   %l = cute.static_layout : !cute.layout<"(4,8):(8,1)">
   // expected-error @+1 {{coordinate (?,?,?) does not fit the shape (4,8)}}
@@ -52,20 +42,11 @@ func.func @leaf(%i: index) -> index {
 
 // -----
 
-func.func @dynamic_composition(%m: i32) {
+func.func @dynamic_strided_tile(%m: i32) {
   %l = cute.make_layout(%m) : (i32) -> !cute.layout<"?:1">
-  %b = cute.static_layout : !cute.layout<"4:1">
-  // expected-error @+1 {{'cute.composition': composition needs a static layout, but ?:1 has run-time leaves ('?')}}
-  %c = cute.composition %l, %b : !cute.layout<"?:1">, !cute.layout<"4:1">
-  return
-}
-
-// -----
-
-func.func @not_injective() {
-  %l = cute.static_layout : !cute.layout<"(2,2):(1,3)">
-  // expected-error @+1 {{'cute.complement': complement of (2,2):(1,3): the layout is not injective, or its modes interleave (stride 3 is not a multiple of 2)}}
-  %c = cute.complement %l {cotarget = 24 : i64} : !cute.layout<"(2,2):(1,3)">
+  %t = cute.static_layout : !cute.layout<"(4):(2)">
+  // expected-error @+1 {{'cute.zipped_divide': mode 0 of ?:1 has run-time leaves; it can only be divided by a contiguous tile n:1, got 4:2}}
+  %z = cute.zipped_divide %l, %t {by_mode} : !cute.layout<"?:1">, !cute.layout<"(4):(2)">
   return
 }
 
@@ -74,8 +55,8 @@ func.func @not_injective() {
 func.func @incompatible() {
   %a = cute.static_layout : !cute.layout<"(2,60):(4,16)">
   %b = cute.static_layout : !cute.layout<"5:1">
-  // expected-error @+1 {{'cute.composition': composition (2,60):(4,16) o 5:1: extent 5 is not divisible by 2}}
-  %c = cute.composition %a, %b : !cute.layout<"(2,60):(4,16)">, !cute.layout<"5:1">
+  // expected-error @+1 {{'cute.logical_divide': composition (2,60):(4,16) o 5:1: extent 5 is not divisible by 2}}
+  %c = cute.logical_divide %a, %b : !cute.layout<"(2,60):(4,16)">, !cute.layout<"5:1">
   return
 }
 

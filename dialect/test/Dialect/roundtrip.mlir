@@ -2,10 +2,8 @@
 
 // CHECK-LABEL: func.func @types
 // CHECK-SAME: !cute.layout<"(4,8):(8,1)">
-// CHECK-SAME: !cute.ptr<f32, gmem, align 16>
-// CHECK-SAME: !cute.ptr<f16, smem, align 128>
-func.func @types(%l: !cute.layout<"(4,8):(8,1)">, %p: !cute.ptr<f32, gmem, align 16>,
-                 %s: !cute.ptr<f16, smem, align 128>) {
+// CHECK-SAME: !cute.layout<"((128),(?)):((1),(128))">
+func.func @types(%l: !cute.layout<"(4,8):(8,1)">, %d: !cute.layout<"((128),(?)):((1),(128))">) {
   return
 }
 

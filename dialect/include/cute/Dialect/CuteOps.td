@@ -116,38 +116,20 @@ class Cute_AlgebraOp<string mnemonic, dag args, string doc>
   }];
 }
 
-class Cute_UnaryAlgebraOp<string mnemonic, string doc>
-    : Cute_AlgebraOp<mnemonic, (ins Cute_LayoutType:$layout), doc> {
-  let assemblyFormat = "$layout attr-dict `:` qualified(type($layout))";
-}
-
-def Cute_CoalesceOp : Cute_UnaryAlgebraOp<"coalesce", "Merges modes without changing the map">;
-def Cute_FilterOp : Cute_UnaryAlgebraOp<"filter", "Drops broadcast (stride-0) and unit modes">;
-def Cute_RightInverseOp : Cute_UnaryAlgebraOp<"right_inverse", "R with L(R(i)) == i">;
-def Cute_LeftInverseOp : Cute_UnaryAlgebraOp<"left_inverse", "R with R(L(i)) == i">;
-
-def Cute_ComplementOp : Cute_AlgebraOp<"complement",
-    (ins Cute_LayoutType:$layout, OptionalAttr<I64Attr>:$cotarget),
-    "The ordered layout of the offsets below the cotarget a layout does not reach"> {
-  let assemblyFormat = "$layout attr-dict `:` qualified(type($layout))";
-}
-
 // Binary ops take a layout and a tiler; with `by_mode` the tiler's modes apply mode by mode.
-class Cute_BinaryAlgebraOp<string mnemonic, string doc>
+// Only the divides are ops: the DSL computes every other operation of the algebra at trace time
+// (static layouts, in C++ through cute_torch._C.layout); divides also run on layouts with
+// run-time leaves, the tiles of a dynamic-shape tensor.
+class Cute_DivideOp<string mnemonic, string doc>
     : Cute_AlgebraOp<mnemonic, (ins Cute_LayoutType:$lhs, Cute_LayoutType:$rhs,
                                     UnitAttr:$by_mode), doc> {
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs))";
 }
 
-def Cute_CompositionOp : Cute_BinaryAlgebraOp<"composition", "(A o B)(c) = A(B(c))">;
-def Cute_LogicalDivideOp : Cute_BinaryAlgebraOp<"logical_divide", "A o (B, B*): tile and rest">;
-def Cute_ZippedDivideOp : Cute_BinaryAlgebraOp<"zipped_divide", "((tiles...), (rests...))">;
-def Cute_TiledDivideOp : Cute_BinaryAlgebraOp<"tiled_divide", "((tiles...), rest0, rest1, ...)">;
-def Cute_FlatDivideOp : Cute_BinaryAlgebraOp<"flat_divide", "(tile0, ..., rest0, ...)">;
-def Cute_LogicalProductOp : Cute_BinaryAlgebraOp<"logical_product", "(A, A* o B)">;
-def Cute_ZippedProductOp : Cute_BinaryAlgebraOp<"zipped_product", "((A modes), (repeats))">;
-def Cute_BlockedProductOp : Cute_BinaryAlgebraOp<"blocked_product", "A's block repeated, A fastest">;
-def Cute_RakedProductOp : Cute_BinaryAlgebraOp<"raked_product", "A's block interleaved, B fastest">;
+def Cute_LogicalDivideOp : Cute_DivideOp<"logical_divide", "A o (B, B*): tile and rest">;
+def Cute_ZippedDivideOp : Cute_DivideOp<"zipped_divide", "((tiles...), (rests...))">;
+def Cute_TiledDivideOp : Cute_DivideOp<"tiled_divide", "((tiles...), rest0, rest1, ...)">;
+def Cute_FlatDivideOp : Cute_DivideOp<"flat_divide", "(tile0, ..., rest0, ...)">;
 
 // Memory: a TensorSSA register value (a vector) to or from memory, element i at
 // base[swizzle(offset + layout(i))], in as few vector instructions as the layout, the

@@ -26,19 +26,4 @@ def Cute_LayoutType : Cute_Type<"Layout", "layout"> {
   }];
 }
 
-def Cute_PtrType : Cute_Type<"Ptr", "ptr"> {
-  let summary = "A typed pointer with an address space and a known alignment";
-  let description = [{
-    `!cute.ptr<f32, gmem, align 16>`: element type, address space (`gmem`, `smem`, `rmem`) and
-    the alignment in bytes the pointer is known to have (a power of two, at least the element's).
-  }];
-  let parameters = (ins "::mlir::Type":$elementType, "unsigned":$addressSpace,
-                        "unsigned":$alignment);
-  let hasCustomAssemblyFormat = 1;
-  let genVerifyDecl = 1;
-  let extraClassDeclaration = [{
-    static constexpr unsigned kGmem = 1, kSmem = 3, kRmem = 5;
-  }];
-}
-
 #endif // CUTE_TYPES

@@ -88,12 +88,8 @@ IntTuple shapeDiv(const IntTuple &a, const IntTuple &b);
 int64_t ceilDiv(int64_t a, int64_t b);
 /// The compact column-major strides of a shape (extent-1 modes get stride 0, as in CuTe).
 IntTuple compactColMajor(const IntTuple &shape, int64_t start = 1);
-/// The compact row-major strides of a shape.
-IntTuple compactRowMajor(const IntTuple &shape, int64_t start = 1);
 /// The natural coordinate of a linear index in a shape, colexicographic (first mode fastest).
 IntTuple idx2crd(int64_t index, const IntTuple &shape);
-/// The linear index of a (possibly hierarchical, possibly partial) coordinate in a shape.
-int64_t crd2idxInShape(const IntTuple &coord, const IntTuple &shape);
 
 class Layout {
 public:
@@ -151,12 +147,8 @@ std::optional<Layout> parseLayout(const std::string &text, std::string *error);
 
 /// Selects modes: `select(L, {2, 0})`.
 Layout select(const Layout &layout, const std::vector<size_t> &modes);
-/// Modes [begin, end).
-Layout take(const Layout &layout, size_t begin, size_t end);
 /// Pads with 1:0 modes (or `pad`) up to `rank` modes.
 Layout append(const Layout &layout, size_t rank, const Layout &pad = Layout(1, 0));
-/// Every leaf a mode: `((4,2),8):((1,4),8)` -> `(4,2,8):(1,4,8)`.
-Layout flatten(const Layout &layout);
 /// The shortest layout with the same mapping over [0, size): drops extent-1 modes and merges
 /// modes where stride[i+1] == shape[i] * stride[i].
 Layout coalesce(const Layout &layout);
@@ -203,9 +195,6 @@ Layout blockedProduct(const Layout &a, const Layout &b);
 Layout rakedProduct(const Layout &a, const Layout &b);
 /// Compact layout of `shape` whose modes are ordered by `order` (smallest order fastest).
 Layout makeOrderedLayout(const IntTuple &shape, const IntTuple &order);
-/// The compact column-major layout whose offsets the front end turns back into coordinates
-/// (CuTe's identity layout; see Layout::idx2crd).
-Layout makeIdentityLayout(const IntTuple &shape);
 /// Repeats `block` to fill `target` (rank-aligned), repetitions ordered by `order`
 /// (column-major when empty).
 Layout tileToShape(const Layout &block, const IntTuple &target,
@@ -217,19 +206,6 @@ Layout recast(const Layout &layout, int64_t oldBits, int64_t newBits);
 int64_t maxCommonVector(const Layout &a, const Layout &b);
 /// The layout of the coordinates where both map identically.
 Layout maxCommonLayout(const Layout &a, const Layout &b);
-/// The tile `tiler` at tile coordinate `coord` of `layout`: zipped_divide then slice the rest.
-/// Returns the tile's layout and the offset of its first element.
-std::pair<Layout, int64_t> localTile(const Layout &layout, const Tiler &tiler,
-                                     const IntTuple &coord);
-/// The elements of `layout` owned by thread `index` when threads are arranged by `threads`
-/// over each tile (CuTe's local_partition / outer partition).
-std::pair<Layout, int64_t> localPartition(const Layout &layout, const Layout &threads,
-                                          int64_t index);
-/// Slices with a coordinate where holes (`_`) keep a mode: the kept sub-layout and the
-/// offset of the fixed part.
-std::pair<Layout, int64_t> slice(const Layout &layout, const IntTuple &coord);
-/// Zips the modes of layouts of equal rank: mode i is (l0[i], l1[i], ...).
-Layout zip(const std::vector<Layout> &layouts);
 
 //===----------------------------------------------------------------------===//
 // Swizzles
