@@ -159,3 +159,29 @@ def test_divide_and_product_identities(a, data):
         assume(False)
     assert str(product[0]) == str(a)
     assert len(set(image(product))) == n * cute.size(b)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2), st.integers(0, 2), st.integers(1, 4), st.integers(1, 4), st.booleans())
+def test_local_tile_and_local_partition_cover_every_element_once(log_tm, log_tn, rm, rn, row_major):
+    """Every tile of a matrix, and every thread's partition, together reach each offset exactly
+    once. A Sw<0,0,0> composed layout carries the offset that slicing accumulates."""
+    tm, tn = 1 << log_tm, 1 << log_tn
+    m, n = tm * rm, tn * rn
+    matrix = L((m, n), (n, 1) if row_major else (1, m))
+    carried = cute.make_composed_layout(cute.make_swizzle(0, 0, 0), 0, matrix)
+    everything = sorted(image(matrix))
+    seen = []
+    for i in range(m // tm):
+        for j in range(n // tn):
+            tile = cute.local_tile(carried, (tm, tn), (i, j))
+            assert cute.size(tile) == tm * tn
+            seen += [tile(k) for k in range(tm * tn)]
+    assert sorted(seen) == everything
+    threads = L((tm, tn), (tn, 1))
+    seen = []
+    for t in range(tm * tn):
+        part = cute.local_partition(carried, threads, t)
+        assert cute.size(part) == m * n // (tm * tn)
+        seen += [part(k) for k in range(cute.size(part))]
+    assert sorted(seen) == everything

@@ -77,9 +77,9 @@ def crd2idx(coord: IntTuple, shape: IntTuple, stride: IntTuple):
     operands = [_operand(c, t) for c in leaves(coord) if isinstance(c, Numeric)]
     layout = layout_value(shape, stride, t)
     names = ", ".join(c.ir.name for c in operands)
-    types = ", ".join(t.mlir for _ in operands)
+    types = f", ({', '.join(t.mlir for _ in operands)})" if operands else ""
     return t.wrap_op(f'cute.crd2idx {layout.name}[{names}] {{coord = "{spell(coord)}"}} : '
-                     f"{layout.type}, ({types}) -> {t.mlir}")
+                     f"{layout.type}{types} -> {t.mlir}")
 
 
 def _static_coord(coord: IntTuple) -> bool:

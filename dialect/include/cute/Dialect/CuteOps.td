@@ -52,7 +52,8 @@ def Cute_Crd2IdxOp : Cute_Op<"crd2idx", [Pure]> {
     next operand, an integer is a static coordinate, `_` (a hole, as in slicing) contributes 0.
     It is congruent to a prefix of the shape; an integer coordinate against a tuple of modes
     is split colexicographically (first mode fastest), as CuTe's crd2idx does:
-    `cute.crd2idx %l[%i, %j] {coord = "(?,(2,?))"} : !cute.layout<"(8,(4,?)):(1,(8,?))">, (i32, i32) -> i32`.
+    `cute.crd2idx %l[%i, %j] {coord = "(?,(2,?))"} : !cute.layout<"(8,(4,?)):(1,(8,?))">, (i32, i32) -> i32`
+    (without run-time coordinates: `cute.crd2idx %l[] {coord = "(3,5)"} : !cute.layout<"(?,8):(?,1)"> -> i32`).
     Operands and result share one integer type. Folds when everything is static; lowers to
     multiply-adds (and div/rem for split coordinates).
   }];
@@ -60,8 +61,8 @@ def Cute_Crd2IdxOp : Cute_Op<"crd2idx", [Pure]> {
                        StrAttr:$coord);
   let results = (outs AnySignlessIntegerOrIndex:$result);
   let assemblyFormat = [{
-    $layout `[` $coords `]` attr-dict `:` qualified(type($layout)) `,` `(` type($coords) `)` `->`
-    type($result)
+    $layout `[` $coords `]` attr-dict `:` qualified(type($layout)) (`,` `(` type($coords)^ `)`)?
+    `->` type($result)
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
