@@ -157,3 +157,23 @@ def test_host_entry_is_public_and_stable():
     assert entry.address > 0 and entry.runtime > 0 and entry == compiled.host_entry()
     other = cute.compile(scale, torch.randn(32), torch.empty(32), 2.0).host_entry()
     assert other.address != entry.address and other.runtime != entry.runtime
+
+
+def _scaler(factor):
+    """The same source for every factor: only the captured value differs."""
+    @cute.kernel
+    def scale_by(x: cute.Tensor):
+        i = cute.arch.thread_idx()[0]
+        x[i] = x[i] * factor
+
+    @cute.jit
+    def host(x: cute.Tensor):
+        scale_by(x).launch(grid=1, block=32)
+    return host
+
+
+def test_captured_values_are_part_of_the_disk_cache_key():
+    # A disk-cache hit once served the first factor's kernel for every factor.
+    x = torch.randn(32)
+    assert "0f40400000" in cute.compile(_scaler(3.0), x).__ptx__  # 3.0
+    assert "0f40A00000" in cute.compile(_scaler(5.0), x).__ptx__  # 5.0

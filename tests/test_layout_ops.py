@@ -34,8 +34,8 @@ def _index(x: cute.Tensor, out: cute.Tensor):
 
 def test_indexing_a_dynamic_tensor_is_crd2idx_on_make_layout():
     mlir = traced(_index, dynamic(64, 32), dynamic(64, 32))
-    assert re.search(r'cute\.make_layout\(%\w+, %\w+, %\w+\) : \(i32, i32, i32\) -> !cute\.layout<"\(\?,\?\):\(\?,1\)">',
-                     mlir)
+    made = r'cute\.make_layout\(%\w+, %\w+, %\w+\) : \(i32, i32, i32\) -> !cute\.layout<"\(\?,\?\):\(\?,1\)">'
+    assert re.search(made, mlir)
     assert 'coord = "(?,?)"' in mlir and 'coord = "(?,3)"' in mlir
 
 
@@ -135,3 +135,21 @@ def test_bad_layout_math_is_an_error_at_the_users_line(kernel, code, message):
         traced(kernel, dynamic(64))
     assert err.value.code == code and message in str(err.value)
     assert "test_layout_ops.py" in str(err.value)
+
+
+@pytest.mark.parametrize("name, expected", [
+    # A row-major (m, n) tensor marked dynamic is (?,?):(?,1).
+    ("logical_divide", "((16,?),(8,?)):((?,?),(1,8))"),
+    ("zipped_divide", "((16,8),(?,?)):((?,1),(?,8))"),
+    ("tiled_divide", "((16,8),?,?):((?,1),?,8)"),
+    ("flat_divide", "(16,8,?,?):(?,1,?,8)"),
+])
+def test_each_divide_of_a_dynamic_layout_is_an_op_with_the_static_structure(name, expected):
+    seen = {}
+
+    @cute.kernel
+    def divide(x: cute.Tensor):
+        seen["layout"] = str(getattr(cute, name)(x, (16, 8)).layout)
+
+    mlir = traced(divide, dynamic(100, 50))
+    assert f"cute.{name} %" in mlir and seen["layout"] == expected

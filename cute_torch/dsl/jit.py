@@ -545,9 +545,16 @@ def _fingerprint(fn: Callable) -> str:
             sources.append(repr((code.co_code, code.co_consts, code.co_names)))
         for cell in getattr(obj, "__closure__", None) or ():
             try:
-                visit(cell.cell_contents, depth + 1)
+                value = cell.cell_contents
             except ValueError:  # an empty cell
-                pass
+                continue
+            if getattr(getattr(value, "fn", value), "__code__", None) is not None:
+                visit(value, depth + 1)
+            else:
+                # A captured value can change what the trace emits while the source stays the
+                # same: its stable spelling goes into the key, or this process's identity.
+                stable = _stable(value)
+                sources.append(f"closure {stable}" if stable is not None else f"closure id {os.getpid()}:{id(value)}")
         names = set()
         stack = [code]
         while stack:
