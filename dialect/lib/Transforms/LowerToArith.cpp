@@ -149,45 +149,44 @@ size_t shapeLeafCount(Value layout) {
   return mlir::cast<LayoutType>(layout.getType()).getLayout().getShape().leaves().size();
 }
 
-struct LowerSize : OpRewritePattern<SizeOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(SizeOp op, PatternRewriter &rewriter) const override {
+/// A pattern for an op that reads a layout's leaves: `lower` gets them as values of the op's
+/// result type and returns the op's replacement.
+template <typename OpT> struct LeafPattern : OpRewritePattern<OpT> {
+  using OpRewritePattern<OpT>::OpRewritePattern;
+  virtual Value lower(OpT op, const IntBuilder &ints, ArrayRef<Value> leaves) const = 0;
+  LogicalResult matchAndRewrite(OpT op, PatternRewriter &rewriter) const override {
     IntBuilder ints(rewriter, op.getLoc(), op.getType());
-    auto leaves = leafValues(op.getLayout(), ints, op.getLoc());
+    FailureOr<SmallVector<Value>> leaves = leafValues(op.getLayout(), ints, op.getLoc());
     if (failed(leaves))
       return failure();
-    rewriter.replaceOp(
-        op, ints.product(ArrayRef<Value>(*leaves).take_front(shapeLeafCount(op.getLayout()))));
+    rewriter.replaceOp(op, lower(op, ints, *leaves));
     return success();
   }
 };
 
-struct LowerCosize : OpRewritePattern<CosizeOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(CosizeOp op, PatternRewriter &rewriter) const override {
-    IntBuilder ints(rewriter, op.getLoc(), op.getType());
-    auto leaves = leafValues(op.getLayout(), ints, op.getLoc());
-    if (failed(leaves))
-      return failure();
+struct LowerSize : LeafPattern<SizeOp> {
+  using LeafPattern::LeafPattern;
+  Value lower(SizeOp op, const IntBuilder &ints, ArrayRef<Value> leaves) const override {
+    return ints.product(leaves.take_front(shapeLeafCount(op.getLayout())));
+  }
+};
+
+struct LowerCosize : LeafPattern<CosizeOp> {
+  using LeafPattern::LeafPattern;
+  Value lower(CosizeOp op, const IntBuilder &ints, ArrayRef<Value> leaves) const override {
     // 1 + sum((s_i - 1) * d_i), strides non-negative.
     size_t n = shapeLeafCount(op.getLayout());
     Value one = ints.constant(1), total = one;
     for (size_t i = 0; i < n; ++i)
-      total = ints.add(total, ints.mul(ints.sub((*leaves)[i], one), (*leaves)[n + i]));
-    rewriter.replaceOp(op, total);
-    return success();
+      total = ints.add(total, ints.mul(ints.sub(leaves[i], one), leaves[n + i]));
+    return total;
   }
 };
 
-struct LowerGetLeaf : OpRewritePattern<GetLeafOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(GetLeafOp op, PatternRewriter &rewriter) const override {
-    IntBuilder ints(rewriter, op.getLoc(), op.getType());
-    auto leaves = leafValues(op.getLayout(), ints, op.getLoc());
-    if (failed(leaves))
-      return failure();
-    rewriter.replaceOp(op, (*leaves)[op.getIndex()]);
-    return success();
+struct LowerGetLeaf : LeafPattern<GetLeafOp> {
+  using LeafPattern::LeafPattern;
+  Value lower(GetLeafOp op, const IntBuilder &, ArrayRef<Value> leaves) const override {
+    return leaves[op.getIndex()];
   }
 };
 
@@ -241,22 +240,15 @@ Value crd2idx(const L::IntTuple &coord, const LeafTree &tree, ValueRange operand
   return offset;
 }
 
-struct LowerCrd2Idx : OpRewritePattern<Crd2IdxOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(Crd2IdxOp op, PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    IntBuilder ints(rewriter, loc, op.getType());
-    auto leaves = leafValues(op.getLayout(), ints, loc);
-    if (failed(leaves))
-      return failure();
+struct LowerCrd2Idx : LeafPattern<Crd2IdxOp> {
+  using LeafPattern::LeafPattern;
+  Value lower(Crd2IdxOp op, const IntBuilder &ints, ArrayRef<Value> leaves) const override {
     L::Layout layout = mlir::cast<LayoutType>(op.getLayout().getType()).getLayout();
     size_t n = shapeLeafCount(op.getLayout());
-    LeafTree tree{layout.getShape(), ArrayRef<Value>(*leaves).take_front(n),
-                  ArrayRef<Value>(*leaves).drop_front(n)};
+    LeafTree tree{layout.getShape(), leaves.take_front(n), leaves.drop_front(n)};
     size_t next = 0;
-    rewriter.replaceOp(op, crd2idx(*L::parseIntTuple(op.getCoord().str(), nullptr), tree,
-                                   op.getCoords(), next, ints));
-    return success();
+    return crd2idx(*L::parseIntTuple(op.getCoord().str(), nullptr), tree, op.getCoords(), next,
+                   ints);
   }
 };
 
