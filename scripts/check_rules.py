@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -43,6 +44,7 @@ def tool(command: list[str]) -> list[str]:
 
 
 def main() -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the output, not with a traceback
     files = tracked()
     checks = {
         "line caps": line_caps(files),
