@@ -28,7 +28,7 @@ from ..env import knobs
 from ..errors import CompileError
 from ..launch import current_stream_handle, loaded_torch
 from ..toolkit import target_arch
-from . import cache, control, ir
+from . import cache, control, ir, pytree
 from .diagnostics import (ARGUMENT_MISMATCH, INVALID_LAUNCH, KERNEL_CALLS_KERNEL, MLIR_ERROR, PYTHON_CALLS_KERNEL,
                           DSLError, Location, user_location)
 from .numeric import Float32, Float64, Int32, Numeric, as_numeric, convert, index_of, python_type
@@ -626,10 +626,16 @@ class KernelLaunch:
     def __init__(self, kernel: KernelFunction, args: tuple):
         self.kernel = kernel
         self.args = args
+        self.bounds: tuple = ()
 
-    def launch(self, *, grid=(1, 1, 1), block=(1, 1, 1), smem=0, stream=None, cluster=None) -> None:
+    def launch(self, *, grid=(1, 1, 1), block=(1, 1, 1), smem=0, stream=None, cluster=None,
+               min_blocks_per_mp: int | None = None) -> None:
+        """Launches the kernel. A compile-time block size becomes the kernel's required block
+        size (PTX .reqntid), which lets ptxas budget registers for it (setmaxnreg needs it);
+        `min_blocks_per_mp` asks for that many resident CTAs per SM (.minnctapersm)."""
         host = ir.require("host", "a kernel launch")
         grid, block = _dims(grid, "grid"), _dims(block, "block")
+        self.bounds = _launch_bounds(block, min_blocks_per_mp)
         if all(isinstance(d, int) for d in block):
             threads = block[0] * block[1] * block[2]
             if threads > 1024:
@@ -656,38 +662,41 @@ class KernelLaunch:
                   f"{s.ir.name} args({args}){attrs}")
 
     def _specialize(self, host: ir.FunctionBuilder) -> tuple[str, list[ir.Value]]:
-        signature, operands = [], []
-        for value in self.args:
-            if isinstance(value, Tensor):
-                signature.append(value.signature())
-                operands += value.flatten()
-            elif isinstance(value, Numeric):
-                signature.append(("S", type(value)))
-                operands.append(value.ir)
+        """The kernel symbol for these arguments (traced on first use) and the launch operands.
+        Arguments are flattened (pytree.py): tensors and DSL scalars anywhere in tuples,
+        NamedTuples, dataclasses or layouts become parameters; the rest is compile-time and,
+        with the structure, part of the key."""
+        leaves, tree = pytree.flatten(self.args, _is_kernel_leaf)
+        signature, operands = [tree], []
+        for leaf in leaves:
+            if isinstance(leaf, Tensor):
+                signature.append(leaf.signature())
+                operands += leaf.flatten()
             else:
-                signature.append(("C", _constexpr_key(value)))
-        key = (self.kernel, tuple(signature))
+                signature.append(("S", type(leaf)))
+                operands.append(leaf.ir)
+        key = (self.kernel, tuple(signature), self.bounds)
         module = host.module
         symbol = module.kernels.get(key)
         if symbol is None:
             symbol = module.kernels[key] = module.unique_symbol(_symbol(self.kernel.fn.__name__))
-            self._trace(module, symbol, [o.type for o in operands])
+            self._trace(module, symbol, [o.type for o in operands], leaves, tree)
         return symbol, operands
 
-    def _trace(self, module: ir.ModuleBuilder, symbol: str, types_: list[str]) -> None:
+    def _trace(self, module: ir.ModuleBuilder, symbol: str, types_: list[str], leaves: list,
+               tree: pytree.Tree) -> None:
         device = ir.FunctionBuilder(module, "device", symbol)
         params = [device.block_arg(t) for t in types_]
         remaining = list(params)
-        kargs = []
-        for value in self.args:
-            if isinstance(value, Tensor):
-                n = value.param_count()
-                kargs.append(value.rebuild(remaining[:n]))
+        inside = []
+        for leaf in leaves:
+            if isinstance(leaf, Tensor):
+                n = leaf.param_count()
+                inside.append(leaf.rebuild(remaining[:n]))
                 del remaining[:n]
-            elif isinstance(value, Numeric):
-                kargs.append(type(value)._wrap(remaining.pop(0)))
             else:
-                kargs.append(value)
+                inside.append(type(leaf)._wrap(remaining.pop(0)))
+        kargs = pytree.unflatten(tree, inside)
         fn = self.kernel.traced_callable()
         with ir.building(device):
             result = fn(*kargs)
@@ -698,7 +707,26 @@ class KernelLaunch:
         # The kernel's `def` line locates the function (its debug scope with line info on).
         loc = _definition(self.kernel.fn).mlir()
         body = ir.indent(device.lines + [f"gpu.return {loc}"])
-        module.device_functions.append(f"gpu.func @{symbol}({signature}) kernel {{\n{body}\n}} {loc}")
+        attrs = f" attributes {{{', '.join(self.bounds)}}}" if self.bounds else ""
+        module.device_functions.append(f"gpu.func @{symbol}({signature}) kernel{attrs} {{\n{body}\n}} {loc}")
+
+
+def _is_kernel_leaf(value) -> bool:
+    return isinstance(value, (Tensor, Numeric))
+
+
+def _launch_bounds(block: list, min_blocks_per_mp) -> tuple:
+    """The kernel attributes of a launch's bounds: nvvm.reqntid for a compile-time block,
+    nvvm.minctasm for min_blocks_per_mp."""
+    bounds = []
+    if all(isinstance(d, int) for d in block):
+        bounds.append(f"nvvm.reqntid = array<i32: {block[0]}, {block[1]}, {block[2]}>")
+    if min_blocks_per_mp is not None:
+        if isinstance(min_blocks_per_mp, bool) or not isinstance(min_blocks_per_mp, int) or min_blocks_per_mp < 1:
+            raise DSLError(INVALID_LAUNCH, f"min_blocks_per_mp must be a positive compile-time int, got "
+                           f"{min_blocks_per_mp!r}", user_location())
+        bounds.append(f"nvvm.minctasm = {min_blocks_per_mp} : i32")
+    return tuple(bounds)
 
 
 def _definition(fn) -> Location:
