@@ -30,15 +30,16 @@ from .dsl.jit import CompiledFunction, Constexpr, compile, jit, kernel
 from .dsl.numeric import (BFloat16, Boolean, Float, Float8E4M3FN, Float8E5M2, Float16, Float32, Float64, Int8, Int16,
                           Int32, Int64, Integer, Numeric, Uint8, Uint16, Uint32, Uint64, full_like, where)
 from .dsl.printing import printf
-from .dsl.layout import (ComposedLayout, Layout, Swizzle, append, blocked_product, coalesce, complement, composition,
-                         cosize, depth, filter, filter_zeros, flat_divide, flat_product, flatten, format_layout, get,
+from .dsl.layout import (ComposedLayout, Layout, Swizzle, append, blocked_product, ceil_div, coalesce, complement,
+                         composition, cosize, crd2idx, depth, filter, filter_zeros, flat_divide, flat_product,
+                         flatten, format_layout, get, group_modes, size_in_bytes,
                          idx2crd, left_inverse, local_partition, local_tile, logical_divide, logical_product,
                          make_composed_layout, make_identity_layout, make_layout, make_layout_tv,
                          make_ordered_layout, make_swizzle, max_common_layout, max_common_vector, prepend,
                          print_layout, raked_product, rank, recast_layout, right_inverse, select, shape, shape_div,
                          size, slice_, tile_to_shape, tiled_divide, tiled_product, zipped_divide, zipped_product)
-from .dsl.tensor import (Tensor, TensorArg, from_dlpack, make_fragment, make_fragment_like, make_rmem_tensor,
-                         make_rmem_tensor_like, make_tensor)
+from .dsl.tensor import (Tensor, TensorArg, domain_offset, from_dlpack, make_fragment, make_fragment_like,
+                         make_rmem_tensor, make_rmem_tensor_like, make_tensor)
 from .dsl.tensor_ssa import ReductionOp, TensorSSA
 from .dsl.copy import autovec_copy, copy
 
@@ -62,7 +63,8 @@ __all__ = [
     "make_identity_layout", "make_layout_tv", "make_ordered_layout", "make_rmem_tensor", "make_rmem_tensor_like",
     "make_swizzle", "make_tensor", "max_common_layout", "max_common_vector", "prepend", "print_layout",
     "raked_product", "rank", "recast_layout", "right_inverse", "select", "shape", "shape_div", "slice_",
-    "tile_to_shape", "tiled_divide", "tiled_product", "zipped_divide", "zipped_product",
+    "tile_to_shape", "tiled_divide", "tiled_product", "zipped_divide", "zipped_product", "ceil_div", "group_modes",
+    "size_in_bytes", "domain_offset",
     "CompileError",
     "CompiledModule",
     "CudaError",

@@ -402,3 +402,22 @@ def test_fma_min_max_over_tensor_ssa_match_fp64():
     assert torch.equal(fused, (xd * yd + 0.25).float())
     assert torch.equal(largest, torch.maximum(xd, yd.clamp_min(-0.5)).float())
     assert torch.equal(smallest, torch.minimum(xd, yd).clamp_max(0.5).float())
+
+
+def test_structures_cross_launches_loops_and_branches():
+    """A NamedTuple pipeline state and a dataclass cross the launch, the state is carried through
+    a dynamic loop and merged by a dynamic if; a layout with run-time leaves is an argument."""
+    from test_dsl_structures import advance, pass_layout
+
+    for first, steps, factor in ((1, 8, 2.0), (3, 5, -0.5)):
+        out = poisoned(steps)
+        advance(out, first, factor, 3, 4)
+        index, phase, count = first, 0, 0
+        for _ in range(steps):
+            index, phase = (0, phase ^ 1) if index + 1 == 4 else (index + 1, phase)
+            count += 1
+        assert out[:3].tolist() == [index * factor + 3, float(phase), float(count)]
+    offsets = torch.full((128,), -1, dtype=torch.int32, device="cuda")
+    pass_layout(offsets, 8)
+    expected = [(i % 8) * 4 + i // 8 for i in range(32)] + [-1] * 96
+    assert offsets.tolist() == expected

@@ -185,3 +185,21 @@ def test_local_tile_and_local_partition_cover_every_element_once(log_tm, log_tn,
         assert cute.size(part) == m * n // (tm * tn)
         seen += [part(k) for k in range(cute.size(part))]
     assert sorted(seen) == everything
+
+
+def test_layout_helpers_pipelined_kernels_use():
+    layout = L((4, (2, 3), 5), (1, (4, 8), 24))
+    assert str(cute.group_modes(layout, 1, 3)) == "(4,((2,3),5)):(1,((4,8),24))"
+    assert str(cute.group_modes(layout, 0, 2)) == "((4,(2,3)),5):((1,(4,8)),24)"
+    assert layout.get_hier_coord(13) == (1, (1, 1), 0) and layout.get_flat_coord(13) == (1, 1, 1, 0)
+    assert layout(layout.get_hier_coord(77)) == layout(77)
+    assert cute.ceil_div(7, 2) == 4 and cute.ceil_div((100, 50), (16, 8)) == (7, 7)
+    assert cute.size_in_bytes(cute.Float16, L((64, 32), (32, 1))) == 64 * 32 * 2
+    with pytest.raises(DSLError, match="group_modes: modes \\[2, 5\\)"):
+        cute.group_modes(layout, 2, 5)
+
+
+def test_star_import_exports_every_listed_name():
+    namespace = {}
+    exec("from cute_torch import *", namespace)  # noqa: S102 - what a user's star import sees
+    assert {"crd2idx", "group_modes", "ceil_div", "size_in_bytes", "domain_offset"} <= set(namespace)

@@ -153,3 +153,17 @@ def test_each_divide_of_a_dynamic_layout_is_an_op_with_the_static_structure(name
 
     mlir = traced(divide, dynamic(100, 50))
     assert f"cute.{name} %" in mlir and seen["layout"] == expected
+
+
+@cute.kernel
+def _origin(x: cute.Tensor, out: cute.Tensor):
+    t = cute.arch.thread_idx()[0]
+    moved = cute.domain_offset((t, 2), x)
+    out[t] = moved[1, 1]
+    cute.printf(f"{moved.type}\n")
+
+
+def test_domain_offset_moves_the_origin_and_type_names_the_tensor():
+    mlir = traced(_origin, dynamic(64, 32), torch.zeros(128))
+    assert 'coord = "(?,2)"' in mlir
+    assert "tensor<gmem Float32 align 16 o (?,?):(?,1)>" in mlir

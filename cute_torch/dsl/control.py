@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 from typing import Any, Callable, Sequence
 
-from . import ir
+from . import ir, pytree
 from .diagnostics import (EARLY_EXIT, LOOP_ELSE, NOT_CONSTEXPR, TYPE_CHANGE, UNDEFINED_AFTER_REGION, DSLError,
                           Location, user_location)
 from .numeric import Boolean, Int32, Numeric, as_numeric, convert, index_of, promote, python_type, where
@@ -94,23 +94,52 @@ def _coerce(name: str, value, t: type[Numeric], kind: str, where_: str) -> Numer
                    f"carry DSL scalars only; compute '{name}' outside the {kind}")
 
 
+def _is_numeric(value) -> bool:
+    return isinstance(value, Numeric)
+
+
 class _Carry:
-    """Which of a region's variables travel as IR values, and their types."""
+    """Which of a region's variables travel as IR values, and their types. A DSL scalar (or a
+    Python scalar, promoted) is one value; a structure holding DSL scalars (a NamedTuple such as
+    a pipeline state, a dataclass, a tuple, a layout with run-time leaves) travels as its leaves
+    and is rebuilt around them (pytree.py); its static parts must stay as they were."""
 
     def __init__(self, names: Sequence[str], init: tuple, kind: str):
         self.names, self.init, self.kind = list(names), init, kind
-        self.slots = [i for i, v in enumerate(init) if _is_scalar(v)]
-        self.types = [_carried_type(init[i]) for i in self.slots]
+        self.carried: list[tuple[int, pytree.Tree | None, int]] = []  # (variable, tree or None, leaves)
+        self.types: list[type[Numeric]] = []
+        for i, v in enumerate(init):
+            if _is_scalar(v):
+                self.carried.append((i, None, 1))
+                self.types.append(_carried_type(v))
+            elif not isinstance(v, Undefined):
+                leaves, tree = pytree.flatten(v, _is_numeric)
+                if leaves:
+                    self.carried.append((i, tree, len(leaves)))
+                    self.types += [type(leaf) for leaf in leaves]
+        self.slots = {i for i, _, _ in self.carried}
 
     def initial_values(self) -> list[Numeric]:
-        return [convert(as_numeric(self.init[i], t), t) for i, t in zip(self.slots, self.types)]
+        values = []
+        for i, tree, _ in self.carried:
+            if tree is None:
+                t = self.types[len(values)]
+                values.append(convert(as_numeric(self.init[i], t), t))
+            else:
+                values += pytree.flatten(self.init[i], _is_numeric)[0]
+        return values
+
+    def _place(self, values: Sequence[Numeric]) -> list:
+        """The variables with the carried ones rebuilt from `values`."""
+        out, at = list(self.init), 0
+        for i, tree, n in self.carried:
+            out[i] = values[at] if tree is None else pytree.unflatten(tree, list(values[at:at + n]))
+            at += n
+        return out
 
     def inputs(self, values: Sequence[Numeric]) -> tuple:
-        """The region function's arguments: block arguments for carried slots."""
-        args = list(self.init)
-        for i, v in zip(self.slots, values):
-            args[i] = v
-        return tuple(args)
+        """The region function's arguments: block arguments for carried values."""
+        return tuple(self._place(values))
 
     def outputs(self, returned: tuple, where_: str) -> list[Numeric]:
         """Check what a region returned; the carried values to yield (converted)."""
@@ -119,14 +148,27 @@ class _Carry:
                 continue
             if after is not before:
                 raise DSLError(TYPE_CHANGE, f"'{name}' ({type(before).__name__}) is reassigned inside a dynamic "
-                               f"{self.kind}; only DSL scalars can change there", user_location(),
-                               f"compute '{name}' before the {self.kind}, or use a new name inside it")
-        return [_coerce(self.names[i], returned[i], t, self.kind, where_) for i, t in zip(self.slots, self.types)]
+                               f"{self.kind}; only DSL scalars and structures of them can change there",
+                               user_location(), f"compute '{name}' before the {self.kind}, or use a new name inside it")
+        values, at = [], 0
+        for i, tree, n in self.carried:
+            name, types = self.names[i], self.types[at:at + n]
+            if tree is None:
+                values.append(_coerce(name, returned[i], types[0], self.kind, where_))
+            else:
+                leaves, after = pytree.flatten(returned[i], _is_numeric)
+                if after != tree:
+                    raise DSLError(TYPE_CHANGE, f"'{name}' ({type(self.init[i]).__name__}) changes its structure or "
+                                   f"a compile-time part {where_} of the dynamic {self.kind}", user_location(),
+                                   f"only the DSL values inside '{name}' can change; make the others DSL values "
+                                   "(e.g. cute.Int32(0)) before the region")
+                values += [_coerce(f"{name} (field {k})", leaf, t, self.kind, where_)
+                           for k, (leaf, t) in enumerate(zip(leaves, types))]
+            at += n
+        return values
 
     def results(self, values: Sequence[Numeric], loc: Location | None) -> tuple:
-        out = list(self.init)
-        for i, v in zip(self.slots, values):
-            out[i] = v
+        out = self._place(values)
         for i, v in enumerate(out):
             if isinstance(v, Undefined):
                 out[i] = Undefined(self.names[i], self.kind, loc, after=True)
@@ -292,21 +334,32 @@ def _dynamic_if(b, cond: Numeric, then_fn: Callable[[], tuple], else_fn: Callabl
         then_out = then_fn()
     with b.region() as else_lines:
         else_out = else_fn()
-    # Decide per variable: static (same Python value or object on both sides), undefined, or carried.
+    # Decide per variable: static (same Python value or object on both sides), undefined, carried
+    # as one value (a scalar), or carried as the leaves of a structure with the same static parts.
     names, init = carry.names, carry.init
     out: list[Any] = list(init)
-    slots, types = [], []
+    entries = []  # (variable, tree or None, leaf types)
     for i, (name, x, y) in enumerate(zip(names, then_out, else_out)):
         if isinstance(x, Undefined) or isinstance(y, Undefined):
             out[i] = Undefined(name, "if", loc, after=True)
+        elif x is y:
+            out[i] = x
         elif not _is_scalar(x) or not _is_scalar(y):
-            if x is not y:
+            x_leaves, x_tree = pytree.flatten(x, _is_numeric)
+            y_leaves, y_tree = pytree.flatten(y, _is_numeric)
+            if x_tree != y_tree or not x_leaves:
                 changed = type(x).__name__ if x is not init[i] else type(y).__name__
                 raise DSLError(TYPE_CHANGE, f"'{name}' is assigned a {changed}"
                                " in one branch of a dynamic `if` and something else in the other; only DSL scalars "
-                               "can differ between branches", loc,
-                               f"compute '{name}' before the `if`, or use a new name inside each branch")
-            out[i] = x
+                               "(and structures of them with the same compile-time parts) can differ between "
+                               "branches", loc, f"compute '{name}' before the `if`, or use a new name inside each "
+                               "branch")
+            for k, (a, b_) in enumerate(zip(x_leaves, y_leaves)):
+                if type(a) is not type(b_):
+                    raise DSLError(TYPE_CHANGE, f"field {k} of '{name}' is {type(a).__name__} in one branch of a "
+                                   f"dynamic `if` and {type(b_).__name__} in the other", loc,
+                                   "convert one side so both branches agree")
+            entries.append((i, x_tree, [type(a) for a in x_leaves]))
         elif not isinstance(x, Numeric) and not isinstance(y, Numeric) and type(x) is type(y) and x == y:
             out[i] = x
         else:
@@ -315,14 +368,19 @@ def _dynamic_if(b, cond: Numeric, then_fn: Callable[[], tuple], else_fn: Callabl
                 raise DSLError(TYPE_CHANGE, f"'{name}' is {tx.__name__} in one branch of a dynamic `if` and "
                                f"{ty.__name__} in the other", loc,
                                f"convert one side, e.g. .to({tx.__name__}), so both branches agree")
-            t = tx if isinstance(x, Numeric) else ty if isinstance(y, Numeric) else promote(tx, ty)
-            slots.append(i)
-            types.append(t)
+            entries.append((i, None, [tx if isinstance(x, Numeric) else ty if isinstance(y, Numeric) else
+                                      promote(tx, ty)]))
+    types = [t for _, _, ts in entries for t in ts]
     where_ = "in a branch of the `if`"
 
     def finish(lines, side):
         with b.reopen(lines):
-            vals = [_coerce(names[i], side[i], t, "if", where_) for i, t in zip(slots, types)]
+            vals = []
+            for i, tree, ts in entries:
+                if tree is None:
+                    vals.append(_coerce(names[i], side[i], ts[0], "if", where_))
+                else:
+                    vals += pytree.flatten(side[i], _is_numeric)[0]
             _yield(b, vals)
 
     finish(then_lines, then_out)
@@ -330,8 +388,11 @@ def _dynamic_if(b, cond: Numeric, then_fn: Callable[[], tuple], else_fn: Callabl
     text = f"scf.if {cond.ir.name}{_results_spec(types)} {{\n{ir.indent(then_lines)}\n}}"
     text += f" else {{\n{ir.indent(else_lines)}\n}}"
     results = b.op_results(text, [t.mlir for t in types], loc.mlir())
-    for i, t, r in zip(slots, types, results):
-        out[i] = t._wrap(r)
+    at = 0
+    for i, tree, ts in entries:
+        wrapped = [t._wrap(r) for t, r in zip(ts, results[at:at + len(ts)])]
+        out[i] = wrapped[0] if tree is None else pytree.unflatten(tree, wrapped)
+        at += len(ts)
     return tuple(out)
 
 

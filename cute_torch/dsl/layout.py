@@ -106,6 +106,14 @@ class Layout:
     def _pair(self) -> tuple:
         return (self.shape, self.stride)
 
+    def get_hier_coord(self, index):
+        """The natural coordinate of a linear index, shaped like the shape (CuTe's name)."""
+        return idx2crd(index, self.shape)
+
+    def get_flat_coord(self, index) -> tuple:
+        """The natural coordinate of a linear index, one entry per leaf of the shape."""
+        return tuple(leaves(idx2crd(index, self.shape)))
+
 
 def _from_pair(pair) -> Layout:
     return Layout(pair[0], pair[1])
@@ -196,6 +204,37 @@ def cosize(x, mode=None):
 
 def get(x, mode):
     return _select(x, mode)
+
+
+def group_modes(x, begin: int, end: int | None = None):
+    """Modes [begin, end) of a layout or tensor grouped into one mode (CuTe's group_modes)."""
+    from .tensor import Tensor
+    if isinstance(x, Tensor):
+        return x.with_layout(group_modes(x.layout, begin, end))
+    if isinstance(x, ComposedLayout):
+        return ComposedLayout(x.inner, x.offset, group_modes(x.outer, begin, end))
+    modes = list(x) if is_tuple(x.shape) else [x]
+    end = len(modes) if end is None else end
+    if not 0 <= begin <= end <= len(modes):
+        _fail("group_modes", f"modes [{begin}, {end}) of the rank-{len(modes)} layout {x}")
+    grouped = modes[:begin] + [Layout(tuple(m.shape for m in modes[begin:end]),
+                                      tuple(m.stride for m in modes[begin:end]))] + modes[end:]
+    return Layout(tuple(m.shape for m in grouped), tuple(m.stride for m in grouped))
+
+
+def ceil_div(a, b):
+    """ceil(a / b) for ints and DSL integers, mode by mode for tuples (a shape over a tiler)."""
+    if is_tuple(a) or is_tuple(b):
+        bs = b if is_tuple(b) else (b,) * len(a)
+        return tuple(ceil_div(x, y) for x, y in zip(a, bs)) + tuple(a[len(bs):])
+    if isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    return (a + (b - 1)) // b
+
+
+def size_in_bytes(dtype, layout) -> int:
+    """The bytes `layout`'s elements of `dtype` span (cosize times the element size)."""
+    return cosize(layout) * dtype.width // 8
 
 
 def select(layout: Layout, mode: Sequence[int]) -> Layout:

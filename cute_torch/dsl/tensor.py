@@ -92,6 +92,12 @@ class Tensor:
 
     __repr__ = __str__
 
+    @property
+    def type(self) -> str:
+        """What the tensor is at compile time, as kernels print it: memory space, element type,
+        pointer alignment and layout (`?` for run-time leaves)."""
+        return f"tensor<{self.memspace} {self.dtype.__name__} align {self.alignment} o {self.layout}>"
+
     def with_layout(self, layout, offset=0, offset_divisibility: int = 0) -> "Tensor":
         """The same memory under another layout, `offset` more elements in. A ComposedLayout
         (what the algebra returns for a swizzled tensor) carries the whole offset itself."""
@@ -260,6 +266,13 @@ def _has_hole(coord) -> bool:
     if coord is None:
         return True
     return isinstance(coord, tuple) and any(_has_hole(c) for c in coord)
+
+
+def domain_offset(coord, tensor: Tensor) -> Tensor:
+    """The tensor whose origin is `coord` of `tensor`: the same layout, the offset moved by
+    layout(coord) (CuTe's domain_offset)."""
+    offset = tensor._layout(coord)
+    return tensor.with_layout(tensor._layout, offset, divisibility(coord, tensor.shape, tensor.stride))
 
 
 def make_tensor(iterator: Tensor, layout) -> Tensor:
