@@ -82,6 +82,11 @@ def test_transpose_global_accesses_cover_whole_sectors(dtype):
             assert len(covered) == 32 * len(sectors), f"row {r}: {len(covered)} bytes over {len(sectors)} sectors"
 
 
+def byte_address(smem, coord, size: int) -> int:
+    """Where a smem tensor under a composed layout puts `coord`: the swizzle acts on bytes."""
+    return smem.inner(smem.outer(coord) * size)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_transpose_shared_accesses_are_bank_conflict_free(dtype):
     size = torch.empty((), dtype=dtype).element_size()
@@ -89,10 +94,49 @@ def test_transpose_shared_accesses_are_bank_conflict_free(dtype):
         # Row-wise 16-byte stores run a quarter warp (8 threads, 128 bytes) at a time: 8 distinct
         # 16-byte bank groups each.
         for quarter in range(4):
-            groups = {smem(threads[t][0]) * size // 16 % 8 for t in range(quarter * 8, quarter * 8 + 8)}
+            groups = {byte_address(smem, threads[t][0], size) // 16 % 8 for t in range(quarter * 8, quarter * 8 + 8)}
             assert len(groups) == 8
         # Transposed scalar reads (i, j) -> smem(j, i): at most one 4-byte word per bank.
         for v in range(vec):
-            words = {smem((c, r)) * size // 4 for r, c in (elements[v] for elements in threads)}
+            words = {byte_address(smem, (c, r), size) // 4 for r, c in (elements[v] for elements in threads)}
             banks = {w % 32 for w in words}
             assert len(banks) == len(words), f"value {v}: {len(words)} words in {len(banks)} banks"
+
+
+@cute.kernel
+def _swizzled_table(out: cute.Tensor, coords: cute.Constexpr):
+    # A 128-byte-row fp16 tile (8 x 64) under CuTe DSL's 128-byte swizzle, Sw<3,4,3> on bytes.
+    tile = cute.arch.alloc_smem(cute.Float16, cute.make_composed_layout(
+        cute.make_swizzle(3, 4, 3), 0, cute.make_layout((8, 64), stride=(64, 1))))
+    for k, (r, c) in enumerate(coords):
+        tile[r, c] = cute.Float16(k)
+
+
+@cute.jit
+def _swizzled_table_host(out: cute.Tensor, coords: cute.Constexpr):
+    _swizzled_table(out, coords).launch(grid=(1, 1, 1), block=(1, 1, 1))
+
+
+def test_a_swizzle_acts_on_byte_addresses_as_in_cute_dsl():
+    # By hand: byte b = r*128 + c*2; bits 4-6 ^= bits 7-9; element = b' / 2.
+    #   (0,5): 10 -> 10 -> 5;  (1,0): 128 -> 128^16 = 144 -> 72;  (2,8): 272 -> 272^32 = 304 -> 152;
+    #   (7,63): 1022 -> 1022^112 = 910 -> 455;  (3,9): 402 -> 402^48 = 418 -> 209.
+    table = {(0, 5): 5, (1, 0): 72, (2, 8): 152, (7, 63): 455, (3, 9): 209}
+    mlir = cute.compile(_swizzled_table_host, torch.zeros(1), tuple(table)).__mlir__
+    indices = [int(i) for i in re.findall(r"arith\.constant (\d+) : i32\n\s*%\w+ = llvm\.getelementptr", mlir)]
+    assert indices == list(table.values())
+
+
+def test_a_swizzle_that_would_split_elements_is_an_error():
+    @cute.kernel
+    def split(out: cute.Tensor):
+        tile = cute.arch.alloc_smem(cute.Float32, cute.make_composed_layout(
+            cute.make_swizzle(3, 1, 3), 0, cute.make_layout((8, 64), stride=(64, 1))))
+        tile[1, 0] = 1.0
+
+    @cute.jit
+    def host(out: cute.Tensor):
+        split(out).launch(grid=(1, 1, 1), block=(1, 1, 1))
+
+    with pytest.raises(DSLError, match=r"Sw<3,1,3> acts on byte addresses and would split Float32 elements"):
+        cute.compile(host, torch.zeros(1))

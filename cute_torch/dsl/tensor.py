@@ -111,11 +111,17 @@ class Tensor:
         return t
 
     def _offset_value(self, extra) -> Numeric:
-        """swizzle(offset + extra) as a DSL integer of the tensor's index width."""
+        """The element index of offset + extra as a DSL integer of the tensor's index width. A
+        swizzle acts on the byte address, as in CuTe DSL (Sw<3,4,3> is the 128-byte swizzle for
+        every element type): bytes = index * element size, swizzled, divided back."""
         index_t = Int64 if self.wide else Int32
         total = add_offsets(self.offset, extra)
         if self.swizzle is not None:
-            total = self.swizzle(total if isinstance(total, int) else convert(total, index_t))
+            shift = _element_shift(self.dtype, self.swizzle)
+            if isinstance(total, int):
+                total = self.swizzle(total << shift) >> shift
+            else:
+                total = self.swizzle(convert(total, index_t) << shift) >> shift
         if not isinstance(total, Numeric):
             return index_t(total)
         if type(total).is_float:
@@ -252,6 +258,17 @@ class Tensor:
         n = len(leaves(self.shape))
         layout = Layout(rebuild(self.shape, new_leaves[:n]), rebuild(self.stride, new_leaves[n:]))
         return Tensor(ptr, self.dtype, layout, self.memspace, _alignment_after(self), self.wide)
+
+
+def _element_shift(dtype, swizzle) -> int:
+    """log2 of the element size, checking the swizzle moves whole elements (its base, a byte
+    bit, at least that)."""
+    shift = byte_width(dtype).bit_length() - 1
+    if swizzle.bits and swizzle.base < shift:
+        raise DSLError(ARGUMENT_MISMATCH, f"{swizzle} acts on byte addresses and would split {dtype.__name__} "
+                       f"elements ({1 << shift} bytes)", user_location(),
+                       f"use a swizzle base of at least {shift} (CuTe DSL's 128-byte swizzle is Sw<3,4,3>)")
+    return shift
 
 
 def _alignment_after(t: Tensor) -> int:

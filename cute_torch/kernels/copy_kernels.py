@@ -144,11 +144,10 @@ def _transpose_layouts(dtype: torch.dtype):
     if found is None:
         T = TRANSPOSE_TILE
         vec = _vector_elements(dtype)
-        vec_bits = vec.bit_length() - 1
         thr = cute.make_layout((32, 8), stride=(8, 1))
         val = cute.make_layout((1, vec), stride=(vec, 1))
         tiler, tv = cute.make_layout_tv(thr, val)
-        smem = cute.make_composed_layout(cute.make_swizzle(3, vec_bits, T.bit_length() - 1), 0,
+        smem = cute.make_composed_layout(cute.make_swizzle(3, 4, T.bit_length() - 1), 0,
                                          cute.make_layout((T, T), stride=(T, 1)))
         found = _TRANSPOSE_LAYOUTS[dtype] = (tiler, tv, smem)
     return found

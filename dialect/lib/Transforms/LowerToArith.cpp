@@ -314,8 +314,8 @@ template <typename OpT> Access planAccess(OpT op, int64_t elementBytes) {
   for (int64_t width = 16 / elementBytes; width > 1; width /= 2) {
     if (size % width || op.getDivisibility() % width || op.getAlign() % (width * elementBytes))
       continue;
-    if (swizzle && width > (int64_t(1) << swizzle->base))
-      continue;
+    if (swizzle && width * elementBytes > (int64_t(1) << swizzle->base))
+      continue; // a group must not straddle the swizzled bytes
     bool contiguous = true;
     for (int64_t group = 0; group < size / width && contiguous; ++group) {
       int64_t start = layout(group * width);
@@ -335,8 +335,12 @@ Value groupAddress(OpBuilder &b, Location loc, Value base, Value offset, int64_t
   Type offsetType = offset.getType();
   auto constant = [&](int64_t v) { return b.create<arith::ConstantIntOp>(loc, v, offsetType); };
   Value index = start ? b.create<arith::AddIOp>(loc, offset, constant(start)).getResult() : offset;
-  if (swizzle)
-    index = applySwizzle(b, loc, index, *swizzle);
+  if (swizzle) {
+    // The swizzle acts on the byte address (CuTe DSL's convention): index -> bytes -> back.
+    Value shift = constant(llvm::Log2_64(element.getIntOrFloatBitWidth() / 8));
+    Value bytes = b.create<arith::ShLIOp>(loc, index, shift);
+    index = b.create<arith::ShRUIOp>(loc, applySwizzle(b, loc, bytes, *swizzle), shift);
+  }
   return b.create<LLVM::GEPOp>(loc, base.getType(), element, base, ValueRange{index});
 }
 

@@ -139,15 +139,18 @@ func.func @strided(%g: !llvm.ptr<1>, %i: i64) -> vector<4xi16> {
   return %v : vector<4xi16>
 }
 
-// A swizzle keeps 2^base elements together: Sw<3,2,3> allows 4 floats, and each group's
-// offset is XORed: o ^ ((o & 0xe0) >> 3).
+// A swizzle acts on byte addresses and keeps 2^base bytes together: Sw<3,4,3> allows 16-byte
+// groups of 4 floats, and each group's element offset o becomes
+// ((o << 2) ^ (((o << 2) & 0x380) >> 3)) >> 2.
 // CHECK-LABEL: func.func @swizzled
-// CHECK: arith.andi %{{.*}}, %c224
+// CHECK: arith.shli %{{.*}}, %c2
+// CHECK: arith.andi %{{.*}}, %c896
 // CHECK: arith.shrui %{{.*}}, %c3
 // CHECK: arith.xori
+// CHECK: arith.shrui %{{.*}}, %c2
 // CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<3>
 func.func @swizzled(%s: !llvm.ptr<3>, %i: i32, %v: vector<8xf32>) {
-  cute.store %v, %s[%i] {layout = "8:1", align = 16, divisibility = 8, swizzle = array<i64: 3, 2, 3>} : vector<8xf32>, !llvm.ptr<3>, i32
+  cute.store %v, %s[%i] {layout = "8:1", align = 16, divisibility = 8, swizzle = array<i64: 3, 4, 3>} : vector<8xf32>, !llvm.ptr<3>, i32
   return
 }
 

@@ -142,7 +142,8 @@ def Cute_LoadOp : Cute_Op<"load"> {
          : !llvm.ptr<1>, i32 -> vector<8xf32>`
     `align` is the base pointer's alignment in bytes, `divisibility` what the run-time element
     offset is known to be a multiple of, `swizzle = array<i64: B, M, S>` an optional CuTe
-    swizzle applied to each element offset.
+    swizzle applied to each element's byte address (CuTe DSL's convention: Sw<3,4,3> is the
+    128-byte swizzle whatever the element type).
   }];
   let arguments = (ins LLVM_AnyPointer:$base, AnySignlessInteger:$offset, StrAttr:$layout,
                        I64Attr:$align, I64Attr:$divisibility,
