@@ -259,3 +259,11 @@ def clock() -> Int64:
     b = ir.require("device", "clock")
     return Int64._wrap(b.op('llvm.inline_asm has_side_effects "mov.u64 $0, %clock64;", "=l" : () -> i64', "i64"))
 
+
+
+# Barriers, fences, register reallocation and clusters (sync.py), under cute.arch as in CuTe DSL.
+from .sync import (barrier, block_idx_in_cluster, block_in_cluster_rank, cluster_arrive,  # noqa: E402,F401
+                   cluster_arrive_relaxed, cluster_dim, cluster_idx, cluster_shape, cluster_wait, elect_one,
+                   fence_proxy, make_warp_uniform, mbarrier_arrive, mbarrier_arrive_and_expect_tx,
+                   mbarrier_expect_tx, mbarrier_init, mbarrier_init_fence, mbarrier_try_wait, mbarrier_wait,
+                   warpgroup_reg_alloc, warpgroup_reg_dealloc)

@@ -7,6 +7,7 @@ line the user wrote.
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import os
 import sys
@@ -58,8 +59,13 @@ def _frame_column(frame) -> int:
         return 0
 
 
+_CONTEXTLIB = os.path.abspath(contextlib.__file__)
+
+
 def is_internal(filename: str) -> bool:
-    return filename.startswith(_PACKAGE_DIR)
+    """cute_torch's own code, or contextlib's (the DSL's context managers, such as
+    cute.arch.elect_one, run their code through it on the user's `with` line)."""
+    return filename.startswith(_PACKAGE_DIR) or filename == _CONTEXTLIB
 
 
 def user_location(skip: int = 1) -> Location | None:

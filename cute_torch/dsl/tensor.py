@@ -22,6 +22,7 @@ from .numeric import (BY_TORCH_NAME, Boolean, Int32, Int64, Numeric, as_numeric,
 from .layout import (ComposedLayout, Layout, divisibility, is_tuple, leaves, make_layout, rebuild, size,
                      slice_and_offset, spell)
 from .layout_ops import add_offsets
+from .pointer import Pointer
 
 def _widen(coord):
     if is_tuple(coord):
@@ -83,9 +84,16 @@ class Tensor:
         return self.dtype
 
     @property
-    def iterator(self) -> "Tensor":
-        """The tensor's start as a 1-element view, to build other tensors with make_tensor."""
-        return self.with_layout(Layout(1, 0))
+    def iterator(self) -> Pointer:
+        """The address of the tensor's first element, a cute.Pointer (make_tensor(ptr, layout)
+        builds other tensors on it; barriers and copies take pointers)."""
+        if isinstance(self.offset, int) and self.offset == 0:
+            return Pointer(self.ptr, self.dtype, self.memspace, self.alignment, self.wide)
+        if self.swizzle is not None:
+            raise DSLError(ARGUMENT_MISMATCH, "the iterator of a swizzled tensor that was sliced or tiled is not a "
+                           "plain address", user_location(), "take the iterator before slicing")
+        folded = self._folded()
+        return Pointer(folded.ptr, self.dtype, self.memspace, folded.alignment, self.wide)
 
     def __str__(self) -> str:
         return f"tensor<{self.memspace} {self.dtype.__name__} o {self.layout}>"
@@ -292,18 +300,22 @@ def domain_offset(coord, tensor: Tensor) -> Tensor:
     return tensor.with_layout(tensor._layout, offset, divisibility(coord, tensor.shape, tensor.stride))
 
 
-def make_tensor(iterator: Tensor, layout) -> Tensor:
-    """A tensor over `iterator`'s memory (a tensor's `.iterator`, or a tensor) with `layout`."""
-    if not isinstance(iterator, Tensor):
-        raise DSLError(ARGUMENT_MISMATCH, f"make_tensor takes a tensor's .iterator, got {type(iterator).__name__}",
-                       user_location())
+def make_tensor(iterator, layout) -> Tensor:
+    """A tensor of `layout` over the memory at `iterator` (a cute.Pointer; a tensor means its
+    iterator)."""
+    if isinstance(iterator, Tensor):
+        iterator = iterator.iterator
+    if not isinstance(iterator, Pointer):
+        raise DSLError(ARGUMENT_MISMATCH, f"make_tensor takes a cute.Pointer (a tensor's .iterator), got "
+                       f"{type(iterator).__name__}", user_location())
+    base = Tensor(iterator.value, iterator.dtype, Layout(1, 0), iterator.memspace, iterator.alignment, iterator.wide)
     if isinstance(layout, ComposedLayout):  # its offset is relative to the iterator
-        t = iterator.with_layout(layout.outer, layout.offset, layout.offset if isinstance(layout.offset, int) else 1)
+        t = base.with_layout(layout.outer, layout.offset, layout.offset if isinstance(layout.offset, int) else 1)
         t.swizzle = layout.inner
         return t
     if not isinstance(layout, Layout):
         layout = make_layout(layout)
-    return iterator.with_layout(layout)
+    return base.with_layout(layout)
 
 
 def make_rmem_tensor(layout_or_shape, dtype: type[Numeric]) -> Tensor:

@@ -1,0 +1,112 @@
+"""Compile tier: cute.Pointer and the cute.arch synchronization primitives of pipelined kernels
+(mbarriers, named barriers, elect_one, proxy fences, setmaxnreg, clusters) reach PTX for sm_90a
+(ptxas assembles it), and each misuse is a DSLError at the user's line, including an op the
+target lacks. The GPU tier that runs them comes with the pipelines (issue 15)."""
+
+import pytest
+import torch
+
+import cute_torch as cute
+from cute_torch.dsl.diagnostics import DSLError
+
+STAGES = 4
+
+
+@cute.kernel
+def _pipeline_sync(out: cute.Tensor, phase: cute.Int32):
+    bars = cute.arch.alloc_smem(cute.Int64, (STAGES,))
+    t = cute.arch.thread_idx()[0]
+    if t == 0:
+        for s in cute.range_constexpr(STAGES):
+            cute.arch.mbarrier_init(bars.iterator + s, 1)
+        cute.arch.mbarrier_init_fence()
+    cute.arch.sync_threads()
+    full = bars.iterator + 1
+    with cute.arch.elect_one():
+        cute.arch.mbarrier_arrive_and_expect_tx(full, 1024)
+    cute.arch.mbarrier_expect_tx(bars.iterator, 16)
+    cute.arch.mbarrier_arrive(bars.iterator + 2)
+    cute.arch.mbarrier_wait(full, phase)
+    ready = cute.arch.mbarrier_try_wait(bars.iterator + 3, phase)
+    cute.arch.barrier(barrier_id=1, number_of_threads=128)
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.warpgroup_reg_dealloc(40)
+    cute.arch.warpgroup_reg_alloc(232)
+    rank = cute.arch.block_in_cluster_rank()
+    cx, _, _ = cute.arch.block_idx_in_cluster()
+    cute.arch.cluster_arrive_relaxed()
+    cute.arch.cluster_wait()
+    out[t] = cute.Float32(cute.arch.make_warp_uniform(rank + cx)) + cute.Float32(ready)
+
+
+@cute.jit
+def _pipeline_sync_host(out: cute.Tensor, phase: cute.Int32):
+    _pipeline_sync(out, phase).launch(grid=(2, 1, 1), block=(128, 1, 1), cluster=(2, 1, 1))
+
+
+def test_sync_primitives_reach_ptx_for_sm90a():
+    ptx = cute.compile(_pipeline_sync_host, torch.zeros(128), 0, options={"arch": "sm_90a"}).__ptx__
+    for instruction in ("mbarrier.init.shared.b64", "fence.mbarrier_init.release.cluster", "elect.sync",
+                        "mbarrier.arrive.expect_tx.shared.b64", "mbarrier.expect_tx.relaxed.cta.shared::cta.b64",
+                        "mbarrier.arrive.shared.b64", "mbarrier.try_wait.parity.shared.b64",
+                        "mbarrier.try_wait.parity.shared::cta.b64", "bar.sync", "fence.proxy.async.shared::cta",
+                        "setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232",
+                        "%cluster_ctarank", "%cluster_ctaid.x", "barrier.cluster.arrive.relaxed",
+                        "barrier.cluster.wait", "shfl.sync.idx"):
+        assert instruction in ptx, instruction
+
+
+def test_an_op_the_target_lacks_is_an_error_at_the_users_line():
+    with pytest.raises(DSLError) as err:
+        cute.compile(_pipeline_sync_host, torch.zeros(128), 0, options={"arch": "sm_80"})
+    assert "sm_80" in str(err.value) and "test_sync_ops.py" in str(err.value)
+
+
+@cute.kernel
+def _pointers(out: cute.Tensor):
+    p = out.iterator
+    q = p + 3
+    words = cute.recast_ptr(q, cute.Int32)
+    view = cute.make_tensor(words, cute.make_layout(2))
+    view[1] = 7
+    cute.printf(f"{p.type} {q.type} {words.type}\n")
+
+
+@cute.jit
+def _pointers_host(out: cute.Tensor):
+    _pointers(out).launch(grid=(1, 1, 1), block=(1, 1, 1))
+
+
+def test_pointer_arithmetic_recast_and_make_tensor():
+    mlir = cute.compile(_pointers_host, torch.zeros(16)).__mlir__
+    # 3 floats in: 12 bytes, so 4-byte alignment is what is still known.
+    assert "ptr<Float32 gmem align 16> ptr<Float32 gmem align 4> ptr<Int32 gmem align 4>" in mlir
+    assert "i32, i32" in mlir or "getelementptr" in mlir
+
+
+def _kernel_with(body):
+    @cute.kernel
+    def kernel(out: cute.Tensor):
+        body(out)
+
+    @cute.jit
+    def host(out: cute.Tensor):
+        kernel(out).launch(grid=(1, 1, 1), block=(128, 1, 1))
+    return host
+
+
+@pytest.mark.parametrize("body, message", [
+    (lambda out: cute.arch.mbarrier_init(out.iterator, 1),
+     "mbarrier_init takes a shared-memory cute.Pointer, got ptr<Float32 gmem align 16>"),
+    (lambda out: cute.arch.warpgroup_reg_alloc(100),
+     "a warpgroup's register count must be a compile-time multiple of 8 in 24..256, got 100"),
+    (lambda out: cute.arch.barrier(barrier_id=16), "barrier_id must be 0..15, got 16"),
+    (lambda out: cute.arch.barrier(number_of_threads=100), "number_of_threads must be a positive multiple of 32"),
+    (lambda out: cute.arch.fence_proxy("sync"), "fence_proxy kind must be one of"),
+    (lambda out: cute.recast_ptr(out), "recast_ptr takes a cute.Pointer, got Tensor"),
+])
+def test_misuse_is_a_clear_error(body, message):
+    with pytest.raises(DSLError) as err:
+        cute.compile(_kernel_with(body), torch.zeros(128), options={"arch": "sm_90a"})
+    assert message in str(err.value)
+    assert "test_sync_ops.py" in str(err.value)
