@@ -53,9 +53,6 @@ def sync_threads() -> None:
     ir.require("device", "sync_threads").emit("nvvm.barrier0")
 
 
-barrier = sync_threads
-
-
 def _mask(mask) -> ir.Value:
     if isinstance(mask, int):
         return Int32(mask - (1 << 32) if mask >= 1 << 31 else mask).ir
