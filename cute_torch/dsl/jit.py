@@ -70,12 +70,7 @@ def _is_stream(value) -> bool:
     return torch is not None and hasattr(torch, "cuda") and isinstance(value, torch.cuda.Stream)
 
 
-def _constexpr_key(value):
-    try:
-        hash(value)
-        return (type(value), value)
-    except TypeError:
-        return (type(value), id(value))
+_constexpr_key = pytree.static_key
 
 
 def _stable(value) -> str | None:

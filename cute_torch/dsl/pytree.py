@@ -34,7 +34,8 @@ class Tree(NamedTuple):
         return hash((self.kind, self.node, self.children))
 
 
-def _static_key(value):
+def static_key(value):
+    """How a compile-time value enters a key: by value when hashable, else by identity."""
     try:
         hash(value)
         return (type(value), value)
@@ -64,7 +65,7 @@ def _flatten(value, is_leaf, leaves: list) -> Tree:
     elif isinstance(value, Layout) and not value.is_static:
         children = tuple(_flatten(v, is_leaf, leaves) for v in layout_leaves(value.shape) + layout_leaves(value.stride))
         return Tree("layout", (_structure(value.shape), _structure(value.stride)), children, value)
-    return Tree("static", _static_key(value), (), value)
+    return Tree("static", static_key(value), (), value)
 
 
 def _structure(t):
