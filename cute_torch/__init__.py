@@ -42,6 +42,7 @@ from .dsl.tensor import (Tensor, TensorArg, domain_offset, from_dlpack, make_fra
                          make_rmem_tensor, make_rmem_tensor_like, make_tensor)
 from .dsl.tensor_ssa import ReductionOp, TensorSSA
 from .dsl.pointer import Pointer, recast_ptr
+from .dsl.identity import elem_less, make_identity_tensor
 from .dsl.copy import autovec_copy, copy
 
 
@@ -65,7 +66,7 @@ __all__ = [
     "make_swizzle", "make_tensor", "max_common_layout", "max_common_vector", "prepend", "print_layout",
     "raked_product", "rank", "recast_layout", "right_inverse", "select", "shape", "shape_div", "slice_",
     "tile_to_shape", "tiled_divide", "tiled_product", "zipped_divide", "zipped_product", "ceil_div", "group_modes",
-    "size_in_bytes", "domain_offset", "Pointer", "recast_ptr",
+    "size_in_bytes", "domain_offset", "Pointer", "recast_ptr", "make_identity_tensor", "elem_less",
     "CompileError",
     "CompiledModule",
     "CudaError",

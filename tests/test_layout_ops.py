@@ -167,3 +167,37 @@ def test_domain_offset_moves_the_origin_and_type_names_the_tensor():
     mlir = traced(_origin, dynamic(64, 32), torch.zeros(128))
     assert 'coord = "(?,2)"' in mlir
     assert "tensor<gmem Float32 align 16 o (?,?):(?,1)>" in mlir
+
+
+@cute.kernel
+def _predicated_tail(x: cute.Tensor, out: cute.Tensor):
+    # The CuTe way to guard a tail tile: tile a coordinate tensor like the data, compare.
+    bx, by, _ = cute.arch.block_idx()
+    t = cute.arch.thread_idx()[0]
+    threads = cute.make_layout((4, 32), stride=(32, 1))
+    coords = cute.local_partition(cute.local_tile(cute.make_identity_tensor(x.shape), (16, 32), (bx, by)), threads, t)
+    src = cute.local_partition(cute.local_tile(x, (16, 32), (bx, by)), threads, t)
+    dst = cute.local_partition(cute.local_tile(out, (16, 32), (bx, by)), threads, t)
+    for i in cute.range_constexpr(4):
+        if cute.elem_less(coords[i, 0], x.shape):
+            dst[i, 0] = src[i, 0]
+
+
+def test_identity_tensors_tile_and_partition_like_data():
+    c = cute.make_identity_tensor((100, 50))
+    tile = cute.local_tile(c, (16, 8), (2, 3))
+    assert tile[0, 0] == (32, 24) and tile[15, 7] == (47, 31)
+    part = cute.local_partition(tile, cute.make_layout((4, 8), stride=(8, 1)), 9)
+    assert part[0, 0] == (33, 25) and part[3, 0] == (45, 25)
+    assert cute.elem_less((99, 49), (100, 50)) is True and cute.elem_less((100, 3), (100, 50)) is False
+    mlir = traced(_predicated_tail, dynamic(100, 50), dynamic(100, 50))
+    assert mlir.count("arith.cmpi slt") >= 8 and "scf.if" in mlir
+
+
+def test_an_identity_tensor_holds_no_memory():
+    @cute.kernel
+    def write(x: cute.Tensor):
+        cute.make_identity_tensor(x.shape)[0, 0] = 1
+
+    with pytest.raises(DSLError, match="an identity tensor holds coordinates"):
+        traced(write, dynamic(4, 4))

@@ -136,3 +136,19 @@ def test_swizzles_of_run_time_offsets_match_the_static_swizzle(swizzle):
     _swizzle(out, *swizzle)
     expected = torch.tensor([static_algebra.swizzle(*swizzle, t) for t in range(4096)], dtype=torch.int32)
     assert torch.equal(out.cpu(), expected)
+
+
+@cute.jit
+def _predicated_copy(src: cute.Tensor, dst: cute.Tensor):
+    from test_layout_ops import _predicated_tail
+    _predicated_tail(src, dst).launch(grid=(cute.ceil_div(src.shape[0], 16), cute.ceil_div(src.shape[1], 32), 1),
+                                      block=(128, 1, 1))
+
+
+@pytest.mark.parametrize("shape", [(100, 50), (16, 32), (1, 77), (33, 1)])
+def test_identity_tensor_predication_copies_tail_tiles_exactly(shape):
+    g = torch.Generator(device="cuda").manual_seed(22)
+    src = torch.randn(shape, device="cuda", generator=g)
+    dst = torch.full(shape, float("nan"), device="cuda")
+    _predicated_copy(*[cute.from_dlpack(x).mark_layout_dynamic() for x in (src, dst)])
+    assert torch.equal(dst, src)
