@@ -7,6 +7,7 @@ from . import ir
 from .diagnostics import UNSUPPORTED_TYPE, DSLError, user_location
 from .numeric import Boolean, Float32, Float64, Int32, Int64, Numeric, Uint32, Uint64, as_numeric, convert, where
 from .layout import ComposedLayout, Layout, compact_col_major
+from .smem import dynamic_smem_base
 from .tensor import Tensor, storage_type
 
 
@@ -221,17 +222,14 @@ def make_smem_tensor(dtype, layout, alignment: int = 128) -> Tensor:
     return alloc_smem(dtype, layout, alignment=alignment)
 
 
-DYNAMIC_SMEM_SYMBOL = "__cute_dynamic_smem"
-
-
 def dynamic_smem(dtype, shape, *, stride=None, offset_bytes: int = 0) -> Tensor:
-    """A tensor over the dynamic shared memory given by `launch(smem=bytes)`."""
+    """A tensor over the dynamic shared memory given by `launch(smem=bytes)` (or, to have the
+    launch size computed, allocate with cute.SmemAllocator)."""
     b = ir.require("device", "dynamic_smem")
-    if not any(DYNAMIC_SMEM_SYMBOL in g for g in b.module.device_globals):
-        b.module.device_globals.append(
-            f"llvm.mlir.global external @{DYNAMIC_SMEM_SYMBOL}() {{addr_space = 3 : i32, alignment = 16 : i64}} : "
-            "!llvm.array<0 x i8>")
-    t = _smem_tensor(b, DYNAMIC_SMEM_SYMBOL, dtype, shape, stride)
+    base = dynamic_smem_base(b, 16)
+    layout = shape if isinstance(shape, (Layout, ComposedLayout)) else \
+        Layout(shape, compact_col_major(shape) if stride is None else stride)
+    t = Tensor(base, dtype, layout, "smem", 16)
     if offset_bytes:
         off = Int32(offset_bytes)
         t.ptr = b.op(f"llvm.getelementptr {t.ptr.name}[{off.ir.name}] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i8",

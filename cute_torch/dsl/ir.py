@@ -119,6 +119,7 @@ class ModuleBuilder:
         self.device_globals: list[str] = []
         self.kernels: dict = {}  # specialization key -> kernel symbol
         self.kernel_dims: dict = {}
+        self.kernel_smem: dict = {}  # kernel symbol -> dynamic shared memory its SmemAllocator took
 
     def fresh(self, prefix: str = "v") -> str:
         self._counter += 1

@@ -33,6 +33,7 @@ from .diagnostics import (ARGUMENT_MISMATCH, INVALID_LAUNCH, KERNEL_CALLS_KERNEL
                           DSLError, Location, user_location)
 from .numeric import Float32, Float64, Int32, Numeric, as_numeric, convert, index_of, python_type
 from .preprocess import preprocess
+from .smem import needed_bytes as smem_needed
 from .layout import ComposedLayout, Layout, Swizzle
 from .tensor import Tensor, TensorArg, TensorKey, tensor_from_key, tensor_key, tensor_param_types
 
@@ -623,11 +624,12 @@ class KernelLaunch:
         self.args = args
         self.bounds: tuple = ()
 
-    def launch(self, *, grid=(1, 1, 1), block=(1, 1, 1), smem=0, stream=None, cluster=None,
+    def launch(self, *, grid=(1, 1, 1), block=(1, 1, 1), smem=None, stream=None, cluster=None,
                min_blocks_per_mp: int | None = None) -> None:
         """Launches the kernel. A compile-time block size becomes the kernel's required block
         size (PTX .reqntid), which lets ptxas budget registers for it (setmaxnreg needs it);
-        `min_blocks_per_mp` asks for that many resident CTAs per SM (.minnctapersm)."""
+        `min_blocks_per_mp` asks for that many resident CTAs per SM (.minnctapersm). `smem`
+        (bytes of dynamic shared memory) defaults to what the kernel's SmemAllocator took."""
         host = ir.require("host", "a kernel launch")
         grid, block = _dims(grid, "grid"), _dims(block, "block")
         self.bounds = _launch_bounds(block, min_blocks_per_mp)
@@ -642,6 +644,13 @@ class KernelLaunch:
         if isinstance(smem, int) and smem < 0:
             raise DSLError(INVALID_LAUNCH, f"smem must be >= 0 bytes, got {smem}", user_location())
         symbol, operands = self._specialize(host)
+        needed = host.module.kernel_smem.get(symbol, 0)
+        if smem is None:
+            smem = needed
+        elif isinstance(smem, int) and smem < needed:
+            raise DSLError(INVALID_LAUNCH, f"the kernel allocates {needed} bytes of dynamic shared memory "
+                           f"(SmemAllocator) but the launch gives smem={smem}", user_location(),
+                           "leave smem out: it is computed from the kernel's allocations")
         g = [index_of(d) for d in grid]
         t = [index_of(d) for d in block]
         s = convert(as_numeric(smem, Int32), Int32)
@@ -702,6 +711,7 @@ class KernelLaunch:
         # The kernel's `def` line locates the function (its debug scope with line info on).
         loc = _definition(self.kernel.fn).mlir()
         body = ir.indent(device.lines + [f"gpu.return {loc}"])
+        module.kernel_smem[symbol] = smem_needed(device)
         attrs = f" attributes {{{', '.join(self.bounds)}}}" if self.bounds else ""
         module.device_functions.append(f"gpu.func @{symbol}({signature}) kernel{attrs} {{\n{body}\n}} {loc}")
 
