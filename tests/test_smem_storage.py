@@ -73,3 +73,27 @@ def test_bad_struct_fields_are_errors():
             x: 3
     with pytest.raises(DSLError, match="Align takes a power of two, got 48"):
         cute.struct.Align[cute.struct.MemRange[cute.Float32, 4], 48]
+
+
+@cute.struct
+class Huge:
+    a: cute.struct.Align[cute.struct.MemRange[cute.Float16, 60 * 1024], 1024]  # 120 KB
+
+
+@cute.kernel
+def _huge(out: cute.Tensor):
+    storage = cute.SmemAllocator().allocate(Huge)
+    out[0] = cute.Float32(storage.a.get_tensor(cute.make_layout(8))[0])
+
+
+@cute.jit
+def _huge_host(out: cute.Tensor):
+    _huge(out).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+
+def test_more_shared_memory_than_the_target_has_is_an_error_at_the_users_line():
+    cute.compile(_huge_host, torch.zeros(1), options={"arch": "sm_90a"})  # 120 KB fit in 227 KB
+    with pytest.raises(DSLError) as err:
+        cute.compile(_huge_host, torch.zeros(1), options={"arch": "sm_86"})
+    assert "122880 bytes of dynamic shared memory; sm_86 allows at most 101376 per block" in str(err.value)
+    assert "test_smem_storage.py" in str(err.value)

@@ -120,6 +120,7 @@ class ModuleBuilder:
         self.kernels: dict = {}  # specialization key -> kernel symbol
         self.kernel_dims: dict = {}
         self.kernel_smem: dict = {}  # kernel symbol -> dynamic shared memory its SmemAllocator took
+        self.arch: str | None = None  # the target, for checks that depend on it
 
     def fresh(self, prefix: str = "v") -> str:
         self._counter += 1

@@ -382,7 +382,7 @@ class JitFunction(_DSLFunction):
                 if artifact is not None:  # else recompile: the entry is stale for this build
                     stages = {s: text.encode() for s, text in stages.items()}
                     return Specialization(CompiledModule(artifact, stages), name, key, self.fn)
-        text = self.trace(args, key, name)
+        text = self.trace(args, key, name, arch)
         module = _compile_traced(text, arch, name, compile_options, keep_host=digest is not None)
         if digest is not None:
             stages = {s: module.stage(s).decode() for s in ("mlir", "ptx", "sass") if module.stage(s) is not None}
@@ -390,9 +390,10 @@ class JitFunction(_DSLFunction):
                         list(module.cubins.items()), stages)
         return Specialization(module, name, key, self.fn)
 
-    def trace(self, args: tuple, key: tuple, name: str) -> str:
+    def trace(self, args: tuple, key: tuple, name: str, arch: str | None = None) -> str:
         """Run the function on DSL stand-ins for its arguments; the module's MLIR text."""
         module = ir.ModuleBuilder(name)
+        module.arch = arch
         host = ir.FunctionBuilder(module, "host", name)
         params: list[ir.Value] = []
         dsl_args = []
@@ -647,6 +648,11 @@ class KernelLaunch:
         needed = host.module.kernel_smem.get(symbol, 0)
         if smem is None:
             smem = needed
+        limit = _MAX_DYNAMIC_SMEM.get(host.module.arch or "")
+        if limit is not None and isinstance(smem, int) and smem > limit:
+            raise DSLError(INVALID_LAUNCH, f"{smem} bytes of dynamic shared memory; {host.module.arch} allows at most "
+                           f"{limit} per block", user_location(),
+                           "use fewer pipeline stages or smaller tiles")
         elif isinstance(smem, int) and smem < needed:
             raise DSLError(INVALID_LAUNCH, f"the kernel allocates {needed} bytes of dynamic shared memory "
                            f"(SmemAllocator) but the launch gives smem={smem}", user_location(),
@@ -714,6 +720,11 @@ class KernelLaunch:
         module.kernel_smem[symbol] = smem_needed(device)
         attrs = f" attributes {{{', '.join(self.bounds)}}}" if self.bounds else ""
         module.device_functions.append(f"gpu.func @{symbol}({signature}) kernel{attrs} {{\n{body}\n}} {loc}")
+
+
+# The most dynamic shared memory one block may opt into, per arch (CUDA's
+# sharedMemPerBlockOptin: 163 KB on A100, 99 KB on sm_86/sm_89, 227 KB on H100).
+_MAX_DYNAMIC_SMEM = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448, "sm_90a": 232448}
 
 
 def _is_kernel_leaf(value) -> bool:
