@@ -25,15 +25,17 @@ def tracked() -> list[str]:
     return [f for f in out.splitlines() if os.path.splitext(f)[1] in CAPS and os.path.exists(os.path.join(ROOT, f))]
 
 
-def line_caps(files: list[str]) -> list[str]:
-    problems = []
+def line_counts(files: list[str]) -> dict[str, int]:
+    counts = {}
     for f in files:
-        cap = CAPS[os.path.splitext(f)[1]]
         with open(os.path.join(ROOT, f), encoding="utf-8") as handle:
-            lines = sum(1 for _ in handle)
-        if lines > cap:
-            problems.append(f"{f}: {lines} lines (cap {cap})")
-    return problems
+            counts[f] = sum(1 for _ in handle)
+    return counts
+
+
+def line_caps(counts: dict[str, int]) -> list[str]:
+    return [f"{f}: {n} lines (cap {CAPS[os.path.splitext(f)[1]]})" for f, n in counts.items()
+            if n > CAPS[os.path.splitext(f)[1]]]
 
 
 def tool(command: list[str]) -> list[str]:
@@ -46,8 +48,9 @@ def tool(command: list[str]) -> list[str]:
 def main() -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the output, not with a traceback
     files = tracked()
+    counts = line_counts(files)
     checks = {
-        "line caps": line_caps(files),
+        "line caps": line_caps(counts),
         "ruff": tool([sys.executable, "-m", "ruff", "check", "--quiet", "--output-format", "concise",
                       *[f for f in files if f.endswith(".py")]]),
         "clang-format": tool([shutil.which("clang-format") or "clang-format", "--dry-run", "-Werror",
@@ -59,8 +62,7 @@ def main() -> int:
         for problem in problems:
             print(f"  {problem}")
         failed |= bool(problems)
-    sizes = [(sum(1 for _ in open(os.path.join(ROOT, f), encoding="utf-8")), f) for f in files]
-    largest = sorted(sizes, reverse=True)[:3]
+    largest = sorted(((n, f) for f, n in counts.items()), reverse=True)[:3]
     print("check_rules: largest files: " + ", ".join(f"{f} ({n})" for n, f in largest))
     return 1 if failed else 0
 

@@ -108,26 +108,22 @@ class _Carry:
         self.names, self.init, self.kind = list(names), init, kind
         self.carried: list[tuple[int, pytree.Tree | None, int]] = []  # (variable, tree or None, leaves)
         self.types: list[type[Numeric]] = []
+        self._initial: list = []  # the carried values before the region (scalars not yet converted)
         for i, v in enumerate(init):
             if _is_scalar(v):
                 self.carried.append((i, None, 1))
                 self.types.append(_carried_type(v))
+                self._initial.append(v)
             elif not isinstance(v, Undefined):
                 leaves, tree = pytree.flatten(v, _is_numeric)
                 if leaves:
                     self.carried.append((i, tree, len(leaves)))
                     self.types += [type(leaf) for leaf in leaves]
+                    self._initial += leaves
         self.slots = {i for i, _, _ in self.carried}
 
     def initial_values(self) -> list[Numeric]:
-        values = []
-        for i, tree, _ in self.carried:
-            if tree is None:
-                t = self.types[len(values)]
-                values.append(convert(as_numeric(self.init[i], t), t))
-            else:
-                values += pytree.flatten(self.init[i], _is_numeric)[0]
-        return values
+        return [convert(as_numeric(v, t), t) for v, t in zip(self._initial, self.types)]
 
     def _place(self, values: Sequence[Numeric]) -> list:
         """The variables with the carried ones rebuilt from `values`."""

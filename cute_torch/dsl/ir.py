@@ -121,6 +121,7 @@ class ModuleBuilder:
         self.kernel_dims: dict = {}
         self.kernel_smem: dict = {}  # kernel symbol -> dynamic shared memory its SmemAllocator took
         self.arch: str | None = None  # the target, for checks that depend on it
+        self.dynamic_smem_alignment = 0  # the declared alignment of the dynamic shared memory, once used
 
     def fresh(self, prefix: str = "v") -> str:
         self._counter += 1

@@ -27,7 +27,7 @@ from ..compiler import CompiledModule, compile_mlir
 from ..env import knobs
 from ..errors import CompileError
 from ..launch import current_stream_handle, loaded_torch
-from ..toolkit import target_arch
+from ..toolkit import MAX_DYNAMIC_SMEM, target_arch
 from . import cache, control, ir, pytree
 from .diagnostics import (ARGUMENT_MISMATCH, INVALID_LAUNCH, KERNEL_CALLS_KERNEL, MLIR_ERROR, PYTHON_CALLS_KERNEL,
                           DSLError, Location, user_location)
@@ -648,7 +648,7 @@ class KernelLaunch:
         needed = host.module.kernel_smem.get(symbol, 0)
         if smem is None:
             smem = needed
-        limit = _MAX_DYNAMIC_SMEM.get(host.module.arch or "")
+        limit = MAX_DYNAMIC_SMEM.get(host.module.arch or "")
         if limit is not None and isinstance(smem, int) and smem > limit:
             raise DSLError(INVALID_LAUNCH, f"{smem} bytes of dynamic shared memory; {host.module.arch} allows at most "
                            f"{limit} per block", user_location(),
@@ -720,11 +720,6 @@ class KernelLaunch:
         module.kernel_smem[symbol] = smem_needed(device)
         attrs = f" attributes {{{', '.join(self.bounds)}}}" if self.bounds else ""
         module.device_functions.append(f"gpu.func @{symbol}({signature}) kernel{attrs} {{\n{body}\n}} {loc}")
-
-
-# The most dynamic shared memory one block may opt into, per arch (CUDA's
-# sharedMemPerBlockOptin: 163 KB on A100, 99 KB on sm_86/sm_89, 227 KB on H100).
-_MAX_DYNAMIC_SMEM = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448, "sm_90a": 232448}
 
 
 def _is_kernel_leaf(value) -> bool:

@@ -12,17 +12,19 @@ import math
 
 from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
-from .numeric import Int32, Int64, Numeric, as_numeric, convert
+from .numeric import Boolean, Int32, Int64, Numeric, as_numeric, convert
 
-_STORAGE = {"Boolean": "i8"}
-
-
-def _storage(dtype) -> str:
-    return _STORAGE.get(dtype.__name__, dtype.mlir)
+_STORAGE = {Boolean: "i8"}
 
 
-def element_bytes(dtype) -> int:
-    return 1 if dtype.__name__ == "Boolean" else max(1, dtype.width // 8)
+def storage_type(dtype) -> str:
+    """The LLVM type an element lives in memory as (Boolean is a byte)."""
+    return _STORAGE.get(dtype, dtype.mlir)
+
+
+def byte_width(dtype) -> int:
+    """An element's size in bytes."""
+    return 1 if dtype is Boolean else max(1, dtype.width // 8)
 
 
 class Pointer:
@@ -58,8 +60,8 @@ class Pointer:
                            user_location())
         t = self.value.type
         value = b.op(f"llvm.getelementptr {self.value.name}[{off.ir.name}] : ({t}, {off.ir.type}) -> {t}, "
-                     f"{_storage(self.dtype)}", t)
-        step = offset * element_bytes(self.dtype) if isinstance(offset, int) else element_bytes(self.dtype)
+                     f"{storage_type(self.dtype)}", t)
+        step = offset * byte_width(self.dtype) if isinstance(offset, int) else byte_width(self.dtype)
         alignment = math.gcd(self.alignment, step & -step) if step else self.alignment
         return Pointer(value, self.dtype, self.memspace, alignment, self.wide)
 

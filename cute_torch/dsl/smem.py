@@ -17,7 +17,7 @@ from __future__ import annotations
 from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
 from .numeric import Numeric
-from .pointer import Pointer, element_bytes
+from .pointer import Pointer, byte_width
 
 DYNAMIC_SMEM_SYMBOL = "__cute_dynamic_smem"
 
@@ -29,16 +29,13 @@ def _round_up(n: int, to: int) -> int:
 def dynamic_smem_base(b: ir.FunctionBuilder, alignment: int) -> ir.Value:
     """The address of the launch's dynamic shared memory, declared `alignment`-byte aligned
     (the declaration keeps the largest alignment any user asked for)."""
-    globals_ = b.module.device_globals
-    found = next((i for i, g in enumerate(globals_) if DYNAMIC_SMEM_SYMBOL in g), None)
-    declared = 0 if found is None else int(globals_[found].split("alignment = ")[1].split(" ")[0])
-    if alignment > declared:
+    module = b.module
+    alignment = max(alignment, 16)
+    if alignment > module.dynamic_smem_alignment:
         line = (f"llvm.mlir.global external @{DYNAMIC_SMEM_SYMBOL}() {{addr_space = 3 : i32, alignment = "
-                f"{max(alignment, 16)} : i64}} : !llvm.array<0 x i8>")
-        if found is None:
-            globals_.append(line)
-        else:
-            globals_[found] = line
+                f"{alignment} : i64}} : !llvm.array<0 x i8>")
+        module.device_globals[:] = [g for g in module.device_globals if DYNAMIC_SMEM_SYMBOL not in g] + [line]
+        module.dynamic_smem_alignment = alignment
     return b.op(f"llvm.mlir.addressof @{DYNAMIC_SMEM_SYMBOL} : !llvm.ptr<3>", "!llvm.ptr<3>")
 
 
@@ -57,7 +54,7 @@ class _Range:
 
     @property
     def size(self) -> int:
-        return self.count * element_bytes(self.dtype)
+        return self.count * byte_width(self.dtype)
 
 
 class MemRange:
@@ -65,7 +62,7 @@ class MemRange:
 
     def __class_getitem__(cls, item):
         dtype, count = item
-        return _Range(dtype, count, element_bytes(dtype))
+        return _Range(dtype, count, byte_width(dtype))
 
 
 class Align:
@@ -99,7 +96,7 @@ class _Layout:
             if isinstance(spec, type) and hasattr(spec, "__cute_struct__"):
                 spec = _Nested(spec, 1)
             elif isinstance(spec, type) and issubclass(spec, Numeric):
-                spec = _Range(spec, 1, element_bytes(spec))
+                spec = _Range(spec, 1, byte_width(spec))
             elif not isinstance(spec, (_Range, _Nested)):
                 raise DSLError(ARGUMENT_MISMATCH, f"field '{name}' of {cls.__name__} is {spec!r}; a @cute.struct "
                                "field is a MemRange, an Align, a numeric type or another @cute.struct",
@@ -180,7 +177,7 @@ class SmemAllocator:
         self._offset = start + size
         b = self._b
         b.dynamic_smem_bytes = max(getattr(b, "dynamic_smem_bytes", 0), self._offset)
-        base = Pointer(dynamic_smem_base(b, max(align, 16)), Uint8, "smem", max(align, 16))
+        base = Pointer(dynamic_smem_base(b, align), Uint8, "smem", max(align, 16))
         return base + start if start else base
 
     def allocate(self, what, byte_alignment: int = 1):
@@ -194,7 +191,7 @@ class SmemAllocator:
                        user_location())
 
     def allocate_array(self, element_type, num_elems: int = 1) -> Pointer:
-        ptr = self._take(num_elems * element_bytes(element_type), element_bytes(element_type))
+        ptr = self._take(num_elems * byte_width(element_type), byte_width(element_type))
         return _retyped(ptr, element_type, ptr.alignment)
 
     def allocate_tensor(self, element_type, layout, byte_alignment: int = 16):
@@ -203,7 +200,7 @@ class SmemAllocator:
         count = cosize(layout)
         if not isinstance(count, int):
             raise DSLError(ARGUMENT_MISMATCH, "allocate_tensor needs a static layout", user_location())
-        ptr = self._take(count * element_bytes(element_type), max(byte_alignment, element_bytes(element_type)))
+        ptr = self._take(count * byte_width(element_type), max(byte_alignment, byte_width(element_type)))
         return make_tensor(_retyped(ptr, element_type, ptr.alignment), layout)
 
 

@@ -22,7 +22,7 @@ from .numeric import (BY_TORCH_NAME, Boolean, Int32, Int64, Numeric, as_numeric,
 from .layout import (ComposedLayout, Layout, divisibility, is_tuple, leaves, make_layout, rebuild, size,
                      slice_and_offset, spell)
 from .layout_ops import add_offsets
-from .pointer import Pointer
+from .pointer import Pointer, byte_width, storage_type  # noqa: F401 - storage_type re-exported
 
 def _widen(coord):
     if is_tuple(coord):
@@ -31,17 +31,6 @@ def _widen(coord):
 
 
 # -- DSL tensors ----------------------------------------------------------------------------------
-
-_STORAGE = {Boolean: "i8"}
-
-
-def storage_type(dtype: type[Numeric]) -> str:
-    return _STORAGE.get(dtype, dtype.mlir)
-
-
-def byte_width(dtype: type[Numeric]) -> int:
-    return 1 if dtype is Boolean else max(1, dtype.width // 8)
-
 
 class Tensor:
     """A pointer and a layout: element c lives at ptr[swizzle(offset + layout(c))].

@@ -17,11 +17,7 @@ from .layout import size, spell
 from .math import max as _max
 from .math import min as _min
 from .numeric import Boolean, Int32, Numeric, as_numeric, convert
-
-
-def _storage(dtype) -> str:
-    from .tensor import storage_type
-    return storage_type(dtype)
+from .pointer import storage_type as _storage
 
 
 def _position(i: int) -> str:
