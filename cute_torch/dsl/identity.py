@@ -39,7 +39,8 @@ class IdentityTensor(Tensor):
         raise DSLError(UNSUPPORTED_TYPE, "an identity tensor has no memory to load; read coordinates with t[i]",
                        user_location())
 
-    store = __setitem__
+    def store(self, value) -> None:
+        self[0] = value  # the same error as writing an element
 
     @property
     def iterator(self):
