@@ -368,7 +368,36 @@ def composition(a, b):
         return a.with_layout(composition(a.layout, b))
     if isinstance(a, ComposedLayout):
         return ComposedLayout(a.inner, a.offset, composition(a.outer, b))
+    if isinstance(a, Layout) and not a.is_static and is_static(a.shape):
+        return _compose_runtime_strides(a, b)
     return _call("composition", _static_pair(a, "composition"), *_tiler(b, "composition"))
+
+
+def _compose_runtime_strides(a: Layout, b) -> Layout:
+    """A o B for a static shape with run-time strides (a global-memory tile partitioned by an
+    MMA's thread-value layout). CuTe's composition splits B along A's leaves, so each result
+    stride is k times one leaf's stride. Compose a stand-in of the same shape whose leaf j has
+    the static stride g_j = prod_{i<j} 2*s_i (no two leaves coalesce, and a stride names its
+    leaf), then map each result stride k*g_j back to k*d_j (a crd2idx op when d_j is run-time)."""
+    extents, strides = leaves(a.shape), leaves(a.stride)
+    gaps, g = [], 1
+    for s in extents:
+        gaps.append(g)
+        g *= 2 * s
+    standin = composition(Layout(a.shape, rebuild(a.shape, list(gaps))), b)  # rebuild consumes its list
+
+    def original(stride: int):
+        if stride == 0:
+            return 0
+        for j, (gap, s, d) in enumerate(zip(gaps, extents, strides)):
+            last = j == len(gaps) - 1
+            if stride % gap == 0 and gap <= stride and (last or stride < gap * s):
+                k = stride // gap
+                return k * d if isinstance(d, int) else ops.crd2idx(k, k + 1, d)
+        _fail("composition", f"{a} o {b}: a result stride {stride} of the stand-in falls between leaves")
+
+    result = [original(x) for x in leaves(standin.stride)]
+    return Layout(standin.shape, rebuild(standin.stride, result))
 
 
 def _divide(name: str):

@@ -1,0 +1,53 @@
+"""`cute.nvgpu.warp`: MMAs that one warp issues together (`mma.sync`, sm_80 and newer).
+
+    op = cute.nvgpu.warp.MmaF16BF16Op(cute.BFloat16, cute.Float32, (16, 8, 16))
+    tiled_mma = cute.make_tiled_mma(op, (2, 2, 1))     # four warps, 32x16 per k-step of 16
+
+Each thread holds its share of the 16x16 A, 8x16 B and 16x8 C tiles in registers; which
+elements is the atom's thread-value layout (CuTe's SM80_16x8x16 layouts, from the PTX ISA's
+fragment tables): (thread, value) -> the column-major index of the element in the tile.
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
+from ..layout import Layout
+from ..mma_atom import MmaAtom, check_types, emit_inline_mma, zero_unless
+from ..numeric import BFloat16, Float16, Float32
+
+# The PTX ISA's m16n8k16 fragments. Threads t = t0 + 4*t1 (t0 = lane % 4, t1 = lane / 4).
+# A (16x16): a register pair holds k = 2*t0 + {0,1}; the pairs go row + 8, then k + 8.
+_A_16x16 = Layout(((4, 8), (2, 2, 2)), ((32, 1), (16, 8, 128)))
+# B (8x16, indexed n + 8*k): k = 2*t0 + {0,1}, then k + 8; n = t1.
+_B_8x16 = Layout(((4, 8), (2, 2)), ((16, 1), (8, 64)))
+# C (16x8): n = 2*t0 + {0,1}, then row + 8; m = t1.
+_C_16x8 = Layout(((4, 8), (2, 2)), ((32, 1), (16, 8)))
+
+
+class MmaF16BF16Op(MmaAtom):
+    """D (16x8) = A (16x16) * B (16x8) + C with fp16 or bf16 inputs and fp32 accumulators
+    (fp16 accumulators for fp16 inputs), one `mma.sync.aligned.m16n8k16.row.col` per call."""
+
+    threads = 32
+
+    def __init__(self, ab_dtype, acc_dtype, shape_mnk=(16, 8, 16)):
+        check_types("warp.MmaF16BF16Op", ab_dtype, acc_dtype, {Float16: (Float32, Float16), BFloat16: (Float32,)})
+        if tuple(shape_mnk) != (16, 8, 16):
+            raise DSLError(ARGUMENT_MISMATCH, f"warp.MmaF16BF16Op supports shape_mnk (16, 8, 16), got {shape_mnk}",
+                           user_location())
+        self.a_dtype = self.b_dtype = ab_dtype
+        self.acc_dtype = acc_dtype
+        self.shape_mnk = (16, 8, 16)
+        self.layout_a, self.layout_b, self.layout_c = _A_16x16, _B_8x16, _C_16x8
+
+    def __str__(self) -> str:
+        return f"warp.MmaF16BF16Op({self.a_dtype.__name__}, {self.acc_dtype.__name__}, m16n8k16)"
+
+    def call(self, d, a, b, c, accumulate=True) -> None:
+        """One MMA on fragments sliced to this atom (their first mode, the values); without
+        `accumulate`, C is taken as zero."""
+        if accumulate is not True:
+            c = zero_unless(c, accumulate)
+        ab = "f16" if self.a_dtype is Float16 else "bf16"
+        acc = "f32" if self.acc_dtype is Float32 else "f16"
+        emit_inline_mma(f"mma.sync.aligned.m16n8k16.row.col.{acc}.{ab}.{ab}.{acc}", d, a, b, c, self.acc_dtype)

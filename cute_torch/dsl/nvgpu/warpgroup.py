@@ -1,0 +1,248 @@
+"""`cute.nvgpu.warpgroup`: Hopper's warpgroup MMA (`wgmma.mma_async`, sm_90a), issued by four
+warps (128 threads) together, asynchronously.
+
+    op = cute.nvgpu.warpgroup.MmaF16BF16Op(cute.BFloat16, cute.Float32, (64, 128, 16))
+    tiled_mma = cute.make_tiled_mma(op, (2, 1, 1))        # two consumer warpgroups along M
+    ...
+    cute.nvgpu.warpgroup.fence()                          # registers written before: visible to wgmma
+    cute.gemm(tiled_mma, acc, tCrA[None, None, k], tCrB[None, None, k], acc)
+    cute.nvgpu.warpgroup.commit_group()
+    cute.nvgpu.warpgroup.wait_group(0)                    # acc may be read now
+
+A and B are read from shared memory through 64-bit matrix descriptors. The DSL builds them
+from the operand's shared-memory layout (start address, stride byte offset, swizzle mode): the
+user partitions shared-memory tensors with the tiled MMA and never spells a descriptor. The
+layouts wgmma reads are CuTe's canonical K-major ones: 8-row groups of 32-, 64- or 128-byte
+rows, swizzled with Sw<1|2|3, 4, 3> (on byte addresses), K contiguous in a row.
+
+Differences from CuTe DSL: operands from registers (OperandSource.RMEM), MN-major shared
+operands and fp16 accumulators are not supported yet (each is an error that says so).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from .. import ir
+from ..diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
+from ..layout import Layout, Swizzle, size
+from ..mma_atom import MmaAtom, check_types, inline_asm, struct_fields
+from ..numeric import BFloat16, Boolean, Float16, Float32, Int32, Int64, as_numeric, convert
+from ..tensor import Tensor, byte_width
+
+
+class OperandSource(enum.Enum):
+    RMEM = "rmem"
+    SMEM = "smem"
+
+
+class OperandMajorMode(enum.Enum):
+    MN = "mn"
+    K = "k"
+
+
+class Field(enum.Enum):
+    ACCUMULATE = "accumulate"
+
+
+# CuTe's SM90 64xN accumulator layout, from the PTX ISA's wgmma D fragment: warp w holds rows
+# 16w..16w+15; in a warp, t0 = lane % 4 picks columns 2*t0 + {0,1} (then every 8 columns),
+# t1 = lane / 4 picks the row (then the row 8 below).
+def _c_layout(n: int) -> Layout:
+    return Layout(((4, 8, 4), (2, 2, n // 8)), ((128, 1, 16), (64, 8, 512)))
+
+
+def _smem_layout(rows: int) -> Layout:
+    """A shared operand: every thread of the warpgroup names the whole (rows x 16) tile."""
+    return Layout((128, (rows, 16)), (0, (1, rows)))
+
+
+class MmaF16BF16Op(MmaAtom):
+    """D (64xN, fp32) += A (64x16) * B (16xN), fp16 or bf16 inputs from shared memory,
+    N in 8..256 by 8; one `wgmma.mma_async` per atom."""
+
+    threads = 128
+
+    def __init__(self, ab_dtype, acc_dtype, instruction_shape, a_src=OperandSource.SMEM,
+                 a_major_mode=OperandMajorMode.K, b_major_mode=OperandMajorMode.K):
+        check_types("warpgroup.MmaF16BF16Op", ab_dtype, acc_dtype, {Float16: (Float32,), BFloat16: (Float32,)})
+        m, n, k = tuple(instruction_shape)
+        if m != 64 or k != 16 or not (8 <= n <= 256 and n % 8 == 0):
+            raise DSLError(ARGUMENT_MISMATCH, f"warpgroup.MmaF16BF16Op shapes are (64, N, 16) with N in 8..256 by 8, "
+                           f"got {tuple(instruction_shape)}", user_location())
+        if a_src is not OperandSource.SMEM:
+            raise DSLError(UNSUPPORTED_TYPE, "warpgroup MMA with A from registers (OperandSource.RMEM) is not "
+                           "supported yet", user_location(), "stage A in shared memory (OperandSource.SMEM)")
+        for name, major in (("A", a_major_mode), ("B", b_major_mode)):
+            if major is not OperandMajorMode.K:
+                raise DSLError(UNSUPPORTED_TYPE, f"warpgroup MMA with an MN-major {name} is not supported yet",
+                               user_location(), f"store {name} K-major in shared memory (K contiguous)")
+        self.a_dtype = self.b_dtype = ab_dtype
+        self.acc_dtype = acc_dtype
+        self.shape_mnk = (m, n, k)
+        self.a_source = self.b_source = "smem"
+        self.layout_a, self.layout_b, self.layout_c = _smem_layout(m), _smem_layout(n), _c_layout(n)
+
+    def __str__(self) -> str:
+        return (f"warpgroup.MmaF16BF16Op({self.a_dtype.__name__}, {self.acc_dtype.__name__}, "
+                f"m64n{self.shape_mnk[1]}k16)")
+
+    def call(self, d, a, b, c, accumulate=True) -> None:
+        """One wgmma: D = A * B + (C if accumulate), A and B given as descriptor fragments.
+        It is asynchronous: D's registers may be read only after wait_group."""
+        _require_sm90a("warpgroup MMA (wgmma)")
+        if not isinstance(a, DescriptorFragment) or not isinstance(b, DescriptorFragment):
+            raise DSLError(ARGUMENT_MISMATCH, "warpgroup MMA reads A and B from shared memory: pass "
+                           "make_fragment_A/B of shared-memory partitions", user_location())
+        n_acc = size(c.shape)
+        if c is not d:
+            for i in range(n_acc):
+                d[i] = c[i]
+        desc_a, desc_b = a.descriptor(), b.descriptor()
+        ab = "f16" if self.a_dtype is Float16 else "bf16"
+        scale_d = Int32(1) if accumulate is True else convert(as_numeric(accumulate, Boolean), Int32)
+        accs = [d[i].ir for i in range(n_acc)]
+        # Operands are numbered outputs first, then inputs: the tied accumulators, A, B, the flag.
+        regs = ", ".join(f"${i}" for i in range(n_acc))
+        text = (f"{{\\0A.reg .pred p;\\0Asetp.ne.b32 p, ${2 * n_acc + 2}, 0;\\0A"
+                f"wgmma.mma_async.sync.aligned.m64n{self.shape_mnk[1]}k16.f32.{ab}.{ab} "
+                f"{{{regs}}}, ${2 * n_acc}, ${2 * n_acc + 1}, p, 1, 1, 0, 0;\\0A}}")
+        struct_t = f"!llvm.struct<({', '.join(['f32'] * n_acc)})>"
+        result = inline_asm(text, ["=f"] * n_acc, accs + [desc_a.ir, desc_b.ir, scale_d.ir], struct_t,
+                            input_constraints=[str(i) for i in range(n_acc)] + ["l", "l", "r"])
+        for i, v in enumerate(struct_fields(result, n_acc, "f32")):
+            d[i] = Float32._wrap(v)
+
+
+def _require_sm90a(what: str) -> None:
+    b = ir.require("device", what)
+    arch = getattr(b.module, "arch", None)
+    if arch is not None and arch != "sm_90a":
+        raise DSLError(UNSUPPORTED_TYPE, f"{what} needs sm_90a, Hopper's arch-specific target; this module is "
+                       f"compiled for {arch}", user_location())
+
+
+# -- fences -----------------------------------------------------------------------------------------
+
+def fence() -> None:
+    """Orders register (and shared-memory) writes before the next wgmma that reads them."""
+    _require_sm90a("warpgroup.fence")
+    ir.current().emit("nvvm.wgmma.fence.aligned")
+
+
+def commit_group() -> None:
+    """Closes the group of wgmmas issued since the last commit."""
+    _require_sm90a("warpgroup.commit_group")
+    ir.current().emit("nvvm.wgmma.commit.group.sync.aligned")
+
+
+def wait_group(group) -> None:
+    """Waits until at most `group` (a compile-time int) committed groups are still running."""
+    _require_sm90a("warpgroup.wait_group")
+    if not isinstance(group, int) or group < 0:
+        raise DSLError(ARGUMENT_MISMATCH, f"wait_group takes a compile-time count >= 0, got {group}", user_location())
+    ir.current().emit(f"nvvm.wgmma.wait.group.sync.aligned {group}")
+
+
+# -- shared-memory operands as descriptors ----------------------------------------------------------
+
+class DescriptorFragment:
+    """A thread's partition of a shared-memory operand, standing for the wgmma descriptors of
+    its atoms (CuTe DSL's make_fragment_A/B of an SS MMA). Slices like the tensor it wraps."""
+
+    def __init__(self, tensor: Tensor):
+        self.tensor = tensor
+
+    @property
+    def shape(self):
+        return self.tensor.shape
+
+    @property
+    def _layout(self):
+        return self.tensor._layout
+
+    @property
+    def dtype(self):
+        return self.tensor.dtype
+
+    def with_layout(self, layout) -> "DescriptorFragment":
+        return DescriptorFragment(self.tensor.with_layout(layout))
+
+    def __getitem__(self, coord) -> "DescriptorFragment":
+        return DescriptorFragment(self.tensor._slice(coord))
+
+    def __str__(self) -> str:
+        return f"descriptors of {self.tensor}"
+
+    def descriptor(self) -> Int64:
+        """The 64-bit matrix descriptor of this (rows x 16) tile."""
+        return smem_descriptor(self.tensor)
+
+
+def smem_operand(atom, operand: str, partitioned) -> DescriptorFragment:
+    if not isinstance(partitioned, Tensor) or partitioned.memspace != "smem":
+        raise DSLError(ARGUMENT_MISMATCH, f"{atom} reads {operand} from shared memory: make_fragment_{operand} takes "
+                       f"a shared-memory partition (partition_{operand} of a shared-memory tensor)", user_location())
+    return DescriptorFragment(partitioned)
+
+
+# Descriptor layout types (bits 62-63) by swizzle width in bytes.
+_LAYOUT_TYPE = {128: 1, 64: 2, 32: 3}
+
+
+def smem_descriptor(tile: Tensor) -> Int64:
+    """wgmma's descriptor of a K-major (rows x 16) tile: bits 0-13 the start address >> 4,
+    16-29 the leading byte offset >> 4 (unused for swizzled K-major: 1), 32-45 the stride byte
+    offset >> 4 (from one 8-row group to the next), 62-63 the swizzle mode. The hardware applies
+    the swizzle to the addresses it forms, so the start address is the unswizzled one (the
+    k-th 16-element slice of a row starts 32*k bytes in)."""
+    width = _swizzle_width(tile)
+    elem = byte_width(tile.dtype)
+    layout = tile._layout
+    while isinstance(layout.shape, tuple) and len(layout.shape) == 1:   # the atom's value mode, (rows, 16)
+        layout = layout[0]
+    rows = size(layout.shape[0]) if isinstance(layout.shape, tuple) and len(layout.shape) == 2 else None
+    if rows is None or size(layout.shape[1]) != 16:
+        raise DSLError(ARGUMENT_MISMATCH, f"a wgmma operand tile is (rows, 16), got {layout}", user_location())
+    if not layout.is_static:
+        raise DSLError(ARGUMENT_MISMATCH, f"wgmma operands need a static shared-memory layout, got {layout}",
+                       user_location())
+    per_row = width // elem
+    sbo = layout((8, 0)) if rows > 8 else 8 * per_row
+    for k in range(16):
+        if layout((0, k)) != k:
+            raise _not_canonical(tile, width, f"K is not contiguous (element k={k} is at {layout((0, k))})")
+    for r in range(rows):
+        want = (r % 8) * per_row + (r // 8) * sbo
+        if layout((r, 0)) != want:
+            raise _not_canonical(tile, width, f"row {r} starts at element {layout((r, 0))}, not {want}")
+    if (sbo * elem) % 16:
+        raise _not_canonical(tile, width, f"8-row groups {sbo * elem} bytes apart (a multiple of 16 is needed)")
+    if tile.alignment < 8 * width:
+        raise DSLError(ARGUMENT_MISMATCH, f"a {width}-byte swizzled wgmma operand must start {8 * width}-byte "
+                       f"aligned; this shared memory is known {tile.alignment}-byte aligned", user_location(),
+                       f"allocate it with byte_alignment={8 * width} (or Align[{8 * width}] in a cute.struct)")
+    b = ir.current()
+    base = Int32._wrap(b.op(f"llvm.ptrtoint {tile.ptr.name} : {tile.ptr.type} to i32", "i32"))
+    offset = tile.offset if not isinstance(tile.offset, int) else Int32(tile.offset)
+    address = base + convert(offset, Int32) * elem
+    start = convert((address >> 4) & 0x3FFF, Int64)
+    high = (1 << 16) | (((sbo * elem) >> 4) << 32) | (_LAYOUT_TYPE[width] << 62)
+    return start | Int64(high - (1 << 64) if high >= 1 << 63 else high)
+
+
+def _swizzle_width(tile: Tensor) -> int:
+    sw = tile.swizzle
+    if not isinstance(sw, Swizzle) or sw.base != 4 or sw.shift != 3 or sw.bits not in (1, 2, 3):
+        raise DSLError(ARGUMENT_MISMATCH, f"wgmma reads shared memory swizzled by Sw<1|2|3,4,3> (32-, 64- or 128-byte "
+                       f"rows), got {sw or 'no swizzle'} on {tile.layout}", user_location(),
+                       "build the shared layout from a swizzle atom, e.g. make_composed_layout(make_swizzle(3, 4, 3), "
+                       "0, make_layout((8, 64), stride=(64, 1))) tiled with tile_to_shape")
+    return 16 << sw.bits
+
+
+def _not_canonical(tile: Tensor, width: int, problem: str) -> DSLError:
+    return DSLError(ARGUMENT_MISMATCH, f"this shared-memory tile is not a K-major {width}-byte swizzled wgmma "
+                    f"operand: {problem} in {tile.layout}", user_location(),
+                    f"rows of {width} bytes, 8-row groups, K contiguous: tile_to_shape of a "
+                    f"Sw<{(width // 16).bit_length() - 1},4,3> o (8,{width}/elem):({width}/elem,1) atom")
