@@ -162,9 +162,11 @@ private:
   std::map<std::string, HostFunction> functions;
 };
 
-/// What host code may call: the runtime's launch entry.
-const char *const hostSymbolNames[] = {"cute_rt_launch"};
-void *const hostSymbolAddresses[] = {reinterpret_cast<void *>(&cute_rt_launch)};
+/// What host code may call: the runtime's launch and TMA-descriptor entries.
+const char *const hostSymbolNames[] = {"cute_rt_launch", "cute_rt_encode_tma"};
+void *const hostSymbolAddresses[] = {reinterpret_cast<void *>(&cute_rt_launch),
+                                     reinterpret_cast<void *>(&cute_rt_encode_tma)};
+constexpr int kHostSymbolCount = 2;
 
 py::tuple artifactOrError(CuteArtifact *handle, char *error) {
   if (!handle) {
@@ -182,7 +184,7 @@ py::tuple compile(const std::string &mlir, const std::string &options) {
   {
     py::gil_scoped_release release;
     handle = cute_compile(mlir.data(), mlir.size(), options.c_str(), hostSymbolNames,
-                          hostSymbolAddresses, 1, &error);
+                          hostSymbolAddresses, kHostSymbolCount, &error);
   }
   return artifactOrError(handle, error);
 }
@@ -209,7 +211,7 @@ py::tuple load(const std::string &host, const std::string &metadata, const py::l
     py::gil_scoped_release release;
     handle = cute_load_artifact(host.data(), host.size(), metadata.c_str(), blobPtrs.data(),
                                 sizes.data(), namePtrs.data(), names.size(), hostSymbolNames,
-                                hostSymbolAddresses, 1, &error);
+                                hostSymbolAddresses, kHostSymbolCount, &error);
   }
   return artifactOrError(handle, error);
 }

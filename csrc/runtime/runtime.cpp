@@ -213,3 +213,41 @@ extern "C" int cute_rt_launch(int32_t kernel, int64_t gx, int64_t gy, int64_t gz
   }
   return 0;
 }
+
+extern "C" int cute_rt_encode_tma(void *out, int32_t dtype, int32_t rank, void *global,
+                                  const int64_t *dims, const int64_t *strides, const int32_t *box,
+                                  int32_t swizzle) {
+  LaunchScope *scope = currentScope;
+  if (!scope || !scope->error.empty())
+    return 1;
+  cuuint64_t extents[5], byteStrides[4];
+  cuuint32_t boxDims[5], elementStrides[5];
+  std::string shape;
+  for (int32_t i = 0; i < rank && i < 5; ++i) {
+    extents[i] = cuuint64_t(dims[i]);
+    boxDims[i] = cuuint32_t(box[i]);
+    elementStrides[i] = 1;
+    if (i > 0)
+      byteStrides[i - 1] = cuuint64_t(strides[i - 1]);
+    shape += (i ? ", " : "") + std::to_string(dims[i]) +
+             (i ? " (" + std::to_string(strides[i - 1]) + " B apart)" : "") + " box " +
+             std::to_string(box[i]);
+  }
+  try {
+    const Driver &d = Driver::get();
+    d.checkLazy(d.cuTensorMapEncodeTiled(
+                    static_cast<CUtensorMap *>(out), CUtensorMapDataType(dtype), cuuint32_t(rank),
+                    global, extents, byteStrides, boxDims, elementStrides,
+                    CU_TENSOR_MAP_INTERLEAVE_NONE, CUtensorMapSwizzle(swizzle),
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                [&] {
+                  return "TMA descriptor for the tensor at " +
+                         std::to_string(reinterpret_cast<uintptr_t>(global)) +
+                         " (dims innermost first: " + shape + ")";
+                });
+  } catch (const std::exception &e) {
+    scope->error = e.what();
+    return 1;
+  }
+  return 0;
+}

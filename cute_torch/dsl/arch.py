@@ -262,3 +262,5 @@ from .sync import (barrier, block_idx_in_cluster, block_in_cluster_rank, cluster
                    fence_proxy, make_warp_uniform, mbarrier_arrive, mbarrier_arrive_and_expect_tx,
                    mbarrier_expect_tx, mbarrier_init, mbarrier_init_fence, mbarrier_try_wait, mbarrier_wait,
                    warpgroup_reg_alloc, warpgroup_reg_dealloc)
+from .nvgpu.cpasync import commit_group as cp_async_bulk_commit_group  # noqa: E402,F401
+from .nvgpu.cpasync import wait_group as cp_async_bulk_wait_group  # noqa: E402,F401

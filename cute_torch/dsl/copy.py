@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from .diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
 from .layout import size
+from .nvgpu.cpasync import TmaAtom, tma_copy
 from .tensor import Tensor
 
 
-def copy(*args) -> None:
-    """copy(src, dst) or CuTe DSL's copy(atom, src, dst) (the atom is accepted and unused: the
-    vector width comes from the layouts). Guard it with an `if` for partial tiles."""
+def copy(*args, **kwargs) -> None:
+    """copy(src, dst) or CuTe DSL's copy(atom, src, dst). A TMA atom issues a bulk tensor copy
+    (`tma_bar_ptr=` for loads); other atoms are accepted and unused: the vector width comes
+    from the layouts. Guard it with an `if` for partial tiles."""
+    if len(args) == 3 and isinstance(args[0], TmaAtom):
+        tma_copy(*args, **kwargs)
+        return
+    if kwargs:
+        raise DSLError(ARGUMENT_MISMATCH, f"copy takes {', '.join(kwargs)} only with a TMA atom", user_location())
     if len(args) == 3:
         args = args[1:]
     if len(args) != 2 or not all(isinstance(a, Tensor) for a in args):

@@ -13,7 +13,7 @@ run-time).
 from __future__ import annotations
 
 from .diagnostics import UNSUPPORTED_TYPE, DSLError, user_location
-from .int_tuple import is_tuple
+from .int_tuple import is_tuple, leaves, rebuild, spell
 from .layout import idx2crd, make_layout
 from .layout_ops import add_offsets
 from .numeric import Boolean, Int32, Numeric, convert
@@ -49,9 +49,30 @@ class IdentityTensor(Tensor):
     def __str__(self) -> str:
         return f"identity_tensor<{self.layout}>"
 
+    def origin(self):
+        """The coordinate of this (tile's) first element."""
+        return idx2crd(add_offsets(self.offset, 0), self.domain)
+
+    # A kernel parameter (a TMA tensor): the run-time extents of its domain; it must be whole.
+    def signature(self) -> tuple:
+        return ("identity", spell(self.domain), tuple(type(x).__name__ for x in self._dynamic()))
+
+    def _dynamic(self) -> list:
+        return [x for x in leaves(self.domain) if isinstance(x, Numeric)]
+
     def flatten(self):
-        raise DSLError(UNSUPPORTED_TYPE, "an identity tensor cannot be a kernel argument", user_location(),
-                       "make it inside the kernel: cute.make_identity_tensor(shape)")
+        if not (isinstance(self.offset, int) and self.offset == 0):
+            raise DSLError(UNSUPPORTED_TYPE, "a tiled or sliced identity tensor cannot be a kernel argument",
+                           user_location(), "pass the whole coordinate tensor and tile it in the kernel")
+        return [x.ir for x in self._dynamic()]
+
+    def param_count(self) -> int:
+        return len(self._dynamic())
+
+    def rebuild(self, values) -> "IdentityTensor":
+        values = list(values)
+        flat = [type(x)._wrap(values.pop(0)) if isinstance(x, Numeric) else x for x in leaves(self.domain)]
+        return IdentityTensor(rebuild(self.domain, flat))
 
 
 def make_identity_tensor(shape) -> IdentityTensor:

@@ -117,6 +117,7 @@ class ModuleBuilder:
         self.host_functions: list[str] = []
         self.device_functions: list[str] = []
         self.device_globals: list[str] = []
+        self.host_declarations: set[str] = set()  # runtime functions host code calls (llvm.func)
         self.kernels: dict = {}  # specialization key -> kernel symbol
         self.kernel_dims: dict = {}
         self.kernel_smem: dict = {}  # kernel symbol -> dynamic shared memory its SmemAllocator took
@@ -139,6 +140,7 @@ class ModuleBuilder:
         if self.device_functions or self.device_globals:
             body = self.device_globals + self.device_functions
             parts.append(f"  gpu.module @{self.name}_kernels {{\n{indent(body, '    ')}\n  }}")
+        parts += [indent([d]) for d in sorted(self.host_declarations)]
         parts += [indent([f]) for f in self.host_functions]
         parts.append("}")
         return "\n".join(parts) + "\n"

@@ -677,30 +677,33 @@ class KernelLaunch:
         NamedTuples, dataclasses or layouts become parameters; the rest is compile-time and,
         with the structure, part of the key."""
         leaves, tree = pytree.flatten(self.args, _is_kernel_leaf)
-        signature, operands = [tree], []
+        signature, operands, attrs = [tree], [], []
         for leaf in leaves:
-            if isinstance(leaf, Tensor):
-                signature.append(leaf.signature())
-                operands += leaf.flatten()
-            else:
+            if isinstance(leaf, Numeric):
                 signature.append(("S", type(leaf)))
                 operands.append(leaf.ir)
+                attrs.append("")
+            else:  # tensors, TMA atoms: several parameters each
+                signature.append(leaf.signature())
+                flat = leaf.flatten()
+                operands += flat
+                attrs += getattr(leaf, "param_attrs", lambda: [""] * len(flat))()
         key = (self.kernel, tuple(signature), self.bounds)
         module = host.module
         symbol = module.kernels.get(key)
         if symbol is None:
             symbol = module.kernels[key] = module.unique_symbol(_symbol(self.kernel.fn.__name__))
-            self._trace(module, symbol, [o.type for o in operands], leaves, tree)
+            self._trace(module, symbol, [o.type for o in operands], attrs, leaves, tree)
         return symbol, operands
 
-    def _trace(self, module: ir.ModuleBuilder, symbol: str, types_: list[str], leaves: list,
+    def _trace(self, module: ir.ModuleBuilder, symbol: str, types_: list[str], attrs: list[str], leaves: list,
                tree: pytree.Tree) -> None:
         device = ir.FunctionBuilder(module, "device", symbol)
         params = [device.block_arg(t) for t in types_]
         remaining = list(params)
         inside = []
         for leaf in leaves:
-            if isinstance(leaf, Tensor):
+            if not isinstance(leaf, Numeric):
                 n = leaf.param_count()
                 inside.append(leaf.rebuild(remaining[:n]))
                 del remaining[:n]
@@ -714,16 +717,22 @@ class KernelLaunch:
             raise DSLError(ARGUMENT_MISMATCH, f"@cute.kernel {self.kernel.fn.__name__} returned a value; kernels write "
                            "results to tensors", _definition(self.kernel.fn))
         signature = ", ".join(f"{p.name}: {p.type}" for p in params)
+        bounds = list(self.bounds)
+        grid_constants = [str(i) for i, a in enumerate(attrs) if a == "grid_constant"]
+        if grid_constants:  # by-value parameters read in place (TMA descriptors)
+            bounds.append(f"cute.grid_constant = array<i32: {', '.join(grid_constants)}>")
         # The kernel's `def` line locates the function (its debug scope with line info on).
         loc = _definition(self.kernel.fn).mlir()
         body = ir.indent(device.lines + [f"gpu.return {loc}"])
         module.kernel_smem[symbol] = smem_needed(device)
-        attrs = f" attributes {{{', '.join(self.bounds)}}}" if self.bounds else ""
+        attrs = f" attributes {{{', '.join(bounds)}}}" if bounds else ""
         module.device_functions.append(f"gpu.func @{symbol}({signature}) kernel{attrs} {{\n{body}\n}} {loc}")
 
 
 def _is_kernel_leaf(value) -> bool:
-    return isinstance(value, (Tensor, Numeric))
+    """Run-time kernel parameters: DSL scalars, tensors and objects that flatten themselves into
+    parameters (`__kernel_leaf__`: TMA atoms)."""
+    return isinstance(value, (Tensor, Numeric)) or getattr(value, "__kernel_leaf__", False)
 
 
 def _launch_bounds(block: list, min_blocks_per_mp) -> tuple:

@@ -7,9 +7,9 @@
 //                        i32 smem, ptr params)
 //
 // where `params` is an array of pointers to stack copies of the kernel's arguments, as
-// cuLaunchKernel wants them. Cluster dims come from an optional `cute.cluster` attribute
-// (array<i32: x, y, z>) on the launch. The gpu.modules are dropped afterwards: their CUBINs
-// travel in the artifact.
+// cuLaunchKernel wants them (a by-value aggregate, `llvm.byval`, is already a pointer). Cluster
+// dims come from an optional `cute.cluster` attribute (array<i32: x, y, z>) on the launch. The
+// gpu.modules are dropped afterwards: their CUBINs travel in the artifact.
 //
 //===----------------------------------------------------------------------===//
 
@@ -121,7 +121,10 @@ struct LowerLaunchesPass : PassWrapper<LowerLaunchesPass, OperationPass<ModuleOp
     Value smem = launch.getDynamicSharedMemorySize();
     args.push_back(smem ? smem : constI32(0));
 
-    // params[i] = &copy_i
+    // params[i] = &copy_i, except for an argument the kernel takes by value through a pointer
+    // (`llvm.byval`, a TMA descriptor): the host operand already points at its bytes.
+    auto kernelFn = dyn_cast_or_null<FunctionOpInterface>(
+        SymbolTable::lookupNearestSymbolFrom(launch, launch.getKernelAttr()));
     auto operands = launch.getKernelOperands();
     Value one = entry.create<LLVM::ConstantOp>(loc, i64, entry.getI64IntegerAttr(1));
     Value count = entry.create<LLVM::ConstantOp>(
@@ -134,8 +137,11 @@ struct LowerLaunchesPass : PassWrapper<LowerLaunchesPass, OperationPass<ModuleOp
         return launch.emitOpError() << "kernel argument #" << i << " has type " << type
                                     << ", which cannot cross the launch boundary; pass "
                                        "scalars and !llvm.ptr";
-      Value slot = entry.create<LLVM::AllocaOp>(loc, ptr, type, one, 16);
-      builder.create<LLVM::StoreOp>(loc, value, slot);
+      Value slot = value;
+      if (!kernelFn || i >= kernelFn.getNumArguments() || !kernelFn.getArgAttr(i, "llvm.byval")) {
+        slot = entry.create<LLVM::AllocaOp>(loc, ptr, type, one, 16);
+        builder.create<LLVM::StoreOp>(loc, value, slot);
+      }
       Value entryPtr =
           builder.create<LLVM::GEPOp>(loc, ptr, ptr, params, ArrayRef<LLVM::GEPArg>{int32_t(i)});
       builder.create<LLVM::StoreOp>(loc, slot, entryPtr);

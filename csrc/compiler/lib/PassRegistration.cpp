@@ -27,6 +27,7 @@ void registerPasses() {
   mlir::cute::registerCutePasses();
   registerPass(createLowerLaunchesPass);
   registerPass(createLineInfoPass);
+  registerPass(createGridConstantPass);
   PassPipelineRegistration<>("cute-common-pipeline", "Stage 1 of the compiler: cute, scf -> cf",
                              buildCommonPipeline);
   PassPipelineRegistration<DevicePipelineOptions>(

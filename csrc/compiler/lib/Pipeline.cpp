@@ -76,6 +76,8 @@ void buildDevicePipeline(OpPassManager &pm, bool lineInfo) {
   // NVGPU's TMA / warpgroup / mbarrier abstractions -> NVVM ops, before the rest lowers.
   kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps({/*indexBitwidth=*/64}));
+  // By-value parameters TMA reads in place (descriptors) become __grid_constant__.
+  kernels.addPass(createGridConstantPass());
   // What the NVVM conversion leaves of math (math.fma) becomes LLVM intrinsics.
   kernels.addPass(createConvertMathToLLVMPass());
   // NVVM ops without an LLVM intrinsic in LLVM 19 (wgmma.mma_async, mbarrier.try_wait.parity,

@@ -47,6 +47,8 @@ std::unique_ptr<mlir::Pass> createLowerLaunchesPass();
 mlir::FileLineColLoc fileLocation(mlir::Location loc);
 /// A DISubprogram per llvm.func of a gpu.module, from the ops' locations (see LineInfo.cpp).
 std::unique_ptr<mlir::Pass> createLineInfoPass();
+/// `cute.grid_constant` kernel arguments -> `nvvm.grid_constant` (see GridConstant.cpp).
+std::unique_ptr<mlir::Pass> createGridConstantPass();
 std::unique_ptr<mlir::Pass> createMathToLibdevicePass();
 /// Name of the runtime entry host code calls; see csrc/runtime.
 inline constexpr const char *kRuntimeLaunchSymbol = "cute_rt_launch";

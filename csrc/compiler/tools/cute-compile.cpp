@@ -29,6 +29,11 @@ extern "C" int cute_rt_launch(int, long, long, long, long, long, long, int, int,
   std::fprintf(stderr, "cute-compile compiles only; it does not launch kernels\n");
   return 1;
 }
+extern "C" int cute_rt_encode_tma(void *, int, int, void *, const long *, const long *, const int *,
+                                  int) {
+  std::fprintf(stderr, "cute-compile compiles only; it does not build TMA descriptors\n");
+  return 1;
+}
 
 int main(int argc, char **argv) {
   std::string input, arch = "sm_90a", emit = "ptx", backend = "auto", dumpDir, opt = "3";
@@ -76,10 +81,11 @@ int main(int argc, char **argv) {
                         (dumpDir.empty() ? "" : ", \"dump_dir\": " + quote(dumpDir)) + "}";
   std::string source = text.str();
   char *error = nullptr;
-  const char *symbolNames[] = {"cute_rt_launch"};
-  void *symbolAddresses[] = {reinterpret_cast<void *>(&cute_rt_launch)};
+  const char *symbolNames[] = {"cute_rt_launch", "cute_rt_encode_tma"};
+  void *symbolAddresses[] = {reinterpret_cast<void *>(&cute_rt_launch),
+                             reinterpret_cast<void *>(&cute_rt_encode_tma)};
   CuteArtifact *artifact = cute_compile(source.data(), source.size(), options.c_str(), symbolNames,
-                                        symbolAddresses, 1, &error);
+                                        symbolAddresses, 2, &error);
   if (!artifact) {
     std::cerr << error << "\n";
     cute_free_string(error);

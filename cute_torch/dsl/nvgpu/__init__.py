@@ -1,7 +1,7 @@
 """`cute.nvgpu`: the operations of NVIDIA's tensor cores and copy engines, under CuTe DSL's
 names. `warp` holds the Ampere-style warp MMA (mma.sync), `warpgroup` Hopper's warpgroup MMA
-(wgmma.mma_async) with its fences."""
+(wgmma.mma_async) with its fences, `cpasync` the TMA copies."""
 
-from . import warp, warpgroup
+from . import cpasync, warp, warpgroup
 
-__all__ = ["warp", "warpgroup"]
+__all__ = ["cpasync", "warp", "warpgroup"]

@@ -79,4 +79,13 @@ extern "C" int cute_rt_launch(int32_t kernel, int64_t gx, int64_t gy, int64_t gz
                               int64_t by, int64_t bz, int32_t cx, int32_t cy, int32_t cz,
                               int32_t smem, void **params);
 
+/// What JIT-compiled host code calls to build a TMA descriptor (a CUtensorMap, 128 bytes at
+/// `out`, 64-byte aligned) for a tiled copy: `rank` dims innermost first with their extents,
+/// the byte strides of dims 1..rank-1, the box (the shared-memory tile) and the swizzle
+/// (CUtensorMapSwizzle). Out-of-bounds elements read as zero. Returns 0 on success; a
+/// failure is recorded, like a launch's, for LoadedArtifact::call to raise.
+extern "C" int cute_rt_encode_tma(void *out, int32_t dtype, int32_t rank, void *global,
+                                  const int64_t *dims, const int64_t *strides, const int32_t *box,
+                                  int32_t swizzle);
+
 #endif // CUTE_TORCH_RUNTIME_H

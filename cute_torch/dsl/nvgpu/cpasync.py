@@ -1,0 +1,293 @@
+"""`cute.nvgpu.cpasync`: the Tensor Memory Accelerator (TMA, sm_90), bulk tensor copies between
+global and shared memory that one thread issues and an mbarrier (loads) or a bulk group
+(stores) tracks.
+
+On the host, in a @cute.jit function:
+
+    op = cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
+    tma_atom, tma_tensor = cute.nvgpu.cpasync.make_tiled_tma_atom(op, a, a_smem_layout, (128, 64))
+
+builds the TMA descriptor (a CUtensorMap, by the CUDA driver, at every call: the tensor's
+address is a run-time value) and passes it to the kernel as a `__grid_constant__` parameter.
+`tma_tensor` is the coordinate tensor of `a` (cute.make_identity_tensor of its shape): tiled
+and sliced like `a`, it tells the copy which box to fetch. In the kernel:
+
+    cute.copy(tma_atom, tma_tile, smem_stage, tma_bar_ptr=full_barrier)
+
+The descriptor's box is the shared-memory tile (`smem_layout`, one stage): the DSL checks the
+tile is the box laid out innermost-dimension-first (the order TMA writes), reads the swizzle
+mode off its swizzle (Sw<1|2|3,4,3> = 32/64/128-byte), and takes the dimension of stride 1 as
+the innermost. Out-of-bounds elements of a box read as zero and are not written by a store.
+
+Differences from CuTe DSL: no multicast (G2SMulticastOp) and no im2col yet; a tensor mode must
+be a single extent:stride (no nested modes).
+"""
+
+from __future__ import annotations
+
+from .. import ir
+from ..diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
+from ..identity import IdentityTensor, make_identity_tensor
+from ..int_tuple import is_tuple, leaves
+from ..layout import ComposedLayout, Layout, Swizzle, coalesce, make_layout, size
+from ..numeric import BFloat16, Float16, Float32, Float64, Int8, Int32, Int64, Numeric, Uint8, convert
+from ..pointer import byte_width, shared_pointer
+from ..tensor import Tensor
+
+# CUtensorMapDataType (cuda.h) by element type.
+_TMA_DTYPE = {Uint8: 0, Int8: 0, Int32: 3, Int64: 5, Float16: 6, Float32: 7, Float64: 8, BFloat16: 9}
+# CUtensorMapSwizzle by Swizzle bits (Sw<b,4,3>: 16 << b bytes).
+_TMA_SWIZZLE = {0: 0, 1: 1, 2: 2, 3: 3}
+ENCODE_SYMBOL = "cute_rt_encode_tma"
+
+
+class CopyBulkTensorTileG2SOp:
+    """A TMA load: a box of global memory into shared memory, completing on an mbarrier."""
+
+    direction = "G2S"
+
+    def __init__(self, cta_group=None):
+        self.cta_group = cta_group
+
+
+class CopyBulkTensorTileS2GOp:
+    """A TMA store: a shared-memory tile out to a box of global memory (a bulk group)."""
+
+    direction = "S2G"
+
+
+class TmaAtom:
+    """A TMA descriptor and what the copies need to know about it: the element type, the
+    tensor modes in the descriptor's dimension order, the box and its bytes."""
+
+    __kernel_leaf__ = True
+
+    def __init__(self, op, desc: ir.Value, dtype, order: tuple, box: tuple, smem_layout):
+        self.op, self.desc, self.dtype, self.order, self.box = op, desc, dtype, order, box
+        self.smem_layout = smem_layout
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes one copy moves (the transaction count a load's mbarrier expects)."""
+        n = 1
+        for b in self.box:
+            n *= b
+        return n * byte_width(self.dtype)
+
+    def __str__(self) -> str:
+        return f"tma_atom<{self.op.direction} {self.dtype.__name__} box {self.box} dims {self.order}>"
+
+    __repr__ = __str__
+
+    # A kernel parameter: the 128-byte descriptor, by value, __grid_constant__.
+    def signature(self) -> tuple:
+        return ("tma", self.op.direction, self.dtype.__name__, self.order, self.box, str(self.smem_layout))
+
+    def flatten(self) -> list[ir.Value]:
+        return [self.desc]
+
+    def param_count(self) -> int:
+        return 1
+
+    def param_attrs(self) -> list[str]:
+        return ["grid_constant"]  # the kernel lists it in cute.grid_constant (csrc/compiler/lib/GridConstant.cpp)
+
+    def rebuild(self, values: list[ir.Value]) -> "TmaAtom":
+        return TmaAtom(self.op, values[0], self.dtype, self.order, self.box, self.smem_layout)
+
+
+def make_tiled_tma_atom(op, tensor: Tensor, smem_layout, cta_tiler, num_multicast: int = 1):
+    """(tma_atom, tma_tensor) for copies of `cta_tiler`-shaped tiles of `tensor` between global
+    memory and shared memory laid out as `smem_layout` (one stage). Host code only."""
+    b = ir.require("host", "make_tiled_tma_atom")
+    if not isinstance(op, (CopyBulkTensorTileG2SOp, CopyBulkTensorTileS2GOp)):
+        raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_tma_atom takes CopyBulkTensorTileG2SOp or "
+                       f"CopyBulkTensorTileS2GOp, got {type(op).__name__}", user_location())
+    if num_multicast != 1:
+        raise DSLError(UNSUPPORTED_TYPE, "TMA multicast is not supported yet", user_location(), "use num_multicast=1")
+    if not isinstance(tensor, Tensor) or tensor.memspace != "gmem":
+        raise DSLError(ARGUMENT_MISMATCH, "make_tiled_tma_atom takes a global-memory tensor (a @cute.jit argument)",
+                       user_location())
+    dtype = tensor.dtype
+    if dtype not in _TMA_DTYPE:
+        raise DSLError(UNSUPPORTED_TYPE, f"TMA has no {dtype.__name__} elements", user_location())
+    shape, stride = tensor.shape, tensor.stride
+    modes = list(zip(shape, stride)) if is_tuple(shape) else [(shape, stride)]
+    if any(is_tuple(s) for s, _ in modes) or not 1 <= len(modes) <= 5:
+        raise DSLError(ARGUMENT_MISMATCH, f"a TMA tensor has 1 to 5 flat modes, got {tensor.layout}", user_location())
+    tiler = tuple(cta_tiler) if isinstance(cta_tiler, (tuple, list)) else (cta_tiler,)
+    if len(tiler) > len(modes) or not all(isinstance(t, int) and t > 0 for t in tiler):
+        raise DSLError(ARGUMENT_MISMATCH, f"cta_tiler {cta_tiler} must be positive ints, at most one per mode of "
+                       f"{tensor.layout}", user_location())
+    box_by_mode = tiler + (1,) * (len(modes) - len(tiler))
+    inner = [i for i, (_, d) in enumerate(modes) if isinstance(d, int) and d == 1]
+    if not inner:
+        raise DSLError(ARGUMENT_MISMATCH, f"TMA needs a mode of (compile-time) stride 1, got {tensor.layout}",
+                       user_location(), "pass a tensor contiguous in one dimension, without mark_layout_dynamic "
+                       "of that stride")
+    order = (inner[0],) + tuple(i for i in range(len(modes)) if i != inner[0])
+    box = tuple(box_by_mode[i] for i in order)
+    swizzle_bits = _check_smem_layout(smem_layout, box_by_mode, order, tiler, dtype)
+    elem = byte_width(dtype)
+    if (box[0] * elem) % 16:
+        raise DSLError(ARGUMENT_MISMATCH, f"a TMA box's inner extent must be a multiple of 16 bytes, got {box[0]} "
+                       f"{dtype.__name__}", user_location())
+    for i in order[1:]:
+        d = modes[i][1]
+        if isinstance(d, int) and (d * elem) % 16:
+            raise DSLError(ARGUMENT_MISMATCH, f"TMA needs the strides of {tensor.layout} to be multiples of 16 bytes; "
+                           f"mode {i} is {d * elem} bytes", user_location(), "pad the leading dimension")
+    if tensor.alignment < 16:
+        raise DSLError(ARGUMENT_MISMATCH, f"TMA needs a 16-byte aligned tensor, this one is {tensor.alignment}-byte "
+                       "aligned", user_location())
+    desc = _encode(b, tensor, modes, order, box, swizzle_bits)
+    return TmaAtom(op, desc, dtype, order, box, smem_layout), make_identity_tensor(shape)
+
+
+def _check_smem_layout(smem_layout, box_by_mode, order, tiler, dtype) -> int:
+    """The swizzle bits of a shared tile that is the box written innermost dimension first."""
+    swizzle, outer = None, smem_layout
+    if isinstance(smem_layout, ComposedLayout):
+        swizzle, outer = smem_layout.inner, smem_layout.outer
+    if not isinstance(outer, Layout) or not outer.is_static:
+        raise DSLError(ARGUMENT_MISMATCH, f"a TMA shared-memory layout is static, got {smem_layout}", user_location())
+    strides, step = [0] * len(box_by_mode), 1
+    for i in order:
+        strides[i] = step
+        step *= box_by_mode[i]
+    want = Layout(tuple(tiler), tuple(strides[: len(tiler)]))
+    if size(outer) != size(want) or coalesce(outer) != coalesce(want):
+        raise DSLError(ARGUMENT_MISMATCH, f"the shared-memory tile {smem_layout} is not the TMA box {want} "
+                       "(the box is written innermost dimension first)", user_location(),
+                       "build the shared layout with the tensor's contiguous mode innermost")
+    if swizzle is None:
+        return 0
+    if not isinstance(swizzle, Swizzle) or swizzle.base != 4 or swizzle.shift != 3 or swizzle.bits not in (1, 2, 3):
+        raise DSLError(ARGUMENT_MISMATCH, f"TMA swizzles are Sw<1|2|3,4,3> (32/64/128 bytes), got {swizzle}",
+                       user_location())
+    span = 16 << swizzle.bits
+    if box_by_mode[order[0]] * byte_width(dtype) > span:
+        raise DSLError(ARGUMENT_MISMATCH, f"a TMA box's inner extent ({box_by_mode[order[0]] * byte_width(dtype)} "
+                       f"bytes) must fit the {span}-byte swizzle", user_location(),
+                       f"tile the contiguous mode by {span // byte_width(dtype)} elements")
+    return swizzle.bits
+
+
+def _encode(b: ir.FunctionBuilder, tensor: Tensor, modes, order, box, swizzle_bits) -> ir.Value:
+    """Host code: fill the dims/strides/box arrays, call the runtime's encoder into a 64-byte
+    aligned 128-byte buffer, and hand that buffer to the launch."""
+    module = b.module
+    module.host_declarations.add(f"llvm.func @{ENCODE_SYMBOL}(!llvm.ptr, i32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, "
+                                 f"!llvm.ptr, i32) -> i32")
+    one = b.entry_op("llvm.mlir.constant(1 : i64) : i64", "i64")
+    desc = b.entry_op(f"llvm.alloca {one.name} x !llvm.array<16 x i64> {{alignment = 64 : i64}} : (i64) -> !llvm.ptr",
+                      "!llvm.ptr")
+    elem = byte_width(tensor.dtype)
+    dims = _array(b, "i64", [convert(_num(modes[i][0], Int64), Int64) for i in order])
+    strides = _array(b, "i64", [convert(_num(modes[i][1], Int64), Int64) * elem for i in order[1:]] or [Int64(0)])
+    boxes = _array(b, "i32", [Int32(x) for x in box])
+    base = tensor._folded().ptr
+    if base.type != "!llvm.ptr":
+        base = b.op(f"llvm.addrspacecast {base.name} : {base.type} to !llvm.ptr", "!llvm.ptr")
+    args = [desc.name, Int32(_TMA_DTYPE[tensor.dtype]).ir.name, Int32(len(order)).ir.name, base.name,
+            dims.name, strides.name, boxes.name, Int32(_TMA_SWIZZLE[swizzle_bits]).ir.name]
+    b.op(f"llvm.call @{ENCODE_SYMBOL}({', '.join(args)}) : (!llvm.ptr, i32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, "
+         f"!llvm.ptr, i32) -> i32", "i32")
+    return desc
+
+
+def _num(x, t) -> Numeric:
+    return x if isinstance(x, Numeric) else t(x)
+
+
+def _array(b: ir.FunctionBuilder, elem: str, values: list) -> ir.Value:
+    count = b.entry_op(f"llvm.mlir.constant({len(values)} : i64) : i64", "i64")
+    ptr = b.entry_op(f"llvm.alloca {count.name} x {elem} {{alignment = 8 : i64}} : (i64) -> !llvm.ptr", "!llvm.ptr")
+    for i, v in enumerate(values):
+        slot = b.op(f"llvm.getelementptr {ptr.name}[{i}] : (!llvm.ptr) -> !llvm.ptr, {elem}", "!llvm.ptr")
+        b.emit(f"llvm.store {v.ir.name}, {slot.name} : {elem}, !llvm.ptr")
+    return ptr
+
+
+# -- device side ------------------------------------------------------------------------------------
+
+def tma_partition(atom: TmaAtom, cta_coord, cta_layout, smem_tensor: Tensor, gmem_tensor):
+    """(smem, gmem) views for `atom`'s copies: mode 0 of each is one box, the rest index boxes
+    (CuTe DSL's tma_partition of group_modes'd tensors). Without multicast (a cta_layout of
+    one CTA) both are returned as they are."""
+    if size(cta_layout if isinstance(cta_layout, Layout) else make_layout(cta_layout)) != 1:
+        raise DSLError(UNSUPPORTED_TYPE, "tma_partition over several CTAs (multicast) is not supported yet",
+                       user_location(), "pass cute.make_layout(1)")
+    return smem_tensor, gmem_tensor
+
+
+def prefetch_descriptor(atom: TmaAtom) -> None:
+    """Brings the descriptor into the cache ahead of the first copy (one thread suffices)."""
+    b = ir.require("device", "prefetch_descriptor")
+    b.emit(f"nvvm.prefetch.tensormap {atom.desc.name} : !llvm.ptr")
+
+
+def _box_coordinates(atom: TmaAtom, tile) -> list[ir.Value]:
+    """The global coordinates of a tile's first element, in the descriptor's dimension order."""
+    if not isinstance(tile, IdentityTensor):
+        raise DSLError(ARGUMENT_MISMATCH, "a TMA copy's global side is a tile of the tma_tensor that "
+                       f"make_tiled_tma_atom returned (coordinates), got {tile}", user_location())
+    origin = tile.origin()
+    coords = leaves(origin) if is_tuple(origin) else [origin]
+    return [convert(_num(coords[i], Int32), Int32).ir for i in atom.order]
+
+
+def _smem_address(tile: Tensor, what: str) -> ir.Value:
+    if not isinstance(tile, Tensor) or tile.memspace != "smem":
+        raise DSLError(ARGUMENT_MISMATCH, f"{what} takes a shared-memory tile, got {tile}", user_location())
+    if isinstance(tile.offset, int) and tile.offset == 0:
+        return tile.ptr
+    return _offset_pointer(tile)
+
+
+def _offset_pointer(tile: Tensor) -> ir.Value:
+    """The tile's unswizzled start (a stage offset is a multiple of the swizzle's period)."""
+    b = ir.current()
+    offset = convert(_num(tile.offset, Int32), Int32)
+    return b.op(f"llvm.getelementptr {tile.ptr.name}[{offset.ir.name}] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, "
+                f"{tile.dtype.mlir}", "!llvm.ptr<3>")
+
+
+def tma_copy(atom: TmaAtom, src, dst, tma_bar_ptr=None, mcast_mask=None) -> None:
+    """cute.copy with a TMA atom: G2S needs `tma_bar_ptr` (the mbarrier that counts the bytes);
+    issue it from one thread."""
+    b = ir.require("device", "a TMA copy")
+    if mcast_mask is not None:
+        raise DSLError(UNSUPPORTED_TYPE, "TMA multicast is not supported yet", user_location())
+    if atom.op.direction == "G2S":
+        if tma_bar_ptr is None:
+            raise DSLError(ARGUMENT_MISMATCH, "a TMA load needs tma_bar_ptr= (the mbarrier it completes)",
+                           user_location())
+        bar = shared_pointer(tma_bar_ptr, "a TMA load's tma_bar_ptr").value
+        coords = _box_coordinates(atom, src)
+        dst_ptr = _smem_address(dst, "a TMA load")
+        names = ", ".join(c.name for c in coords)
+        b.emit(f"nvvm.cp.async.bulk.tensor.shared.cluster.global {dst_ptr.name}, {atom.desc.name}, {bar.name}, "
+               f"box[{names}] : !llvm.ptr<3>, !llvm.ptr")
+    else:
+        coords = _box_coordinates(atom, dst)
+        src_ptr = _smem_address(src, "a TMA store")
+        names = ", ".join(c.name for c in coords)
+        types = ", ".join(["!llvm.ptr", "!llvm.ptr<3>"] + ["i32"] * len(coords))
+        b.emit(f"nvvm.cp.async.bulk.tensor.global.shared.cta {atom.desc.name}, {src_ptr.name}, box[{names}] : "
+               f"{types}")
+
+
+def commit_group() -> None:
+    """Closes the group of TMA stores issued since the last commit (CuTe DSL's
+    cute.arch.cp_async_bulk_commit_group)."""
+    ir.require("device", "cp_async_bulk_commit_group").emit("nvvm.cp.async.bulk.commit.group")
+
+
+def wait_group(group: int = 0, read: bool = False) -> None:
+    """Waits until at most `group` committed store groups are in flight; with `read`, only
+    until they have read their shared memory (it may be reused then)."""
+    b = ir.require("device", "cp_async_bulk_wait_group")
+    if not isinstance(group, int) or group < 0:
+        raise DSLError(ARGUMENT_MISMATCH, f"the group count is a compile-time int >= 0, got {group}", user_location())
+    b.emit(f"nvvm.cp.async.bulk.wait_group {group}" + (" {read}" if read else ""))

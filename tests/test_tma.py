@@ -1,0 +1,107 @@
+"""TMA (cute.nvgpu.cpasync): descriptors built on the host at each call and passed as
+__grid_constant__ parameters, bulk tensor loads completing on an mbarrier and bulk tensor
+stores, into and out of 128-byte swizzled shared memory. Compile tier: PTX and errors. GPU
+tier: a round trip of every tile of a tensor whose extents are not multiples of the box (the
+loads zero-fill, the stores clip), with the threads rewriting each tile in shared memory
+through the DSL's own Sw<3,4,3> layout in between, which checks the DSL's swizzle is TMA's."""
+
+import pytest
+import torch
+
+import cute_torch as cute
+from cute_torch.dsl.diagnostics import DSLError
+
+cpasync = cute.nvgpu.cpasync
+TILE = 64
+
+
+def _smem_layout(dtype_bytes):
+    row = 128 // dtype_bytes  # one 128-byte swizzle row
+    atom = cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, cute.make_layout((8, row), stride=(row, 1)))
+    return cute.tile_to_shape(atom, (TILE, row))
+
+
+@cute.kernel
+def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, row: cute.Constexpr):
+    sT = cute.arch.alloc_smem(cute.BFloat16, _smem_layout(128 // row), alignment=1024)
+    bar = cute.arch.alloc_smem(cute.Int64, (1,))
+    tid = cute.arch.thread_idx()[0]
+    bm, bn, _ = cute.arch.block_idx()
+    if tid == 0:
+        cute.arch.mbarrier_init(bar.iterator, 1)
+        cute.arch.mbarrier_init_fence()
+    cute.arch.sync_threads()
+    gS = cute.local_tile(src_coords, (TILE, row), (bm, bn))
+    gD = cute.local_tile(dst_coords, (TILE, row), (bm, bn))
+    if tid == 0:
+        cpasync.prefetch_descriptor(load_atom)
+        cute.arch.mbarrier_arrive_and_expect_tx(bar.iterator, load_atom.size_in_bytes)
+        cute.copy(load_atom, gS, sT, tma_bar_ptr=bar.iterator)
+    cute.arch.mbarrier_wait(bar.iterator, 0)
+    for i in cute.range_constexpr(TILE * row // 128):
+        r, c = (tid + 128 * i) // row, (tid + 128 * i) % row
+        sT[r, c] = sT[r, c] * 2.0 + cute.Float32(r * 1000 + c)
+    cute.arch.fence_proxy("async.shared", space="cta")    # thread writes -> the TMA store's reads
+    cute.arch.sync_threads()
+    if tid == 0:
+        cute.copy(store_atom, sT, gD)
+        cute.arch.cp_async_bulk_commit_group()
+        cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+
+@cute.jit
+def _tma_host(src: cute.Tensor, dst: cute.Tensor):
+    row = 64
+    layout = _smem_layout(2)
+    load_atom, src_coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), src, layout, (TILE, row))
+    store_atom, dst_coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), dst, layout, (TILE, row))
+    m, n = cute.size(src, mode=[0]), cute.size(src, mode=[1])
+    _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, row).launch(
+        grid=(cute.ceil_div(m, TILE), cute.ceil_div(n, row), 1), block=(128, 1, 1))
+
+
+def _expected(src):
+    r = torch.arange(src.shape[0]).remainder(TILE).view(-1, 1)
+    c = torch.arange(src.shape[1]).remainder(64).view(1, -1)
+    return (src.float().cpu() * 2 + (r * 1000 + c).float()).to(src.dtype)
+
+
+def test_tma_copies_reach_ptx_with_a_grid_constant_descriptor():
+    src = torch.randn(200, 136).bfloat16()
+    ptx = cute.compile(_tma_host, src, torch.empty_like(src), options={"arch": "sm_90a"}).__ptx__
+    for instruction in ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+                        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group", "prefetch.tensormap",
+                        "cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read 0"):
+        assert instruction in ptx, instruction
+    assert ".param .align 64 .b8" in ptx
+
+
+def test_tma_errors_name_the_problem_at_the_users_line():
+    @cute.jit
+    def unaligned_stride(src: cute.Tensor):
+        cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), src, _smem_layout(2), (TILE, 64))
+
+    with pytest.raises(DSLError) as err:   # 100 bf16 = 200 bytes between rows: not a multiple of 16
+        cute.compile(unaligned_stride, torch.zeros(64, 100).bfloat16(), options={"arch": "sm_90a"})
+    assert "multiples of 16 bytes" in str(err.value) and "test_tma.py" in str(err.value)
+
+    @cute.jit
+    def wrong_box(src: cute.Tensor):
+        cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), src, _smem_layout(2), (64, 32))
+
+    with pytest.raises(DSLError) as err:
+        cute.compile(wrong_box, torch.zeros(64, 128).bfloat16(), options={"arch": "sm_90a"})
+    assert "is not the TMA box" in str(err.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9,
+                    reason="TMA needs sm_90")
+@pytest.mark.parametrize("shape", [(200, 136), (128, 256)])
+def test_tma_round_trip_of_every_tile(shape):
+    g = torch.Generator().manual_seed(5)
+    src = torch.randn(*shape, generator=g).bfloat16().cuda()
+    dst = torch.full_like(src, float("nan"))
+    _tma_host(src, dst)
+    torch.cuda.synchronize()
+    assert torch.equal(dst.cpu(), _expected(src))
