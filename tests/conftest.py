@@ -1,7 +1,9 @@
 """Test tiers: everything here runs without a GPU except tests marked `gpu`, which are skipped
 unless a CUDA driver, a device and torch with CUDA are present."""
 
+import importlib.util
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -91,3 +93,15 @@ def run_under_sanitizer(tool: str, script: str, **env) -> tuple[int, str]:
     result = subprocess.run([sanitizer, "--tool", tool, "--error-exitcode", "99", sys.executable, "-c", script],
                             capture_output=True, text=True, env=env, timeout=300)
     return result.returncode, result.stdout + result.stderr
+
+
+@pytest.fixture
+def load_example():
+    """Imports examples/<name>.py (the examples are scripts, not a package)."""
+    def load(name: str):
+        path = pathlib.Path(__file__).resolve().parents[1] / "examples" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    return load

@@ -196,3 +196,21 @@ def test_wgmma_gemm_matches_matmul(dtype):
     _wgmma_host(a, b, c)
     torch.cuda.synchronize()
     _check(c, a, b)
+
+
+def test_example_gemm_sm80_vectorizes_its_copies(load_example):
+    example = load_example("gemm_sm80")
+    a, b = torch.randn(256, 160).bfloat16(), torch.randn(384, 160).bfloat16()
+    ptx = cute.compile(example.gemm, a, b, torch.empty(256, 384), options={"arch": "sm_80"}).__ptx__
+    assert ptx.count("mma.sync.aligned.m16n8k16") == 32      # 2 (M) x 8 (N) atoms x 2 k-steps per k-tile
+    assert ptx.count("ld.global.v4.b32") == 4 and ptx.count("st.shared.v4.b32") == 4
+
+
+@pytest.mark.gpu
+def test_example_gemm_sm80_matches_matmul(load_example):
+    example = load_example("gemm_sm80")
+    a, b = _operands(256, 384, 160, torch.bfloat16, "cuda", seed=3)
+    c = torch.full((256, 384), float("nan"), device="cuda")
+    example.gemm(a, b, c)
+    torch.cuda.synchronize()
+    _check(c, a, b)

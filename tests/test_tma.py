@@ -5,11 +5,17 @@ tier: a round trip of every tile of a tensor whose extents are not multiples of 
 loads zero-fill, the stores clip), with the threads rewriting each tile in shared memory
 through the DSL's own Sw<3,4,3> layout in between, which checks the DSL's swizzle is TMA's."""
 
+import re
+
 import pytest
 import torch
 
 import cute_torch as cute
+from conftest import run_under_sanitizer
 from cute_torch.dsl.diagnostics import DSLError
+
+needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                                 reason="TMA and wgmma need an sm_90 GPU")
 
 cpasync = cute.nvgpu.cpasync
 TILE = 64
@@ -94,14 +100,51 @@ def test_tma_errors_name_the_problem_at_the_users_line():
     assert "is not the TMA box" in str(err.value)
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9,
-                    reason="TMA needs sm_90")
-@pytest.mark.parametrize("shape", [(200, 136), (128, 256)])
-def test_tma_round_trip_of_every_tile(shape):
+def run_round_trip(shape=(200, 136)):
     g = torch.Generator().manual_seed(5)
     src = torch.randn(*shape, generator=g).bfloat16().cuda()
     dst = torch.full_like(src, float("nan"))
     _tma_host(src, dst)
     torch.cuda.synchronize()
     assert torch.equal(dst.cpu(), _expected(src))
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("shape", [(200, 136), (128, 256)])
+def test_tma_round_trip_of_every_tile(shape):
+    run_round_trip(shape)
+
+
+def test_example_gemm_sm90_compiles_to_a_pipelined_wgmma_kernel(load_example):
+    example = load_example("gemm_sm90")
+    a, b = torch.randn(256, 320).bfloat16(), torch.randn(512, 320).bfloat16()
+    ptx = cute.compile(example.gemm, a, b, torch.empty(256, 512).bfloat16(), options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == 4
+    # A and B for each of the STAGES - 1 prologue loads (unrolled) and for the refill in the loop.
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 2 * (example.STAGES - 1) + 2
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_example_gemm_sm90_matches_matmul(load_example):
+    example = load_example("gemm_sm90")
+    g = torch.Generator().manual_seed(9)
+    a = torch.randn(384, 448, generator=g).bfloat16().cuda()     # 7 k-tiles: the pipeline wraps around
+    b = torch.randn(512, 448, generator=g).bfloat16().cuda()
+    c = torch.full((384, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
+    example.gemm(a, b, c)
+    torch.cuda.synchronize()
+    want = (a.double() @ b.double().t()).to(torch.bfloat16)
+    torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_tma_and_the_pipelined_gemm_are_clean_under_compute_sanitizer(tool):
+    script = ("import test_tma as t; t.run_round_trip(); import runpy, pathlib; "
+              "g = runpy.run_path(str(pathlib.Path(t.__file__).parents[1] / 'examples' / 'gemm_sm90.py')); "
+              "assert g['check']() < 1e-2")
+    code, report = run_under_sanitizer(tool, script)
+    assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]
