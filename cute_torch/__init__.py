@@ -45,7 +45,7 @@ from .dsl.pointer import Pointer, recast_ptr
 from .dsl.identity import elem_less, make_identity_tensor
 from .dsl.smem import SmemAllocator, struct
 from .dsl.copy import autovec_copy, copy
-from .dsl import nvgpu
+from .dsl import nvgpu, pipeline
 from .dsl.mma import ThrMma, TiledMma, gemm, make_tiled_mma
 
 
@@ -70,7 +70,7 @@ __all__ = [
     "raked_product", "rank", "recast_layout", "right_inverse", "select", "shape", "shape_div", "slice_",
     "tile_to_shape", "tiled_divide", "tiled_product", "zipped_divide", "zipped_product", "ceil_div", "group_modes",
     "size_in_bytes", "domain_offset", "Pointer", "recast_ptr", "make_identity_tensor", "elem_less",
-    "SmemAllocator", "struct", "nvgpu", "ThrMma", "TiledMma", "gemm", "make_tiled_mma",
+    "SmemAllocator", "struct", "nvgpu", "pipeline", "ThrMma", "TiledMma", "gemm", "make_tiled_mma",
     "CompileError",
     "CompiledModule",
     "CudaError",

@@ -133,6 +133,15 @@ class _Carry:
             at += n
         return out
 
+    def copies(self) -> tuple:
+        """The variables with each carried structure rebuilt over its own leaves: a branch that
+        changes one in place (a pipeline state's advance()) must not change the other branch's."""
+        out = list(self.init)
+        for i, tree, _ in self.carried:
+            if tree is not None:
+                out[i] = pytree.unflatten(tree, pytree.flatten(self.init[i], _is_numeric)[0])
+        return tuple(out)
+
     def inputs(self, values: Sequence[Numeric]) -> tuple:
         """The region function's arguments: block arguments for carried values."""
         return tuple(self._place(values))
@@ -397,7 +406,7 @@ def if_(cond, then_fn: Callable, else_fn: Callable, init: tuple, names: Sequence
         return then_fn(*init) if cond else else_fn(*init)
     b = ir.require(what="a dynamic if")
     carry = _Carry(names, init, "if")
-    return _dynamic_if(b, cond, lambda: then_fn(*init), lambda: else_fn(*init), carry, loc)
+    return _dynamic_if(b, cond, lambda: then_fn(*carry.copies()), lambda: else_fn(*carry.copies()), carry, loc)
 
 
 def static_cond(cond, loc: Location, reason: str):

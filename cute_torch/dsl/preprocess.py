@@ -81,6 +81,22 @@ def assigned_names(stmts: list[ast.stmt]) -> list[str]:
     return [n for n in names if not n.startswith("__cute")]
 
 
+def mutated_names(stmts: list[ast.stmt], local: set[str]) -> list[str]:
+    """Local variables whose attributes the statements set or whose methods they call. An
+    object changed in place inside a dynamic region (`state.advance()` of a pipeline state) is
+    carried like a reassigned variable: if it holds DSL values they become iter_args."""
+    names: dict[str, None] = {}
+    for node in _walk_scope(stmts):
+        base = None
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            base = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            base = node.func.value
+        if isinstance(base, ast.Name) and base.id in local:
+            names[base.id] = None
+    return list(names)
+
+
 def _early_exit(stmts: list[ast.stmt]) -> str | None:
     """'return', 'break' or 'continue' if these statements leave the enclosing region early."""
     for node in _walk_scope(stmts):
@@ -101,6 +117,22 @@ def _target_names(target: ast.expr) -> set[str]:
 class _Rewriter(ast.NodeTransformer):
     def __init__(self):
         self.counter = 0
+        self.scopes: list[set[str]] = []  # the local variables of each function being rewritten
+
+    def visit_FunctionDef(self, node: ast.FunctionDef):
+        a = node.args
+        params = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + [x.arg for x in (a.vararg, a.kwarg) if x]
+        self.scopes.append(set(params) | set(assigned_names(node.body)))
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.scopes.pop()
+
+    def _carried(self, stmts: list[ast.stmt], exclude=()) -> list[str]:
+        """What a dynamic region carries: the variables it assigns, then locals it changes in place."""
+        names = [n for n in assigned_names(stmts) if n not in exclude]
+        local = self.scopes[-1] if self.scopes else set()
+        return names + [n for n in mutated_names(stmts, local) if n not in names and n not in exclude]
 
     def _fresh(self, kind: str) -> str:
         self.counter += 1
@@ -149,7 +181,7 @@ class _Rewriter(ast.NodeTransformer):
             node.iter = _call(_rt("static_iter"), node.iter, self._loc(node), ast.Constant(reason))
             return node
         targets = _target_names(node.target)
-        names = [n for n in assigned_names(node.body) if n not in targets]
+        names = self._carried(node.body, targets)
         fn = self._fresh("for")
         bind = ast.Assign(targets=[node.target], value=ast.Name(id="__cute_item", ctx=ast.Load()))
         ast.copy_location(bind, node)
@@ -166,7 +198,7 @@ class _Rewriter(ast.NodeTransformer):
         if reason:
             node.test = _call(_rt("static_cond"), node.test, self._loc(node), ast.Constant(reason))
             return node
-        names = assigned_names(node.body + node.orelse)
+        names = self._carried(node.body + node.orelse)
         then_fn, else_fn = self._fresh("then"), self._fresh("else")
         call = _call(_rt("if_"), node.test, ast.Name(id=then_fn, ctx=ast.Load()), ast.Name(id=else_fn, ctx=ast.Load()),
                      self._capture(names, "if", node), _names_tuple(names), self._loc(node))
@@ -181,7 +213,7 @@ class _Rewriter(ast.NodeTransformer):
         if reason:
             node.test = _call(_rt("static_cond"), node.test, self._loc(node), ast.Constant(reason))
             return node
-        names = assigned_names(node.body)
+        names = self._carried(node.body)
         cond_fn, body_fn = self._fresh("cond"), self._fresh("while")
         cond_def = self._region_def(cond_fn, names, [], [])
         cond_def.body = [ast.Return(value=node.test)]

@@ -30,6 +30,9 @@ class Tree(NamedTuple):
         return isinstance(other, Tree) and (self.kind, self.node, self.children) == (
             other.kind, other.node, other.children)
 
+    def __ne__(self, other) -> bool:  # tuple's own __ne__ would compare `value` too
+        return not self == other
+
     def __hash__(self) -> int:
         return hash((self.kind, self.node, self.children))
 

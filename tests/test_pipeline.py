@@ -1,0 +1,111 @@
+"""cute.pipeline: PipelineState carried through dynamic loops and ifs while advance() changes it
+in place (the preprocessor carries locals changed in place), and PipelineTmaAsync in the
+warp-specialized Hopper GEMM example. Compile tier: the states become iter_args, errors;
+GPU tier: the states against a Python model, the example against float64, compute-sanitizer."""
+
+import re
+
+import pytest
+import torch
+
+import cute_torch as cute
+from conftest import run_under_sanitizer
+
+pipeline = cute.pipeline
+needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                                 reason="needs an sm_90 GPU")
+
+
+@cute.kernel
+def _walk_states(out: cute.Tensor, steps: cute.Int32, stages: cute.Constexpr):
+    producer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, stages)
+    consumer = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
+    for k in range(steps):
+        producer.advance()
+        if k % 3 == 0:              # advanced in one branch only: the other keeps its own copy
+            consumer.advance()
+    out[0] = producer.index
+    out[1] = producer.phase
+    out[2] = producer.count
+    out[3] = consumer.index
+    out[4] = consumer.phase
+    out[5] = consumer.count
+
+
+@cute.jit
+def _walk_host(out: cute.Tensor, steps: cute.Int32, stages: cute.Constexpr):
+    _walk_states(out, steps, stages).launch(grid=(1, 1, 1), block=(1, 1, 1))
+
+
+def _model(steps, stages):
+    def walk(n, phase):
+        return [n % stages, phase ^ ((n // stages) % 2), n]
+    return walk(steps, 1) + walk(len(range(0, steps, 3)), 0)
+
+
+def test_states_changed_in_place_become_loop_carried_values():
+    text = cute.compile(_walk_host, torch.zeros(6, dtype=torch.int32), 5, 4, options={"arch": "sm_80"}).__mlir__
+    loop = re.search(r"scf\.for .* iter_args\((.*)\) -> \((.*)\)", text)
+    assert loop and loop.group(2).count("i32") == 6     # two states of (count, index, phase)
+    assert "scf.if" in text
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("steps,stages", [(0, 4), (1, 4), (7, 4), (13, 3), (40, 5)])
+def test_states_match_a_python_model(steps, stages):
+    out = torch.full((6,), -1, dtype=torch.int32, device="cuda")
+    _walk_host(out, steps, stages)
+    torch.cuda.synchronize()
+    assert out.tolist() == _model(steps, stages)
+
+
+def test_pipeline_misuse_is_an_error_at_the_users_line():
+    @cute.kernel
+    def bad(out: cute.Tensor):
+        pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, 0)
+
+    @cute.jit
+    def host(out: cute.Tensor):
+        bad(out).launch(grid=(1, 1, 1), block=(1, 1, 1))
+
+    with pytest.raises(cute.DSLError) as err:
+        cute.compile(host, torch.zeros(1), options={"arch": "sm_90a"})
+    assert "stages >= 1" in str(err.value) and "test_pipeline.py" in str(err.value)
+
+
+def test_warp_specialized_gemm_compiles_with_register_reallocation(load_example):
+    example = load_example("gemm_sm90_ws")
+    a, b = torch.randn(256, 448).bfloat16(), torch.randn(512, 448).bfloat16()
+    ptx = cute.compile(example.gemm, a, b, torch.empty(256, 512).bfloat16(), options={"arch": "sm_90a"}).__ptx__
+    assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx and "setmaxnreg.inc.sync.aligned.u32 232" in ptx
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == 4
+    assert ".reqntid 384, 1, 1" in ptx
+
+
+def run_ws_gemm():
+    import pathlib
+    import runpy
+    g = runpy.run_path(str(pathlib.Path(__file__).resolve().parents[1] / "examples" / "gemm_sm90_ws.py"))
+    return g
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_warp_specialized_gemm_matches_matmul():
+    gemm = run_ws_gemm()["gemm"]
+    gen = torch.Generator().manual_seed(11)
+    a = torch.randn(384, 704, generator=gen).bfloat16().cuda()    # 11 k-tiles over 4 stages
+    b = torch.randn(512, 704, generator=gen).bfloat16().cuda()
+    c = torch.full((384, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm(a, b, c)
+    torch.cuda.synchronize()
+    want = (a.double() @ b.double().t()).to(torch.bfloat16)
+    torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_warp_specialized_gemm_is_clean_under_compute_sanitizer(tool):
+    code, report = run_under_sanitizer(tool, "import test_pipeline as t; assert t.run_ws_gemm()['check']() < 1e-2")
+    assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]
