@@ -47,6 +47,7 @@ from .dsl.smem import SmemAllocator, struct
 from .dsl.copy import autovec_copy, copy
 from .dsl import nvgpu, pipeline
 from .dsl.mma import ThrMma, TiledMma, gemm, make_tiled_mma
+from .dsl.tiled_copy import ThrCopy, TiledCopy, make_copy_atom, make_tiled_copy_tv
 
 
 def crd2idx(coord, layout):
@@ -70,7 +71,10 @@ __all__ = [
     "raked_product", "rank", "recast_layout", "right_inverse", "select", "shape", "shape_div", "slice_",
     "tile_to_shape", "tiled_divide", "tiled_product", "zipped_divide", "zipped_product", "ceil_div", "group_modes",
     "size_in_bytes", "domain_offset", "Pointer", "recast_ptr", "make_identity_tensor", "elem_less",
-    "SmemAllocator", "struct", "nvgpu", "pipeline", "ThrMma", "TiledMma", "gemm", "make_tiled_mma",
+    "SmemAllocator", "struct",
+    # the tensor-core layer
+    "nvgpu", "pipeline", "ThrMma", "TiledMma", "gemm", "make_tiled_mma", "ThrCopy", "TiledCopy", "make_copy_atom",
+    "make_tiled_copy_tv",
     "CompileError",
     "CompiledModule",
     "CudaError",

@@ -1,17 +1,18 @@
 """A warp-MMA GEMM in the DSL (Ampere and newer): mma.sync m16n8k16 atoms tiled over eight
-warps, operands staged through shared memory.
+warps, operands streamed into a 3-stage shared-memory ring by cp.async.
 
     python examples/gemm_sm80.py        # checks against torch, then times it against cuBLAS
 
 C (M x N, fp32) = A (M x K) @ B (N x K)^T in bf16 with fp32 accumulation; M, N multiples of
-128 and K of 32. This is the tensor-core layer's Ampere example, kept simple: one k-tile in
-shared memory at a time, copies through registers (no cp.async or ldmatrix yet), so it shows
-the tiled-MMA partitioning rather than Ampere's peak (see benchmarks/RESULTS.md).
-
-Per CTA (256 threads, a 128x128 tile): the 8 warps form a 4x2 grid of m16n8k16 atoms, so one
-k-step of 16 covers 64x16 and each thread repeats its atom 2 times along M and 8 along N
-(64 fp32 accumulators). Shared rows are padded from 32 to 40 elements so the 8 rows a warp's
-fragment loads touch fall in different banks.
+128 and K of 32. Per CTA (256 threads, a 128x128 tile):
+  * a tiled copy of cp.async atoms (16 bytes = 8 bf16 each; 64 rows x 4 threads cover a
+    64 x 32 block) fills stage s of sA and sB; each k-tile's copies are one cp.async group;
+  * the loop waits until at most STAGES - 2 groups are in flight (k-tile kt has landed), syncs,
+    refills the stage k-tile kt - 1 used (everyone is past it), then computes k-tile kt;
+  * the 8 warps form a 4x2 grid of m16n8k16 atoms, so one k-step of 16 covers 64x16 and each
+    thread repeats its atom 2 times along M and 8 along N (64 fp32 accumulators);
+  * shared rows are padded from 32 to 40 elements so the rows a warp's fragment loads touch fall
+    in different banks. Fragments go shared -> registers as 32-bit loads (no ldmatrix yet).
 """
 
 import time
@@ -20,45 +21,56 @@ import torch
 
 import cute_torch as cute
 
-BM, BN, BK = 128, 128, 32
+BM, BN, BK, STAGES = 128, 128, 32, 3
 THREADS = 256
 PAD = 40  # shared row stride in elements: 80 bytes, 16-byte aligned, bank-spread
 
 
-def _copy_layouts():
-    """256 threads as 64 rows of 4, each one 16-byte vector (8 bf16) of a 32-wide row."""
-    return cute.make_layout_tv(cute.make_layout((64, 4), stride=(4, 1)), cute.make_layout((1, 8), stride=(8, 1)))
+def _staged(rows):
+    return cute.make_layout((rows, BK, STAGES), stride=(PAD, 1, rows * PAD))
 
 
 @cute.kernel
-def gemm_kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.Constexpr):
+def gemm_kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.Constexpr,
+                tiled_copy: cute.Constexpr):
     tid = cute.arch.thread_idx()[0]
     bm, bn, _ = cute.arch.block_idx()
     gA = cute.local_tile(mA, (BM, BK), (bm, None))        # (BM, BK, k-tiles)
     gB = cute.local_tile(mB, (BN, BK), (bn, None))
     gC = cute.local_tile(mC, (BM, BN), (bm, bn))
-    sA = cute.arch.alloc_smem(cute.BFloat16, (BM, BK), stride=(PAD, 1))
-    sB = cute.arch.alloc_smem(cute.BFloat16, (BN, BK), stride=(PAD, 1))
+    smem = cute.SmemAllocator()
+    sA = smem.allocate_tensor(cute.BFloat16, _staged(BM), 16)
+    sB = smem.allocate_tensor(cute.BFloat16, _staged(BN), 16)
+    k_tiles = cute.size(gA, mode=[2])
 
-    tiler, tv = _copy_layouts()
-
-    def thread_part(tensor, i):
-        return cute.composition(cute.zipped_divide(tensor, tiler)[((None, None), (i, 0))], tv)[(tid, None)]
+    thr_copy = tiled_copy.get_slice(tid)
+    tAgA, tAsA = thr_copy.partition_S(gA), thr_copy.partition_D(sA)   # (8 values, 2, 1, k-tiles | stages)
+    tBgB, tBsB = thr_copy.partition_S(gB), thr_copy.partition_D(sB)
+    for s in cute.range_constexpr(STAGES - 1):                 # the prologue: STAGES - 1 k-tiles in flight
+        if s < k_tiles:
+            cute.copy(tiled_copy, tAgA[None, None, None, s], tAsA[None, None, None, s])
+            cute.copy(tiled_copy, tBgB[None, None, None, s], tBsB[None, None, None, s])
+        cute.arch.cp_async_commit_group()
 
     thr = tiled_mma.get_slice(tid)
     tCsA, tCsB, tCgC = thr.partition_A(sA), thr.partition_B(sB), thr.partition_C(gC)
-    tCrA, tCrB = thr.make_fragment_A(tCsA), thr.make_fragment_B(tCsB)
+    tCrA = thr.make_fragment_A(tCsA[None, None, None, 0])
+    tCrB = thr.make_fragment_B(tCsB[None, None, None, 0])
     acc = thr.make_fragment_C(tCgC)
     acc.fill(0.0)
-    for kt in range(cute.size(gA, mode=[2])):
-        for i in cute.range_constexpr(BM // 64):           # 16-byte vectors, global -> shared
-            cute.autovec_copy(thread_part(gA[None, None, kt], i), thread_part(sA, i))
-            cute.autovec_copy(thread_part(gB[None, None, kt], i), thread_part(sB, i))
-        cute.arch.sync_threads()
-        cute.autovec_copy(tCsA, tCrA)
-        cute.autovec_copy(tCsB, tCrB)
+    for kt in range(k_tiles):
+        cute.arch.cp_async_wait_group(STAGES - 2)              # k-tile kt has landed
+        cute.arch.sync_threads()                                # ... for every thread; kt - 1 is done
+        nk = kt + STAGES - 1
+        if nk < k_tiles:
+            ns = nk % STAGES
+            cute.copy(tiled_copy, tAgA[None, None, None, nk], tAsA[None, None, None, ns])
+            cute.copy(tiled_copy, tBgB[None, None, None, nk], tBsB[None, None, None, ns])
+        cute.arch.cp_async_commit_group()                       # one group per k-tile, even when empty
+        s = kt % STAGES
+        cute.autovec_copy(tCsA[None, None, None, s], tCrA)
+        cute.autovec_copy(tCsB[None, None, None, s], tCrB)
         cute.gemm(tiled_mma, acc, tCrA, tCrB, acc)
-        cute.arch.sync_threads()
     cute.autovec_copy(acc, tCgC)
 
 
@@ -67,8 +79,11 @@ def gemm(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor):
     """c = a @ b.T for bf16 a (M, K), b (N, K) and fp32 c (M, N)."""
     op = cute.nvgpu.warp.MmaF16BF16Op(cute.BFloat16, cute.Float32, (16, 8, 16))
     tiled_mma = cute.make_tiled_mma(op, (4, 2, 1))
+    atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(), cute.BFloat16, num_bits_per_copy=128)
+    tiled_copy = cute.make_tiled_copy_tv(atom, cute.make_layout((64, 4), stride=(4, 1)),
+                                         cute.make_layout((1, 8), stride=(8, 1)))
     m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
-    gemm_kernel(a, b, c, tiled_mma).launch(grid=(m // BM, n // BN, 1), block=(THREADS, 1, 1))
+    gemm_kernel(a, b, c, tiled_mma, tiled_copy).launch(grid=(m // BM, n // BN, 1), block=(THREADS, 1, 1))
 
 
 def check(m=256, n=384, k=160, seed=0):

@@ -3,10 +3,13 @@ sm_90a) in small GEMM kernels. Compile tier: the PTX has the instructions (ptxas
 and misuse is a DSLError at the user's line. GPU tier: the kernels against a float64 matmul of
 the same bf16/fp16 inputs, every element, outputs poisoned first."""
 
+import re
+
 import pytest
 import torch
 
 import cute_torch as cute
+from conftest import run_under_sanitizer
 from cute_torch.dsl.diagnostics import DSLError
 
 warp = cute.nvgpu.warp
@@ -101,6 +104,104 @@ def _wgmma_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor):
     tiled_mma = cute.make_tiled_mma(op)
     m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
     _wgmma_gemm(a, b, c, tiled_mma).launch(grid=(m // 64, n // WG_N, 1), block=(128, 1, 1))
+
+
+# -- wgmma with K-major and MN-major operands (the transpose bits, both descriptor forms) ---------
+
+MAJ_N = 128
+
+
+def _operand_smem(rows, major_k: bool):
+    """rows x 64 in the canonical 128-byte swizzled form of its major mode."""
+    inner = cute.make_layout((8, 64), stride=(64, 1)) if major_k else cute.make_layout((64, 8), stride=(1, 64))
+    return cute.tile_to_shape(cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, inner), (rows, 64))
+
+
+@cute.kernel
+def _wgmma_majors(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.Constexpr,
+                  a_k: cute.Constexpr, b_k: cute.Constexpr):
+    tid = cute.arch.thread_idx()[0]
+    sA = cute.arch.alloc_smem(mA.element_type, _operand_smem(64, a_k), alignment=1024)
+    sB = cute.arch.alloc_smem(mB.element_type, _operand_smem(MAJ_N, b_k), alignment=1024)
+    for i in cute.range_constexpr(64 * 64 // 128):
+        r, c = (tid + 128 * i) % 64, (tid + 128 * i) // 64
+        sA[r, c] = mA[r, c]
+    for i in cute.range_constexpr(MAJ_N * 64 // 128):
+        r, c = (tid + 128 * i) % MAJ_N, (tid + 128 * i) // MAJ_N
+        sB[r, c] = mB[r, c]
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.sync_threads()
+    thr = tiled_mma.get_slice(tid)
+    tCrA, tCrB = thr.make_fragment_A(thr.partition_A(sA)), thr.make_fragment_B(thr.partition_B(sB))
+    tCgC = thr.partition_C(mC)
+    acc = thr.make_fragment_C(tCgC)
+    warpgroup.fence()
+    tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
+    for k in cute.range_constexpr(4):
+        cute.gemm(tiled_mma, acc, tCrA[None, None, k], tCrB[None, None, k], acc)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+    warpgroup.commit_group()
+    warpgroup.wait_group(0)
+    cute.autovec_copy(acc, tCgC)
+
+
+@cute.jit
+def _wgmma_majors_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, a_k: cute.Constexpr, b_k: cute.Constexpr):
+    major = {True: warpgroup.OperandMajorMode.K, False: warpgroup.OperandMajorMode.MN}
+    op = warpgroup.MmaF16BF16Op(a.element_type, cute.Float32, (64, MAJ_N, 16), a_major_mode=major[a_k],
+                                b_major_mode=major[b_k])
+    _wgmma_majors(a, b, c, cute.make_tiled_mma(op), a_k, b_k).launch(grid=(1, 1, 1), block=(128, 1, 1))
+
+
+def _major_operands(dtype, a_k, b_k, device="cpu", seed=4):
+    """A (64 x 64) and B (MAJ_N x 64), K-major as row-major tensors, MN-major as transposed views."""
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(64, 64, generator=g).to(dtype)
+    b = torch.randn(MAJ_N, 64, generator=g).to(dtype)
+    a_arg = a.to(device) if a_k else a.t().contiguous().to(device).t()
+    b_arg = b.to(device) if b_k else b.t().contiguous().to(device).t()
+    return a_arg, b_arg
+
+
+@pytest.mark.parametrize("a_k,b_k", [(True, True), (True, False), (False, True), (False, False)])
+def test_wgmma_operand_majors_reach_ptx_with_their_transpose_bits(a_k, b_k):
+    a, b = _major_operands(torch.bfloat16, a_k, b_k)
+    ptx = cute.compile(_wgmma_majors_host, a, b, torch.empty(64, MAJ_N), a_k, b_k, options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count(f"p, 1, 1, {int(not a_k)}, {int(not b_k)};") == 4
+
+
+def test_wgmma_operand_stored_in_the_other_major_mode_is_an_error():
+    @cute.kernel
+    def wrong(mC: cute.Tensor, tiled_mma: cute.Constexpr):
+        sA = cute.arch.alloc_smem(cute.BFloat16, _operand_smem(64, True), alignment=1024)
+        sB = cute.arch.alloc_smem(cute.BFloat16, _operand_smem(MAJ_N, True), alignment=1024)
+        thr = tiled_mma.get_slice(cute.arch.thread_idx()[0])
+        acc = thr.make_fragment_C(thr.partition_C(mC))
+        cute.gemm(tiled_mma, acc, thr.make_fragment_A(thr.partition_A(sA))[None, None, 0],
+                  thr.make_fragment_B(thr.partition_B(sB))[None, None, 0], acc)
+
+    @cute.jit
+    def host(c: cute.Tensor):
+        op = warpgroup.MmaF16BF16Op(cute.BFloat16, cute.Float32, (64, MAJ_N, 16),
+                                    b_major_mode=warpgroup.OperandMajorMode.MN)
+        wrong(c, cute.make_tiled_mma(op)).launch(grid=(1, 1, 1), block=(128, 1, 1))
+
+    with pytest.raises(DSLError) as err:
+        cute.compile(host, torch.empty(64, MAJ_N), options={"arch": "sm_90a"})
+    assert "not a MN-major 128-byte swizzled wgmma operand" in str(err.value) and "test_mma.py" in str(err.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma needs sm_90a")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("a_k,b_k", [(True, True), (True, False), (False, True), (False, False)])
+def test_wgmma_operand_majors_match_matmul(dtype, a_k, b_k):
+    a, b = _major_operands(dtype, a_k, b_k, "cuda")
+    c = torch.full((64, MAJ_N), float("nan"), device="cuda")
+    _wgmma_majors_host(a, b, c, a_k, b_k)
+    torch.cuda.synchronize()
+    _check(c, a, b)
 
 
 def _operands(m, n, k, dtype, device="cpu", seed=0):
@@ -198,12 +299,14 @@ def test_wgmma_gemm_matches_matmul(dtype):
     _check(c, a, b)
 
 
-def test_example_gemm_sm80_vectorizes_its_copies(load_example):
+def test_example_gemm_sm80_streams_with_cp_async(load_example):
     example = load_example("gemm_sm80")
     a, b = torch.randn(256, 160).bfloat16(), torch.randn(384, 160).bfloat16()
     ptx = cute.compile(example.gemm, a, b, torch.empty(256, 384), options={"arch": "sm_80"}).__ptx__
     assert ptx.count("mma.sync.aligned.m16n8k16") == 32      # 2 (M) x 8 (N) atoms x 2 k-steps per k-tile
-    assert ptx.count("ld.global.v4.b32") == 4 and ptx.count("st.shared.v4.b32") == 4
+    # 2 x 16 bytes of A and of B per thread per k-tile: two prologue k-tiles (unrolled) and the refill.
+    assert ptx.count("cp.async.cg.shared.global") == 4 * example.STAGES
+    assert f"cp.async.wait_group {example.STAGES - 2}" in ptx
 
 
 @pytest.mark.gpu
@@ -214,3 +317,12 @@ def test_example_gemm_sm80_matches_matmul(load_example):
     example.gemm(a, b, c)
     torch.cuda.synchronize()
     _check(c, a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tool", ["racecheck", "synccheck"])
+def test_example_gemm_sm80_is_clean_under_compute_sanitizer(tool):
+    script = ("import runpy, pathlib, test_mma as t; g = runpy.run_path(str(pathlib.Path(t.__file__).parents[1] / "
+              "'examples' / 'gemm_sm80.py')); assert g['check']() < 1e-4")
+    code, report = run_under_sanitizer(tool, script)
+    assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]

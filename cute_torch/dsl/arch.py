@@ -264,3 +264,4 @@ from .sync import (barrier, block_idx_in_cluster, block_in_cluster_rank, cluster
                    warpgroup_reg_alloc, warpgroup_reg_dealloc)
 from .nvgpu.cpasync import commit_group as cp_async_bulk_commit_group  # noqa: E402,F401
 from .nvgpu.cpasync import wait_group as cp_async_bulk_wait_group  # noqa: E402,F401
+from .tiled_copy import cp_async_commit_group, cp_async_wait_group  # noqa: E402,F401

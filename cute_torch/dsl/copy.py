@@ -11,19 +11,31 @@ from .diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
 from .layout import size
 from .nvgpu.cpasync import TmaAtom, tma_copy
 from .tensor import Tensor
+from .tiled_copy import CopyAtom, TiledCopy, tiled_copy
 
 
 def copy(*args, **kwargs) -> None:
-    """copy(src, dst) or CuTe DSL's copy(atom, src, dst). A TMA atom issues a bulk tensor copy
-    (`tma_bar_ptr=` for loads); other atoms are accepted and unused: the vector width comes
-    from the layouts. Guard it with an `if` for partial tiles."""
+    """copy(src, dst) or CuTe DSL's copy(atom_or_tiled_copy, src, dst, pred=None). A TMA atom
+    issues a bulk tensor copy (`tma_bar_ptr=` for loads); a copy atom or tiled copy issues its
+    op per chunk of a (Val, Rest...) partition (tiled_copy.py); without an atom, the vector
+    width comes from the layouts."""
     if len(args) == 3 and isinstance(args[0], TmaAtom):
         tma_copy(*args, **kwargs)
         return
+    if len(args) == 3 and isinstance(args[0], (CopyAtom, TiledCopy)):
+        unknown = set(kwargs) - {"pred"}
+        if unknown:
+            raise DSLError(ARGUMENT_MISMATCH, f"copy with a copy atom takes pred=, not {sorted(unknown)}",
+                           user_location())
+        if not all(isinstance(a, Tensor) for a in args[1:]):
+            raise DSLError(ARGUMENT_MISMATCH, "copy takes (atom, src, dst) tensors", user_location())
+        tiled_copy(*args, **kwargs)
+        return
     if kwargs:
-        raise DSLError(ARGUMENT_MISMATCH, f"copy takes {', '.join(kwargs)} only with a TMA atom", user_location())
+        raise DSLError(ARGUMENT_MISMATCH, f"copy takes {', '.join(kwargs)} only with an atom", user_location())
     if len(args) == 3:
-        args = args[1:]
+        raise DSLError(ARGUMENT_MISMATCH, f"copy's first argument is a copy atom, tiled copy or TMA atom, got "
+                       f"{type(args[0]).__name__}", user_location(), "make one with cute.make_copy_atom")
     if len(args) != 2 or not all(isinstance(a, Tensor) for a in args):
         raise DSLError(ARGUMENT_MISMATCH, "copy takes (src, dst) tensors", user_location())
     src, dst = args

@@ -2,6 +2,7 @@
 names. `warp` holds the Ampere-style warp MMA (mma.sync), `warpgroup` Hopper's warpgroup MMA
 (wgmma.mma_async) with its fences, `cpasync` the TMA copies."""
 
+from ..tiled_copy import CopyUniversalOp
 from . import cpasync, warp, warpgroup
 
-__all__ = ["cpasync", "warp", "warpgroup"]
+__all__ = ["CopyUniversalOp", "cpasync", "warp", "warpgroup"]

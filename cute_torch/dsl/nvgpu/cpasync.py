@@ -33,6 +33,7 @@ from ..layout import ComposedLayout, Layout, Swizzle, coalesce, make_layout, siz
 from ..numeric import BFloat16, Float16, Float32, Float64, Int8, Int32, Int64, Numeric, Uint8, convert
 from ..pointer import byte_width, shared_pointer
 from ..tensor import Tensor
+from ..tiled_copy import CopyG2SOp  # noqa: F401 - cp.async lives in this namespace in CuTe DSL
 
 # CUtensorMapDataType (cuda.h) by element type.
 _TMA_DTYPE = {Uint8: 0, Int8: 0, Int32: 3, Int64: 5, Float16: 6, Float32: 7, Float64: 8, BFloat16: 9}

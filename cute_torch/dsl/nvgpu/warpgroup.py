@@ -10,13 +10,15 @@ warps (128 threads) together, asynchronously.
     cute.nvgpu.warpgroup.wait_group(0)                    # acc may be read now
 
 A and B are read from shared memory through 64-bit matrix descriptors. The DSL builds them
-from the operand's shared-memory layout (start address, stride byte offset, swizzle mode): the
-user partitions shared-memory tensors with the tiled MMA and never spells a descriptor. The
-layouts wgmma reads are CuTe's canonical K-major ones: 8-row groups of 32-, 64- or 128-byte
-rows, swizzled with Sw<1|2|3, 4, 3> (on byte addresses), K contiguous in a row.
+from the operand's shared-memory layout (start address, leading and stride byte offsets,
+swizzle mode): the user partitions shared-memory tensors with the tiled MMA and never spells a
+descriptor. The layouts wgmma reads are CuTe's canonical ones, swizzled with Sw<1|2|3, 4, 3>
+(on byte addresses): K-major (8-row groups of 32-, 64- or 128-byte rows, K contiguous) or
+MN-major (MN contiguous in 32-/64-/128-byte rows, 8 k per group); the op's a_major_mode /
+b_major_mode say which, and set the instruction's transpose bits.
 
-Differences from CuTe DSL: operands from registers (OperandSource.RMEM), MN-major shared
-operands and fp16 accumulators are not supported yet (each is an error that says so).
+Differences from CuTe DSL: operands from registers (OperandSource.RMEM) and fp16 accumulators
+are not supported yet (each is an error that says so).
 """
 
 from __future__ import annotations
@@ -74,9 +76,10 @@ class MmaF16BF16Op(MmaAtom):
             raise DSLError(UNSUPPORTED_TYPE, "warpgroup MMA with A from registers (OperandSource.RMEM) is not "
                            "supported yet", user_location(), "stage A in shared memory (OperandSource.SMEM)")
         for name, major in (("A", a_major_mode), ("B", b_major_mode)):
-            if major is not OperandMajorMode.K:
-                raise DSLError(UNSUPPORTED_TYPE, f"warpgroup MMA with an MN-major {name} is not supported yet",
-                               user_location(), f"store {name} K-major in shared memory (K contiguous)")
+            if not isinstance(major, OperandMajorMode):
+                raise DSLError(ARGUMENT_MISMATCH, f"{name}'s major mode is an OperandMajorMode (K or MN), got "
+                               f"{major!r}", user_location())
+        self.a_major, self.b_major = a_major_mode, b_major_mode
         self.a_dtype = self.b_dtype = ab_dtype
         self.acc_dtype = acc_dtype
         self.shape_mnk = (m, n, k)
@@ -98,7 +101,8 @@ class MmaF16BF16Op(MmaAtom):
         if c is not d:
             for i in range(n_acc):
                 d[i] = c[i]
-        desc_a, desc_b = a.descriptor(), b.descriptor()
+        desc_a, desc_b = a.descriptor(self.a_major), b.descriptor(self.b_major)
+        trans = [int(m is OperandMajorMode.MN) for m in (self.a_major, self.b_major)]
         ab = "f16" if self.a_dtype is Float16 else "bf16"
         scale_d = Int32(1) if accumulate is True else convert(as_numeric(accumulate, Boolean), Int32)
         accs = [d[i].ir for i in range(n_acc)]
@@ -106,7 +110,7 @@ class MmaF16BF16Op(MmaAtom):
         regs = ", ".join(f"${i}" for i in range(n_acc))
         text = (f"{{\\0A.reg .pred p;\\0Asetp.ne.b32 p, ${2 * n_acc + 2}, 0;\\0A"
                 f"wgmma.mma_async.sync.aligned.m64n{self.shape_mnk[1]}k16.f32.{ab}.{ab} "
-                f"{{{regs}}}, ${2 * n_acc}, ${2 * n_acc + 1}, p, 1, 1, 0, 0;\\0A}}")
+                f"{{{regs}}}, ${2 * n_acc}, ${2 * n_acc + 1}, p, 1, 1, {trans[0]}, {trans[1]};\\0A}}")
         struct_t = f"!llvm.struct<({', '.join(['f32'] * n_acc)})>"
         result = inline_asm(text, ["=f"] * n_acc, accs + [desc_a.ir, desc_b.ir, scale_d.ir], struct_t,
                             input_constraints=[str(i) for i in range(n_acc)] + ["l", "l", "r"])
@@ -174,9 +178,9 @@ class DescriptorFragment:
     def __str__(self) -> str:
         return f"descriptors of {self.tensor}"
 
-    def descriptor(self) -> Int64:
+    def descriptor(self, major: OperandMajorMode) -> Int64:
         """The 64-bit matrix descriptor of this (rows x 16) tile."""
-        return smem_descriptor(self.tensor)
+        return smem_descriptor(self.tensor, major)
 
 
 def smem_operand(atom, operand: str, partitioned) -> DescriptorFragment:
@@ -190,12 +194,17 @@ def smem_operand(atom, operand: str, partitioned) -> DescriptorFragment:
 _LAYOUT_TYPE = {128: 1, 64: 2, 32: 3}
 
 
-def smem_descriptor(tile: Tensor) -> Int64:
-    """wgmma's descriptor of a K-major (rows x 16) tile: bits 0-13 the start address >> 4,
-    16-29 the leading byte offset >> 4 (unused for swizzled K-major: 1), 32-45 the stride byte
-    offset >> 4 (from one 8-row group to the next), 62-63 the swizzle mode. The hardware applies
-    the swizzle to the addresses it forms, so the start address is the unswizzled one (the
-    k-th 16-element slice of a row starts 32*k bytes in)."""
+def smem_descriptor(tile: Tensor, major: OperandMajorMode = OperandMajorMode.K) -> Int64:
+    """wgmma's descriptor of a (rows x 16) tile: bits 0-13 the start address >> 4, 16-29 the
+    leading byte offset >> 4, 32-45 the stride byte offset >> 4, 62-63 the swizzle mode. The
+    tile must be CuTe's canonical layout for its major mode, with S = the swizzle's row of
+    `width` bytes, in elements:
+
+      K-major:  rows ((8, m) : (S, SBO)),  k ((16) : (1))            LBO unused (1)
+      MN-major: rows ((S, m) : (1, LBO)),  k ((8, 2) : (S, SBO))
+
+    The hardware applies the swizzle to the addresses it forms, so the start address is the
+    unswizzled one (a k-th slice starts 32*k bytes or k*16 rows in)."""
     width = _swizzle_width(tile)
     elem = byte_width(tile.dtype)
     layout = tile._layout
@@ -208,16 +217,30 @@ def smem_descriptor(tile: Tensor) -> Int64:
         raise DSLError(ARGUMENT_MISMATCH, f"wgmma operands need a static shared-memory layout, got {layout}",
                        user_location())
     per_row = width // elem
-    sbo = layout((8, 0)) if rows > 8 else 8 * per_row
+
+    def at(r, k):
+        return layout((r, k))
+
+    if major is OperandMajorMode.K:
+        lbo, sbo = 1, at(8, 0) if rows > 8 else 8 * per_row
+        want_row = [(r % 8) * per_row + (r // 8) * sbo for r in range(rows)]
+        want_k = list(range(16))
+    else:
+        if rows % per_row and rows > per_row:
+            raise _not_canonical(tile, width, major, f"{rows} rows are not whole {width}-byte swizzle rows")
+        lbo, sbo = (at(per_row, 0) if rows > per_row else 1), at(0, 8)
+        want_row = [(r % per_row) + (r // per_row) * lbo for r in range(rows)]
+        want_k = [(k % 8) * per_row + (k // 8) * sbo for k in range(16)]
     for k in range(16):
-        if layout((0, k)) != k:
-            raise _not_canonical(tile, width, f"K is not contiguous (element k={k} is at {layout((0, k))})")
+        if at(0, k) != want_k[k]:
+            raise _not_canonical(tile, width, major, f"element k={k} of row 0 is at {at(0, k)}, not {want_k[k]}")
     for r in range(rows):
-        want = (r % 8) * per_row + (r // 8) * sbo
-        if layout((r, 0)) != want:
-            raise _not_canonical(tile, width, f"row {r} starts at element {layout((r, 0))}, not {want}")
-    if (sbo * elem) % 16:
-        raise _not_canonical(tile, width, f"8-row groups {sbo * elem} bytes apart (a multiple of 16 is needed)")
+        if at(r, 0) != want_row[r]:
+            raise _not_canonical(tile, width, major, f"row {r} starts at element {at(r, 0)}, not {want_row[r]}")
+    for name, value in (("leading", lbo), ("stride", sbo)):
+        if value != 1 and ((value * elem) % 16 or (value * elem) >> 4 >= 1 << 14):
+            raise _not_canonical(tile, width, major, f"the {name} byte offset {value * elem} is not a multiple of "
+                                 "16 below 256 KB")
     if tile.alignment < 8 * width:
         raise DSLError(ARGUMENT_MISMATCH, f"a {width}-byte swizzled wgmma operand must start {8 * width}-byte "
                        f"aligned; this shared memory is known {tile.alignment}-byte aligned", user_location(),
@@ -227,7 +250,8 @@ def smem_descriptor(tile: Tensor) -> Int64:
     offset = tile.offset if not isinstance(tile.offset, int) else Int32(tile.offset)
     address = base + convert(offset, Int32) * elem
     start = convert((address >> 4) & 0x3FFF, Int64)
-    high = (1 << 16) | (((sbo * elem) >> 4) << 32) | (_LAYOUT_TYPE[width] << 62)
+    lbo_field = 1 if lbo == 1 else (lbo * elem) >> 4
+    high = (lbo_field << 16) | (((sbo * elem) >> 4) << 32) | (_LAYOUT_TYPE[width] << 62)
     return start | Int64(high - (1 << 64) if high >= 1 << 63 else high)
 
 
@@ -241,8 +265,11 @@ def _swizzle_width(tile: Tensor) -> int:
     return 16 << sw.bits
 
 
-def _not_canonical(tile: Tensor, width: int, problem: str) -> DSLError:
-    return DSLError(ARGUMENT_MISMATCH, f"this shared-memory tile is not a K-major {width}-byte swizzled wgmma "
-                    f"operand: {problem} in {tile.layout}", user_location(),
-                    f"rows of {width} bytes, 8-row groups, K contiguous: tile_to_shape of a "
-                    f"Sw<{(width // 16).bit_length() - 1},4,3> o (8,{width}/elem):({width}/elem,1) atom")
+def _not_canonical(tile: Tensor, width: int, major, problem: str) -> DSLError:
+    bits = (width // 16).bit_length() - 1
+    per_row = width // byte_width(tile.dtype)
+    atom = (f"(8,{per_row}):({per_row},1)" if major is OperandMajorMode.K else f"({per_row},8):(1,{per_row})")
+    return DSLError(ARGUMENT_MISMATCH, f"this shared-memory tile is not a {major.name}-major {width}-byte swizzled "
+                    f"wgmma operand: {problem} in {tile.layout}", user_location(),
+                    f"build it with tile_to_shape of the Sw<{bits},4,3> o {atom} atom (the op's "
+                    f"{major.name}-major mode must match how the operand is stored)")

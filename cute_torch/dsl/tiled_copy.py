@@ -1,0 +1,225 @@
+"""Copy atoms and tiled copies: CuTe DSL's `make_copy_atom`, `make_tiled_copy_tv`,
+`get_slice`, `partition_S/D` and `cute.copy(tiled_copy, src, dst, pred=)`.
+
+    atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(), cute.BFloat16, num_bits_per_copy=128)
+    tiled = cute.make_tiled_copy_tv(atom, thr_layout, val_layout)   # e.g. (32, 4) threads, (1, 8) values
+    thr = tiled.get_slice(tid)
+    tAgA, tAsA = thr.partition_S(gA), thr.partition_D(sA)          # (Val, RestM, RestN, ...)
+    cute.copy(tiled, tAgA, tAsA, pred=tApA)                          # one cp.async per 16 bytes
+
+A partition is CuTe's: the tile is divided by the tiled copy's tile, the tile mode composed
+with the thread-value layout, the thread's index fixed. What is left is (Val, Rest...): the
+thread's values in one tile, then the tiles. A copy issues the atom once per `num_bits_per_copy`
+chunk of Val for every tile; `pred` (a Boolean tensor of shape (1, Rest...) or like `src`)
+turns a chunk off: a cp.async then writes zeros (its source size is 0), a plain copy skips it.
+"""
+
+from __future__ import annotations
+
+from . import ir
+from .diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
+from .layout import Layout, composition, divisibility, idx2crd, is_tuple, make_layout_tv, rank, size, zipped_divide
+from .numeric import Boolean, Int32, Numeric, as_numeric, convert, where
+from .tensor import Tensor, byte_width
+
+
+class CopyUniversalOp:
+    """Plain loads and stores (vectorized up to the atom's width)."""
+
+
+class CopyG2SOp:
+    """`cp.async` (sm_80): 4, 8 or 16 bytes from global to shared memory without registers;
+    16-byte copies bypass L1 (`.cg`). Complete them with cute.arch.cp_async_commit_group() and
+    cp_async_wait_group(n)."""
+
+    def __init__(self, cache_mode=None):
+        self.cache_mode = cache_mode
+
+
+class CopyAtom:
+    """An op moving `num_bits_per_copy` bits of `dtype` elements per instruction."""
+
+    def __init__(self, op, dtype, num_bits_per_copy: int | None):
+        bits = num_bits_per_copy or dtype.width
+        if bits % dtype.width or bits // dtype.width < 1:
+            raise DSLError(ARGUMENT_MISMATCH, f"num_bits_per_copy={bits} is not a whole number of {dtype.__name__}",
+                           user_location())
+        if isinstance(op, CopyG2SOp) and bits not in (32, 64, 128):
+            raise DSLError(ARGUMENT_MISMATCH, f"cp.async copies 4, 8 or 16 bytes, got num_bits_per_copy={bits}",
+                           user_location())
+        self.op, self.dtype, self.bits = op, dtype, bits
+
+    @property
+    def elements(self) -> int:
+        return self.bits // self.dtype.width
+
+    def __str__(self) -> str:
+        return f"copy_atom<{type(self.op).__name__} {self.dtype.__name__} x{self.elements}>"
+
+    __repr__ = __str__
+
+
+def make_copy_atom(op, dtype, num_bits_per_copy: int | None = None) -> CopyAtom:
+    if not isinstance(op, (CopyUniversalOp, CopyG2SOp)):
+        raise DSLError(UNSUPPORTED_TYPE, f"make_copy_atom knows CopyUniversalOp and cpasync.CopyG2SOp, got "
+                       f"{type(op).__name__}", user_location())
+    return CopyAtom(op, dtype, num_bits_per_copy)
+
+
+class TiledCopy:
+    """An atom repeated over threads: `tiler_mn` is the tile one pass covers, `layout_tv` maps
+    (thread, value) to a coordinate of it."""
+
+    def __init__(self, atom: CopyAtom, tiler_mn, layout_tv: Layout):
+        self.atom, self.tiler_mn, self.layout_tv = atom, tiler_mn, layout_tv
+
+    @property
+    def size(self) -> int:
+        return size(self.layout_tv[0])
+
+    def get_slice(self, thr_idx) -> "ThrCopy":
+        return ThrCopy(self, thr_idx)
+
+    get_thread_slice = get_slice
+
+    def __str__(self) -> str:
+        return f"TiledCopy({self.atom}, tile {self.tiler_mn}, tv {self.layout_tv})"
+
+
+def make_tiled_copy_tv(atom: CopyAtom, thr_layout: Layout, val_layout: Layout) -> TiledCopy:
+    """Threads laid out by `thr_layout`, each owning a `val_layout` block (make_layout_tv)."""
+    if not isinstance(atom, CopyAtom):
+        raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_copy_tv takes a copy atom (make_copy_atom), got "
+                       f"{type(atom).__name__}", user_location())
+    tiler, tv = make_layout_tv(thr_layout, val_layout)
+    if size(tv[1]) % atom.elements:
+        raise DSLError(ARGUMENT_MISMATCH, f"each thread holds {size(tv[1])} values, not a multiple of the atom's "
+                       f"{atom.elements}", user_location())
+    return TiledCopy(atom, tiler, tv)
+
+
+class ThrCopy:
+    """One thread's view of a tiled copy."""
+
+    def __init__(self, tiled: TiledCopy, thr_idx):
+        self.tiled, self.thr_idx = tiled, thr_idx
+
+    def partition_S(self, tensor: Tensor) -> Tensor:
+        return self._partition(tensor, "partition_S")
+
+    def partition_D(self, tensor: Tensor) -> Tensor:
+        return self._partition(tensor, "partition_D")
+
+    def _partition(self, tensor, what: str) -> Tensor:
+        if not isinstance(tensor, Tensor):
+            raise DSLError(ARGUMENT_MISMATCH, f"{what} takes a tensor, got {type(tensor).__name__}", user_location())
+        layout = tensor._layout
+        if rank(layout) < len(self.tiled.tiler_mn):
+            raise DSLError(ARGUMENT_MISMATCH, f"{what}: a tile of {len(self.tiled.tiler_mn)} modes does not fit "
+                           f"{layout}", user_location())
+        blocks = zipped_divide(layout, tuple(self.tiled.tiler_mn))        # ((TileM, TileN), (RestM, RestN, ...))
+        tv = composition(blocks[0], self.tiled.layout_tv)                  # (Thr, Val)
+        rest = blocks[1]
+        shapes = (tv.shape[1],) + (tuple(rest.shape) if is_tuple(rest.shape) else (rest.shape,))
+        strides = (tv.stride[1],) + (tuple(rest.stride) if is_tuple(rest.stride) else (rest.stride,))
+        thread = tv[0]
+        return tensor.with_layout(Layout(shapes, strides), thread(self.thr_idx),
+                                  divisibility(self.thr_idx, thread.shape, thread.stride))
+
+
+def tiled_copy(tiled, src: Tensor, dst: Tensor, pred=None) -> None:
+    """cute.copy with a copy atom or tiled copy over (Val, Rest...) partitions."""
+    atom = tiled.atom if isinstance(tiled, TiledCopy) else tiled
+    if size(src) != size(dst):
+        raise DSLError(ARGUMENT_MISMATCH, f"copy of {size(src)} elements ({src.layout}) into {size(dst)} "
+                       f"({dst.layout})", user_location())
+    if isinstance(atom.op, CopyUniversalOp) and pred is None:
+        dst.store(src.load())
+        return
+    vals = size(src.shape[0]) if is_tuple(src.shape) else size(src.shape)
+    if vals % atom.elements:
+        raise DSLError(ARGUMENT_MISMATCH, f"a partition with {vals} values per tile does not split into the atom's "
+                       f"{atom.elements}", user_location())
+    rest_shape = tuple(src.shape[1:]) if is_tuple(src.shape) and len(src.shape) > 1 else ()
+    tiles = size(rest_shape) if rest_shape else 1
+    for t in range(tiles):
+        rest = tuple(_leaves_of(idx2crd(t, rest_shape))) if rest_shape else ()
+        flag = None if pred is None else _flag(pred, rest)
+        for v in range(0, vals, atom.elements):
+            _issue(atom, src, dst, (v,) + rest, flag)
+
+
+def _leaves_of(coord):
+    return list(coord) if isinstance(coord, tuple) else [coord]
+
+
+def _flag(pred, rest) -> Numeric:
+    if not isinstance(pred, Tensor):
+        raise DSLError(ARGUMENT_MISMATCH, f"pred= takes a Boolean tensor, got {type(pred).__name__}", user_location())
+    return convert(as_numeric(pred[(0,) + rest], Boolean), Boolean)
+
+
+def _issue(atom: CopyAtom, src: Tensor, dst: Tensor, coord, flag) -> None:
+    n = atom.elements
+    _check_contiguous(src, coord, n, "source")
+    _check_contiguous(dst, coord, n, "destination")
+    nbytes = n * byte_width(atom.dtype)
+    for t in (src, dst):
+        if t.swizzle is not None and nbytes > 1 << t.swizzle.base:
+            raise DSLError(ARGUMENT_MISMATCH, f"{t.swizzle} moves {1 << t.swizzle.base}-byte pieces apart; a "
+                           f"{nbytes}-byte copy atom would straddle them", user_location(),
+                           "use an atom of at most 2^base bytes, or a swizzle with a larger base")
+    if isinstance(atom.op, CopyG2SOp):
+        if src.memspace != "gmem" or dst.memspace != "smem":
+            raise DSLError(ARGUMENT_MISMATCH, "cp.async copies global memory into shared memory", user_location())
+        b = ir.require("device", "cp.async")
+        s_addr, d_addr = src._address(coord), dst._address(coord)
+        cache = "cg" if nbytes == 16 else "ca"
+        if flag is None:
+            b.emit(f"nvvm.cp.async.shared.global {d_addr.name}, {s_addr.name}, {nbytes}, cache = {cache} : "
+                   f"{d_addr.type}, {s_addr.type}")
+        else:
+            size_v = where(flag, Int32(nbytes), Int32(0))
+            b.emit(f"nvvm.cp.async.shared.global {d_addr.name}, {s_addr.name}, {nbytes}, cache = {cache}, "
+                   f"{size_v.ir.name} : {d_addr.type}, {s_addr.type}, i32")
+        return
+    from .control import if_
+    chunk_s, chunk_d = _chunk(src, coord, n), _chunk(dst, coord, n)
+
+    def move():
+        chunk_d.store(chunk_s.load())
+        return ()
+
+    if_(flag, move, lambda: (), (), (), user_location())
+
+
+def _chunk(t: Tensor, coord, n: int) -> Tensor:
+    """The n elements of mode 0 from coord on, as a tensor (n):(1)."""
+    first = t._layout(coord)
+    return t.with_layout(Layout(n, 1), first, divisibility(coord, t.shape, t.stride))
+
+
+def _check_contiguous(t: Tensor, coord, n: int, what: str) -> None:
+    if n == 1:
+        return
+    v0, rest = coord[0], coord[1:]
+    base = t._layout((v0,) + rest)
+    for i in range(1, n):
+        step = t._layout((v0 + i,) + rest)
+        if isinstance(base, int) and isinstance(step, int) and step - base != i:
+            raise DSLError(ARGUMENT_MISMATCH, f"the copy atom moves {n} contiguous elements, but the {what}'s values "
+                           f"{v0}..{v0 + n - 1} are not contiguous in {t.layout}", user_location(),
+                           "choose a val_layout whose blocks are contiguous in memory, or a narrower atom")
+
+
+def cp_async_commit_group() -> None:
+    """Closes the group of cp.async copies issued since the last commit."""
+    ir.require("device", "cp_async_commit_group").emit("nvvm.cp.async.commit.group")
+
+
+def cp_async_wait_group(n: int) -> None:
+    """Waits until at most `n` committed cp.async groups are in flight."""
+    if not isinstance(n, int) or n < 0:
+        raise DSLError(ARGUMENT_MISMATCH, f"cp_async_wait_group takes a compile-time count >= 0, got {n!r}",
+                       user_location())
+    ir.require("device", "cp_async_wait_group").emit(f"nvvm.cp.async.wait.group {n}")

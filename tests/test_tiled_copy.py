@@ -1,0 +1,94 @@
+"""Copy atoms and tiled copies: cp.async (CopyG2SOp) through a tiled copy, predicated by
+coordinates (a tail tile's missing rows are zero-filled), and predicated universal copies
+(skipped). Compile tier: PTX and errors; GPU tier: every element against torch."""
+
+import pytest
+import torch
+
+import cute_torch as cute
+from cute_torch.dsl.diagnostics import DSLError
+
+TILE_M, TILE_N = 64, 64
+
+
+def _tiled(op, bits=128):
+    atom = cute.make_copy_atom(op, cute.BFloat16, num_bits_per_copy=bits)
+    return cute.make_tiled_copy_tv(atom, cute.make_layout((32, 8), stride=(8, 1)),
+                                   cute.make_layout((1, 8), stride=(8, 1)))
+
+
+@cute.kernel
+def _staged_copy(mA: cute.Tensor, out: cute.Tensor, tiled_copy: cute.Constexpr, store_copy: cute.Constexpr):
+    tid = cute.arch.thread_idx()[0]
+    bm = cute.arch.block_idx()[0]
+    gA = cute.local_tile(mA, (TILE_M, TILE_N), (bm, 0))
+    cA = cute.local_tile(cute.make_identity_tensor(mA.shape), (TILE_M, TILE_N), (bm, 0))
+    gO = cute.local_tile(out, (TILE_M, TILE_N), (bm, 0))
+    sA = cute.arch.alloc_smem(cute.BFloat16, (TILE_M, TILE_N), stride=(TILE_N, 1), alignment=128)
+    thr = tiled_copy.get_slice(tid)
+    tAgA, tAsA, tAcA = thr.partition_S(gA), thr.partition_D(sA), thr.partition_S(cA)   # (8, 2, 1)
+    pred = cute.make_rmem_tensor(cute.make_layout((1, 2, 1)), cute.Boolean)
+    for r in cute.range_constexpr(2):
+        pred[0, r, 0] = cute.elem_less(tAcA[0, r, 0], mA.shape)
+    cute.copy(tiled_copy, tAgA, tAsA, pred=pred)          # rows past M arrive as zeros
+    cute.arch.cp_async_commit_group()
+    cute.arch.cp_async_wait_group(0)
+    cute.arch.sync_threads()
+    sthr = store_copy.get_slice(tid)
+    keep = cute.make_rmem_tensor(cute.make_layout((1, 2, 1)), cute.Boolean)
+    for r in cute.range_constexpr(2):
+        keep[0, r, 0] = (sthr.partition_S(cA)[0, r, 0][0] % 2) == 0      # only even rows are written out
+    cute.copy(store_copy, sthr.partition_S(sA), sthr.partition_D(gO), pred=keep)
+
+
+@cute.jit
+def _staged_host(a: cute.Tensor, out: cute.Tensor):
+    _staged_copy(a, out, _tiled(cute.nvgpu.cpasync.CopyG2SOp()), _tiled(cute.nvgpu.CopyUniversalOp())).launch(
+        grid=(cute.ceil_div(cute.size(a, mode=[0]), TILE_M), 1, 1), block=(256, 1, 1))
+
+
+def test_predicated_cp_async_reaches_ptx_with_a_source_size():
+    a, out = torch.randn(100, 64).bfloat16(), torch.empty(128, 64).bfloat16()
+    ptx = cute.compile(_staged_host, a, out, options={"arch": "sm_80"}).__ptx__
+    assert ptx.count("cp.async.cg.shared.global") == 2 and "cp.async.wait_group 0" in ptx
+    assert ", 16, %r" in ptx          # the source size operand: 16, or 0 to zero-fill
+
+
+def test_copy_atom_misuse_is_an_error_at_the_users_line():
+    @cute.jit
+    def bad_width(a: cute.Tensor):
+        cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(), cute.BFloat16, num_bits_per_copy=256)
+
+    with pytest.raises(DSLError) as err:
+        cute.compile(bad_width, torch.zeros(4))
+    assert "4, 8 or 16 bytes" in str(err.value) and "test_tiled_copy.py" in str(err.value)
+
+    @cute.kernel
+    def scattered(mA: cute.Tensor, tiled_copy: cute.Constexpr):
+        sA = cute.arch.alloc_smem(cute.BFloat16, (TILE_M, TILE_N), stride=(1, TILE_M))   # column-major
+        thr = tiled_copy.get_slice(cute.arch.thread_idx()[0])
+        cute.copy(tiled_copy, thr.partition_S(cute.local_tile(mA, (TILE_M, TILE_N), (0, 0))), thr.partition_D(sA))
+
+    @cute.jit
+    def host(a: cute.Tensor):
+        scattered(a, _tiled(cute.nvgpu.cpasync.CopyG2SOp())).launch(grid=(1, 1, 1), block=(256, 1, 1))
+
+    with pytest.raises(DSLError) as err:
+        cute.compile(host, torch.zeros(64, 64).bfloat16(), options={"arch": "sm_80"})
+    assert "not contiguous" in str(err.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [100, 128, 37])
+def test_predicated_tiled_copies_zero_fill_and_skip(rows):
+    g = torch.Generator().manual_seed(rows)
+    a = torch.randn(rows, 64, generator=g).bfloat16().cuda()
+    padded = -(-rows // TILE_M) * TILE_M
+    out = torch.full((padded, 64), float("nan"), dtype=torch.bfloat16, device="cuda")
+    _staged_host(a, out)
+    torch.cuda.synchronize()
+    want = torch.zeros(padded, 64, dtype=torch.bfloat16)
+    want[:rows] = a.cpu()
+    even = torch.arange(padded) % 2 == 0
+    assert torch.equal(out.cpu()[even], want[even])          # copied, or zero-filled past the end
+    assert torch.isnan(out.cpu()[~even].float()).all()      # skipped: still poisoned
