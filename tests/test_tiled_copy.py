@@ -2,10 +2,13 @@
 coordinates (a tail tile's missing rows are zero-filled), and predicated universal copies
 (skipped). Compile tier: PTX and errors; GPU tier: every element against torch."""
 
+import re
+
 import pytest
 import torch
 
 import cute_torch as cute
+from conftest import run_under_sanitizer
 from cute_torch.dsl.diagnostics import DSLError
 
 TILE_M, TILE_N = 64, 64
@@ -78,9 +81,7 @@ def test_copy_atom_misuse_is_an_error_at_the_users_line():
     assert "not contiguous" in str(err.value)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("rows", [100, 128, 37])
-def test_predicated_tiled_copies_zero_fill_and_skip(rows):
+def run_predicated(rows):
     g = torch.Generator().manual_seed(rows)
     a = torch.randn(rows, 64, generator=g).bfloat16().cuda()
     padded = -(-rows // TILE_M) * TILE_M
@@ -92,3 +93,18 @@ def test_predicated_tiled_copies_zero_fill_and_skip(rows):
     even = torch.arange(padded) % 2 == 0
     assert torch.equal(out.cpu()[even], want[even])          # copied, or zero-filled past the end
     assert torch.isnan(out.cpu()[~even].float()).all()      # skipped: still poisoned
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [100, 128, 37])
+def test_predicated_tiled_copies_zero_fill_and_skip(rows):
+    run_predicated(rows)
+
+
+@pytest.mark.gpu
+def test_predicated_tail_copies_stay_in_bounds_under_memcheck():
+    """A tail tile's coordinates past the last row must not wrap into the next column (they did
+    when identity tensors packed coordinates compactly: the predicate passed and cp.async read
+    past the tensor)."""
+    code, report = run_under_sanitizer("memcheck", "import test_tiled_copy as t; t.run_predicated(100)")
+    assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]

@@ -4,33 +4,62 @@ each thread which coordinates of the whole tensor its elements have (for predica
 tiles: `cute.elem_less(coord, shape)`).
 
 CuTe gives such a tensor basis strides (E<0>, E<1>, ...). Here a coordinate is packed into one
-integer, its compact column-major index, so the tensor is an ordinary layout (compact over the
-shape) that every divide, slice and partition handles as it handles data; reading an element
-unpacks the index back into the coordinate (idx2crd: C++ when static, `cute.crd2idx` ops when
-run-time).
+64-bit integer, each mode in a field of its own: mode i (but the last) at bit FIELD * i, the
+last mode taking the high bits that are left. So the tensor is an ordinary layout with static
+strides (1, 2^FIELD, ...) that every divide, slice and partition handles as it handles data, and
+reading an element unpacks the fields (idx2crd over (2^FIELD, ..., rest): shifts and masks).
+
+The fields leave room past the domain: a tail tile of a tiled coordinate tensor reaches
+coordinates beyond the shape (that is what predication compares), and they must not carry
+into the next mode, as a compact packing (row + M * column) would. A field holds 0..2^FIELD-1
+(FIELD = 31 bits for two modes, 20 for three, 15 for four); a compile-time extent that does not
+fit is an error.
 """
 
 from __future__ import annotations
 
 from .diagnostics import UNSUPPORTED_TYPE, DSLError, user_location
 from .int_tuple import is_tuple, leaves, rebuild, spell
-from .layout import idx2crd, make_layout
+from .layout import Layout, idx2crd
 from .layout_ops import add_offsets
 from .numeric import Boolean, Int32, Numeric, convert
 from .tensor import Tensor, _has_hole
+
+
+def _field_bits(rank: int) -> int:
+    return min(31, 62 // max(rank, 1))
+
+
+def _packing(domain) -> tuple:
+    """(strides, unpacking shape) of the per-mode fields for a flat or nested domain."""
+    flat = leaves(domain)
+    bits = _field_bits(len(flat))
+    for i, extent in enumerate(flat[:-1]):
+        if isinstance(extent, int) and extent > (1 << bits) // 2:
+            raise DSLError(UNSUPPORTED_TYPE, f"an identity tensor of {len(flat)} modes packs each coordinate in "
+                           f"{bits} bits, too few for mode {i}'s extent {extent} and a tail tile past it",
+                           user_location(), "use fewer modes (group them) or smaller extents")
+    strides = [1 << (bits * i) for i in range(len(flat))]
+    unpack = tuple([1 << bits] * (len(flat) - 1) + [flat[-1]])
+    return rebuild(domain, strides) if is_tuple(domain) else strides[0], unpack
 
 
 class IdentityTensor(Tensor):
     """A tensor of coordinates of `domain` (the shape it was made for)."""
 
     def __init__(self, domain):
-        super().__init__(None, Int32, make_layout(domain), "coord", 1)
+        strides, self._unpack = _packing(domain)
+        super().__init__(None, Int32, Layout(domain, strides), "coord", 1, wide=len(leaves(domain)) > 1)
         self.domain = domain
+
+    def _coordinate(self, index):
+        flat = idx2crd(index, self._unpack) if len(self._unpack) > 1 else index
+        return rebuild(self.domain, list(flat) if isinstance(flat, tuple) else [flat])
 
     def __getitem__(self, coord):
         if _has_hole(coord):
             return self._slice(coord)
-        return idx2crd(add_offsets(self.offset, self._layout(coord)), self.domain)
+        return self._coordinate(add_offsets(self.offset, self._layout(coord)))
 
     def __setitem__(self, coord, value) -> None:
         raise DSLError(UNSUPPORTED_TYPE, "an identity tensor holds coordinates; it cannot be written", user_location())
@@ -51,7 +80,7 @@ class IdentityTensor(Tensor):
 
     def origin(self):
         """The coordinate of this (tile's) first element."""
-        return idx2crd(add_offsets(self.offset, 0), self.domain)
+        return self._coordinate(add_offsets(self.offset, 0))
 
     # A kernel parameter (a TMA tensor): the run-time extents of its domain; it must be whole.
     def signature(self) -> tuple:
