@@ -1,7 +1,7 @@
 """A warp-MMA GEMM in the DSL (Ampere and newer): mma.sync m16n8k16 atoms tiled over eight
 warps, operands streamed into a 3-stage shared-memory ring by cp.async.
 
-    python examples/gemm_sm80.py        # checks against torch, then times it against cuBLAS
+    python examples/gemm_sm80.py        # checks against a float64 matmul (timings: benchmarks/gemm.py)
 
 C (M x N, fp32) = A (M x K) @ B (N x K)^T in bf16 with fp32 accumulation; M, N multiples of
 128 and K of 32. Per CTA (256 threads, a 128x128 tile):
@@ -14,8 +14,6 @@ C (M x N, fp32) = A (M x K) @ B (N x K)^T in bf16 with fp32 accumulation; M, N m
   * shared rows are padded from 32 to 40 elements so the rows a warp's fragment loads touch fall
     in different banks. Fragments go shared -> registers as 32-bit loads (no ldmatrix yet).
 """
-
-import time
 
 import torch
 
@@ -103,31 +101,8 @@ def main():
         counts = {i: ptx.count(i) for i in ("mma.sync", "wgmma.mma_async", "cp.async.bulk.tensor", "setmaxnreg")}
         print(f"no GPU for this example here: compiled for sm_80; PTX instructions: {counts}")
         return
-    print(f"max relative error against float64: {check():.2e}")
-    m = n = k = 4096
-    a, b = torch.randn(m, k, device="cuda").bfloat16(), torch.randn(n, k, device="cuda").bfloat16()
-    c = torch.empty(m, n, device="cuda")
-
-    def timed(fn, iters=30):
-        fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(iters):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            fn()
-            e1.record()
-            e1.synchronize()
-            times.append(e0.elapsed_time(e1))
-        return sorted(times)[len(times) // 2]
-
-    start = time.perf_counter()
-    ours = timed(lambda: gemm(a, b, c))
-    cublas = timed(lambda: torch.mm(a, b.t()))
-    tf = 2 * m * n * k / 1e9
-    print(f"{torch.cuda.get_device_name()}, {m}x{n}x{k} bf16 -> fp32: ours {ours:.3f} ms ({tf / ours:.0f} TFLOP/s), "
-          f"cuBLAS bf16 {cublas:.3f} ms ({tf / cublas:.0f} TFLOP/s), ratio {cublas / ours:.2f} "
-          f"(incl. first call: {time.perf_counter() - start:.1f} s)")
+    print(f"max relative error against float64: {check():.2e} ({torch.cuda.get_device_name()}); "
+          "timings against cuBLAS: python benchmarks/gemm.py")
 
 
 if __name__ == "__main__":

@@ -105,3 +105,17 @@ def load_example():
         spec.loader.exec_module(module)
         return module
     return load
+
+
+def check_bf16_gemm(gemm, m: int, n: int, k: int, seed: int) -> None:
+    """c = a @ b.T by `gemm(a, b, c)` for fresh bf16 a (M, K), b (N, K) and a poisoned bf16 c,
+    against float64 rounded to bf16, every element."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g).bfloat16().cuda()
+    b = torch.randn(n, k, generator=g).bfloat16().cuda()
+    c = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm(a, b, c)
+    torch.cuda.synchronize()
+    want = (a.double() @ b.double().t()).to(torch.bfloat16)
+    torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)

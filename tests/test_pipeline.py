@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import cute_torch as cute
-from conftest import run_under_sanitizer
+from conftest import check_bf16_gemm, run_under_sanitizer
 
 pipeline = cute.pipeline
 needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
@@ -92,15 +92,7 @@ def run_ws_gemm():
 @pytest.mark.gpu
 @needs_sm90a
 def test_warp_specialized_gemm_matches_matmul():
-    gemm = run_ws_gemm()["gemm"]
-    gen = torch.Generator().manual_seed(11)
-    a = torch.randn(384, 704, generator=gen).bfloat16().cuda()    # 11 k-tiles over 4 stages
-    b = torch.randn(512, 704, generator=gen).bfloat16().cuda()
-    c = torch.full((384, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
-    gemm(a, b, c)
-    torch.cuda.synchronize()
-    want = (a.double() @ b.double().t()).to(torch.bfloat16)
-    torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
+    check_bf16_gemm(run_ws_gemm()["gemm"], 384, 512, 704, seed=11)     # 11 k-tiles over 4 stages
 
 
 @pytest.mark.gpu

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import cute_torch as cute
-from conftest import run_under_sanitizer
+from conftest import check_bf16_gemm, run_under_sanitizer
 from cute_torch.dsl.diagnostics import DSLError
 
 needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
@@ -128,15 +128,7 @@ def test_example_gemm_sm90_compiles_to_a_pipelined_wgmma_kernel(load_example):
 @pytest.mark.gpu
 @needs_sm90a
 def test_example_gemm_sm90_matches_matmul(load_example):
-    example = load_example("gemm_sm90")
-    g = torch.Generator().manual_seed(9)
-    a = torch.randn(384, 448, generator=g).bfloat16().cuda()     # 7 k-tiles: the pipeline wraps around
-    b = torch.randn(512, 448, generator=g).bfloat16().cuda()
-    c = torch.full((384, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
-    example.gemm(a, b, c)
-    torch.cuda.synchronize()
-    want = (a.double() @ b.double().t()).to(torch.bfloat16)
-    torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
+    check_bf16_gemm(load_example("gemm_sm90").gemm, 384, 512, 448, seed=9)   # 7 k-tiles: the ring wraps
 
 
 @pytest.mark.gpu

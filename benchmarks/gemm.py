@@ -1,0 +1,58 @@
+"""The tensor-core example GEMMs (examples/gemm_sm80.py, gemm_sm90.py, gemm_sm90_ws.py) against
+cuBLAS, in the same run.
+
+    python benchmarks/gemm.py [--sizes 4096 8192 --repeats 50]
+
+C = A @ B^T with bf16 A (M, K) and B (N, K) (F.linear's layout), fp32 accumulation; FLOPs =
+2 M N K. Each row is the median over `repeats` CUDA-event timings of one call after warm-up
+(benchmarks/timing.py); cuBLAS is torch.mm into a preallocated output of the same dtype as
+ours (bf16 for the Hopper kernels; the Ampere example writes fp32, so its cuBLAS row is bf16 ->
+fp32 through torch.mm(...).float() is not comparable and is left out: its ratio is against the
+bf16 cuBLAS time). "first call" is the trace + compile + first launch of our kernel.
+"""
+
+import argparse
+import pathlib
+import runpy
+import time
+
+import torch
+from timing import median_ms
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+KERNELS = [("gemm_sm90 (TMA + wgmma)", "gemm_sm90", torch.bfloat16, (9, 0)),
+           ("gemm_sm90_ws (warp-specialized)", "gemm_sm90_ws", torch.bfloat16, (9, 0)),
+           ("gemm_sm80 (cp.async + mma.sync)", "gemm_sm80", torch.float32, (8, 0))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
+    parser.add_argument("--repeats", type=int, default=50)
+    args = parser.parse_args()
+    capability = torch.cuda.get_device_capability()
+    print(f"{torch.cuda.get_device_name()}, bf16 inputs, median of {args.repeats}")
+    print(f"{'kernel':34} {'M=N=K':>6} {'first s':>8} {'ms':>8} {'TFLOP/s':>8} {'cuBLAS ms':>9} {'cuBLAS TF/s':>11} "
+          f"{'ratio':>6}")
+    for size in args.sizes:
+        a = torch.randn(size, size, device="cuda").bfloat16()
+        b = torch.randn(size, size, device="cuda").bfloat16()
+        c_bf16 = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
+        cublas = median_ms(lambda: torch.mm(a, b.t(), out=c_bf16), args.repeats)
+        tflop = 2 * size ** 3 / 1e9
+        for label, name, out_dtype, needs in KERNELS:
+            if capability < needs or (needs == (9, 0) and capability != (9, 0)):
+                continue
+            gemm = runpy.run_path(str(EXAMPLES / f"{name}.py"))["gemm"]
+            c = torch.empty(size, size, device="cuda", dtype=out_dtype)
+            start = time.perf_counter()
+            gemm(a, b, c)
+            torch.cuda.synchronize()
+            first = time.perf_counter() - start
+            ours = median_ms(lambda: gemm(a, b, c), args.repeats)
+            print(f"{label:34} {size:6} {first:8.2f} {ours:8.3f} {tflop / ours:8.0f} {cublas:9.3f} "
+                  f"{tflop / cublas:11.0f} {cublas / ours:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
