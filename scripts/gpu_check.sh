@@ -2,10 +2,13 @@
 # On the GPU machine (no LLVM/MLIR there): builds the runtime, cute_torch._C and the torch
 # extension against the carried compiler bundle, runs the whole test suite (GPU tier included)
 # and the benchmarks, and prints a short summary. Logs go to $OUT when it is set.
-#   scripts/gpu_check.sh [bundle-dir]      (see docs/gpu.md)
+#   scripts/gpu_check.sh [bundle-dir] [all|tests|bench]      (see docs/gpu.md)
+# `tests` runs the build and the test suite, `bench` the build, benchmarks and examples: each fits
+# one device command (10 minutes) where `all` may not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CUTE_TORCH_PREBUILT_COMPILER=${1:-bundle}
+PART=${2:-all}
 export CUTE_TORCH_BUILD_DIR=build/gpu
 export PYTHONUNBUFFERED=1
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -24,12 +27,16 @@ start=$(date +%s)
 "$PYTHON" setup.py -q egg_info >>"$LOG/build.log" 2>&1  # the torch_dynamo_backends entry point
 echo "build: ok in $(( $(date +%s) - start )) s"
 
-"$PYTHON" -m pytest tests -q -rs -p no:cacheprovider 2>&1 | tee "$LOG/pytest.log" | tail -25
-tests_rc=${PIPESTATUS[0]}
-"$PYTHON" -m pytest tests -q -m gpu -p no:cacheprovider 2>&1 | tail -1 | sed 's/^/gpu tier: /'
+tests_rc=0
+if [[ $PART != bench ]]; then
+  "$PYTHON" -m pytest tests -q -rs -p no:cacheprovider 2>&1 | tee "$LOG/pytest.log" | tail -25
+  tests_rc=${PIPESTATUS[0]}
+  "$PYTHON" -m pytest tests -q -m gpu -p no:cacheprovider 2>&1 | tail -1 | sed 's/^/gpu tier: /'
+fi
+[[ $PART == tests ]] && exit $tests_rc
 
 for bench in benchmarks/pointwise.py benchmarks/copy_kernels.py benchmarks/compile_latency.py benchmarks/launch_overhead.py \
-             benchmarks/backend.py; do
+             benchmarks/backend.py benchmarks/gemm.py; do
   echo "== $bench"
   "$PYTHON" "$bench" 2>&1 | tee -a "$LOG/benchmarks.log"
 done
