@@ -21,15 +21,18 @@ cpasync = cute.nvgpu.cpasync
 TILE = 64
 
 
-def _smem_layout(dtype_bytes):
+def _smem_layout(dtype_bytes, tile=(TILE, 64)):
+    """A (rows, cols) bf16 tile of 128-byte swizzled rows: one TMA box when cols is 64, several
+    side by side when it is wider."""
     row = 128 // dtype_bytes  # one 128-byte swizzle row
     atom = cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, cute.make_layout((8, row), stride=(row, 1)))
-    return cute.tile_to_shape(atom, (TILE, row))
+    return cute.tile_to_shape(atom, tile)
 
 
 @cute.kernel
-def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, row: cute.Constexpr):
-    sT = cute.arch.alloc_smem(cute.BFloat16, _smem_layout(128 // row), alignment=1024)
+def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile: cute.Constexpr):
+    tm, tn = tile
+    sT = cute.arch.alloc_smem(cute.BFloat16, _smem_layout(2, tile), alignment=1024)
     bar = cute.arch.alloc_smem(cute.Int64, (1,))
     tid = cute.arch.thread_idx()[0]
     bm, bn, _ = cute.arch.block_idx()
@@ -37,15 +40,15 @@ def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, row: cute.Cons
         cute.arch.mbarrier_init(bar.iterator, 1)
         cute.arch.mbarrier_init_fence()
     cute.arch.sync_threads()
-    gS = cute.local_tile(src_coords, (TILE, row), (bm, bn))
-    gD = cute.local_tile(dst_coords, (TILE, row), (bm, bn))
+    gS = cute.local_tile(src_coords, tile, (bm, bn))
+    gD = cute.local_tile(dst_coords, tile, (bm, bn))
     if tid == 0:
         cpasync.prefetch_descriptor(load_atom)
         cute.arch.mbarrier_arrive_and_expect_tx(bar.iterator, load_atom.size_in_bytes)
         cute.copy(load_atom, gS, sT, tma_bar_ptr=bar.iterator)
     cute.arch.mbarrier_wait(bar.iterator, 0)
-    for i in cute.range_constexpr(TILE * row // 128):
-        r, c = (tid + 128 * i) // row, (tid + 128 * i) % row
+    for i in cute.range_constexpr(tm * tn // 128):
+        r, c = (tid + 128 * i) // tn, (tid + 128 * i) % tn
         sT[r, c] = sT[r, c] * 2.0 + cute.Float32(r * 1000 + c)
     cute.arch.fence_proxy("async.shared", space="cta")    # thread writes -> the TMA store's reads
     cute.arch.sync_threads()
@@ -56,20 +59,26 @@ def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, row: cute.Cons
 
 
 @cute.jit
-def _tma_host(src: cute.Tensor, dst: cute.Tensor):
-    row = 64
-    layout = _smem_layout(2)
-    load_atom, src_coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), src, layout, (TILE, row))
-    store_atom, dst_coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), dst, layout, (TILE, row))
+def _tma_host(src: cute.Tensor, dst: cute.Tensor, tile: cute.Constexpr = (TILE, 64)):
+    layout = _smem_layout(2, tile)
+    load_atom, src_coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), src, layout, tile)
+    store_atom, dst_coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), dst, layout, tile)
     m, n = cute.size(src, mode=[0]), cute.size(src, mode=[1])
-    _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, row).launch(
-        grid=(cute.ceil_div(m, TILE), cute.ceil_div(n, row), 1), block=(128, 1, 1))
+    _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile).launch(
+        grid=(cute.ceil_div(m, tile[0]), cute.ceil_div(n, tile[1]), 1), block=(128, 1, 1))
 
 
-def _expected(src):
-    r = torch.arange(src.shape[0]).remainder(TILE).view(-1, 1)
-    c = torch.arange(src.shape[1]).remainder(64).view(1, -1)
+def _expected(src, tile=(TILE, 64)):
+    r = torch.arange(src.shape[0]).remainder(tile[0]).view(-1, 1)
+    c = torch.arange(src.shape[1]).remainder(tile[1]).view(1, -1)
     return (src.float().cpu() * 2 + (r * 1000 + c).float()).to(src.dtype)
+
+
+def test_a_tile_wider_than_the_swizzle_is_several_boxes():
+    src = torch.randn(70, 320).bfloat16()
+    ptx = cute.compile(_tma_host, src, torch.empty_like(src), (32, 256), options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 4    # 256 = 4 boxes of 64
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 4
 
 
 def test_tma_copies_reach_ptx_with_a_grid_constant_descriptor():
@@ -92,28 +101,37 @@ def test_tma_errors_name_the_problem_at_the_users_line():
     assert "multiples of 16 bytes" in str(err.value) and "test_tma.py" in str(err.value)
 
     @cute.jit
-    def wrong_box(src: cute.Tensor):
+    def wrong_size(src: cute.Tensor):
         cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), src, _smem_layout(2), (64, 32))
 
     with pytest.raises(DSLError) as err:
-        cute.compile(wrong_box, torch.zeros(64, 128).bfloat16(), options={"arch": "sm_90a"})
-    assert "is not the TMA box" in str(err.value)
+        cute.compile(wrong_size, torch.zeros(64, 128).bfloat16(), options={"arch": "sm_90a"})
+    assert "does not have the (64, 32) tile's size" in str(err.value)
+
+    @cute.jit
+    def wrong_order(src: cute.Tensor):   # rows contiguous in shared memory, columns in global memory
+        cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), src,
+                                    cute.make_layout((64, 64), stride=(1, 64)), (64, 64))
+
+    with pytest.raises(DSLError) as err:
+        cute.compile(wrong_order, torch.zeros(64, 128).bfloat16(), options={"arch": "sm_90a"})
+    assert "is not made of TMA boxes" in str(err.value) and "test_tma.py" in str(err.value)
 
 
-def run_round_trip(shape=(200, 136)):
+def run_round_trip(shape=(200, 136), tile=(TILE, 64)):
     g = torch.Generator().manual_seed(5)
     src = torch.randn(*shape, generator=g).bfloat16().cuda()
     dst = torch.full_like(src, float("nan"))
-    _tma_host(src, dst)
+    _tma_host(src, dst, tile)
     torch.cuda.synchronize()
-    assert torch.equal(dst.cpu(), _expected(src))
+    assert torch.equal(dst.cpu(), _expected(src, tile))
 
 
 @pytest.mark.gpu
 @needs_sm90a
-@pytest.mark.parametrize("shape", [(200, 136), (128, 256)])
-def test_tma_round_trip_of_every_tile(shape):
-    run_round_trip(shape)
+@pytest.mark.parametrize("shape,tile", [((200, 136), (64, 64)), ((128, 256), (64, 64)), ((70, 320), (32, 256))])
+def test_tma_round_trip_of_every_tile(shape, tile):
+    run_round_trip(shape, tile)
 
 
 def test_example_gemm_sm90_compiles_to_a_pipelined_wgmma_kernel(load_example):

@@ -19,6 +19,10 @@ tile is the box laid out innermost-dimension-first (the order TMA writes), reads
 mode off its swizzle (Sw<1|2|3,4,3> = 32/64/128-byte), and takes the dimension of stride 1 as
 the innermost. Out-of-bounds elements of a box read as zero and are not written by a store.
 
+A tile wider than one swizzle row along the contiguous dimension (an MN-major operand 256
+elements wide, a K tile of 128 with 128-byte swizzling) is several boxes side by side: one
+descriptor, and a copy issues one TMA instruction per box (size_in_bytes counts them all).
+
 Differences from CuTe DSL: no multicast (G2SMulticastOp) and no im2col yet; a tensor mode must
 be a single extent:stride (no nested modes).
 """
@@ -29,7 +33,7 @@ from .. import ir
 from ..diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
 from ..identity import IdentityTensor, make_identity_tensor
 from ..int_tuple import is_tuple, leaves
-from ..layout import ComposedLayout, Layout, Swizzle, coalesce, make_layout, size
+from ..layout import ComposedLayout, Layout, Swizzle, coalesce, logical_divide, make_layout, size, slice_and_offset
 from ..numeric import BFloat16, Float16, Float32, Float64, Int8, Int32, Int64, Numeric, Uint8, convert
 from ..pointer import byte_width, shared_pointer
 from ..tensor import Tensor
@@ -63,14 +67,15 @@ class TmaAtom:
 
     __kernel_leaf__ = True
 
-    def __init__(self, op, desc: ir.Value, dtype, order: tuple, box: tuple, smem_layout):
+    def __init__(self, op, desc: ir.Value, dtype, order: tuple, box: tuple, smem_layout, pieces: tuple = ((0, 0),)):
         self.op, self.desc, self.dtype, self.order, self.box = op, desc, dtype, order, box
-        self.smem_layout = smem_layout
+        self.smem_layout, self.pieces = smem_layout, pieces
 
     @property
     def size_in_bytes(self) -> int:
-        """Bytes one copy moves (the transaction count a load's mbarrier expects)."""
-        n = 1
+        """Bytes one copy moves (the transaction count a load's mbarrier expects): every box of
+        the tile."""
+        n = len(self.pieces)
         for b in self.box:
             n *= b
         return n * byte_width(self.dtype)
@@ -82,7 +87,8 @@ class TmaAtom:
 
     # A kernel parameter: the 128-byte descriptor, by value, __grid_constant__.
     def signature(self) -> tuple:
-        return ("tma", self.op.direction, self.dtype.__name__, self.order, self.box, str(self.smem_layout))
+        return ("tma", self.op.direction, self.dtype.__name__, self.order, self.box, str(self.smem_layout),
+                self.pieces)
 
     def flatten(self) -> list[ir.Value]:
         return [self.desc]
@@ -94,7 +100,7 @@ class TmaAtom:
         return ["grid_constant"]  # the kernel lists it in cute.grid_constant (csrc/compiler/lib/GridConstant.cpp)
 
     def rebuild(self, values: list[ir.Value]) -> "TmaAtom":
-        return TmaAtom(self.op, values[0], self.dtype, self.order, self.box, self.smem_layout)
+        return TmaAtom(self.op, values[0], self.dtype, self.order, self.box, self.smem_layout, self.pieces)
 
 
 def make_tiled_tma_atom(op, tensor: Tensor, smem_layout, cta_tiler, num_multicast: int = 1):
@@ -127,9 +133,12 @@ def make_tiled_tma_atom(op, tensor: Tensor, smem_layout, cta_tiler, num_multicas
                        user_location(), "pass a tensor contiguous in one dimension, without mark_layout_dynamic "
                        "of that stride")
     order = (inner[0],) + tuple(i for i in range(len(modes)) if i != inner[0])
-    box = tuple(box_by_mode[i] for i in order)
-    swizzle_bits = _check_smem_layout(smem_layout, box_by_mode, order, tiler, dtype)
+    swizzle_bits, piece, pieces = _check_smem_layout(smem_layout, box_by_mode, order, tiler, dtype)
+    box = (piece,) + tuple(box_by_mode[i] for i in order[1:])
     elem = byte_width(dtype)
+    if any(x > 256 for x in box):
+        raise DSLError(ARGUMENT_MISMATCH, f"a TMA box extent is at most 256, got {box} (innermost first)",
+                       user_location(), "tile by at most 256 per mode")
     if (box[0] * elem) % 16:
         raise DSLError(ARGUMENT_MISMATCH, f"a TMA box's inner extent must be a multiple of 16 bytes, got {box[0]} "
                        f"{dtype.__name__}", user_location())
@@ -142,36 +151,57 @@ def make_tiled_tma_atom(op, tensor: Tensor, smem_layout, cta_tiler, num_multicas
         raise DSLError(ARGUMENT_MISMATCH, f"TMA needs a 16-byte aligned tensor, this one is {tensor.alignment}-byte "
                        "aligned", user_location())
     desc = _encode(b, tensor, modes, order, box, swizzle_bits)
-    return TmaAtom(op, desc, dtype, order, box, smem_layout), make_identity_tensor(shape)
+    return TmaAtom(op, desc, dtype, order, box, smem_layout, pieces), make_identity_tensor(shape)
 
 
-def _check_smem_layout(smem_layout, box_by_mode, order, tiler, dtype) -> int:
-    """The swizzle bits of a shared tile that is the box written innermost dimension first."""
+def _check_smem_layout(smem_layout, box_by_mode, order, tiler, dtype) -> tuple:
+    """(swizzle bits, the box's inner extent, the boxes) of a shared tile made of TMA boxes.
+
+    One box is written innermost dimension first. A swizzled box's inner extent fits the
+    swizzle's row (32/64/128 bytes), so a wider tile (an MN-major operand 256 wide, a K tile of
+    128) is several boxes side by side along the inner dimension: `pieces` holds, per box, its
+    first inner coordinate and where it starts in the shared tile (elements); each must be the
+    box laid out on its own, starting on a whole swizzle period."""
     swizzle, outer = None, smem_layout
     if isinstance(smem_layout, ComposedLayout):
         swizzle, outer = smem_layout.inner, smem_layout.outer
     if not isinstance(outer, Layout) or not outer.is_static:
         raise DSLError(ARGUMENT_MISMATCH, f"a TMA shared-memory layout is static, got {smem_layout}", user_location())
+    elem, inner = byte_width(dtype), order[0]
+    bits, span = 0, None
+    if swizzle is not None:
+        if not isinstance(swizzle, Swizzle) or swizzle.base != 4 or swizzle.shift != 3 or swizzle.bits not in (1, 2, 3):
+            raise DSLError(ARGUMENT_MISMATCH, f"TMA swizzles are Sw<1|2|3,4,3> (32/64/128 bytes), got {swizzle}",
+                           user_location())
+        bits, span = swizzle.bits, 16 << swizzle.bits
+    extent = box_by_mode[inner]
+    piece = min(extent, span // elem) if span else min(extent, 256)
+    if extent % piece:
+        raise DSLError(ARGUMENT_MISMATCH, f"the tile's inner extent {extent} is not a multiple of the {piece} "
+                       f"elements one TMA box holds", user_location())
     strides, step = [0] * len(box_by_mode), 1
     for i in order:
         strides[i] = step
-        step *= box_by_mode[i]
-    want = Layout(tuple(tiler), tuple(strides[: len(tiler)]))
-    if size(outer) != size(want) or coalesce(outer) != coalesce(want):
-        raise DSLError(ARGUMENT_MISMATCH, f"the shared-memory tile {smem_layout} is not the TMA box {want} "
-                       "(the box is written innermost dimension first)", user_location(),
-                       "build the shared layout with the tensor's contiguous mode innermost")
-    if swizzle is None:
-        return 0
-    if not isinstance(swizzle, Swizzle) or swizzle.base != 4 or swizzle.shift != 3 or swizzle.bits not in (1, 2, 3):
-        raise DSLError(ARGUMENT_MISMATCH, f"TMA swizzles are Sw<1|2|3,4,3> (32/64/128 bytes), got {swizzle}",
-                       user_location())
-    span = 16 << swizzle.bits
-    if box_by_mode[order[0]] * byte_width(dtype) > span:
-        raise DSLError(ARGUMENT_MISMATCH, f"a TMA box's inner extent ({box_by_mode[order[0]] * byte_width(dtype)} "
-                       f"bytes) must fit the {span}-byte swizzle", user_location(),
-                       f"tile the contiguous mode by {span // byte_width(dtype)} elements")
-    return swizzle.bits
+        step *= piece if i == inner else box_by_mode[i]
+    piece_tiler = tuple(piece if i == inner else t for i, t in enumerate(tiler))
+    want = Layout(piece_tiler, tuple(strides[: len(tiler)]))
+    if size(outer) != size(Layout(tuple(tiler), tuple(strides[: len(tiler)]))):
+        raise DSLError(ARGUMENT_MISMATCH, f"the shared-memory tile {smem_layout} does not have the {tiler} tile's "
+                       "size", user_location())
+    divided = logical_divide(outer, piece_tiler)          # mode i -> (box extent, boxes along it)
+    period = 8 * span if span else 128
+    pieces = []
+    for p in range(extent // piece):
+        coord = tuple((None, p if i == inner else 0) for i in range(len(tiler)))
+        kept, offset = slice_and_offset(coord, divided)
+        if coalesce(kept) != coalesce(want) or (offset * elem) % period:
+            raise DSLError(ARGUMENT_MISMATCH, f"the shared-memory tile {smem_layout} is not made of TMA boxes {want}"
+                           f" (box {p} is {kept} at element {offset}; each box is written innermost dimension first "
+                           f"and starts on a {period}-byte boundary)", user_location(),
+                           "build the shared layout with the tensor's contiguous mode innermost, and tile the swizzle "
+                           "atom along the other modes first (tile_to_shape's order)")
+        pieces.append((p * piece, offset))
+    return bits, piece, tuple(pieces)
 
 
 def _encode(b: ir.FunctionBuilder, tensor: Tensor, modes, order, box, swizzle_bits) -> ir.Value:
@@ -265,18 +295,31 @@ def tma_copy(atom: TmaAtom, src, dst, tma_bar_ptr=None, mcast_mask=None) -> None
             raise DSLError(ARGUMENT_MISMATCH, "a TMA load needs tma_bar_ptr= (the mbarrier it completes)",
                            user_location())
         bar = shared_pointer(tma_bar_ptr, "a TMA load's tma_bar_ptr").value
-        coords = _box_coordinates(atom, src)
-        dst_ptr = _smem_address(dst, "a TMA load")
-        names = ", ".join(c.name for c in coords)
-        b.emit(f"nvvm.cp.async.bulk.tensor.shared.cluster.global {dst_ptr.name}, {atom.desc.name}, {bar.name}, "
-               f"box[{names}] : !llvm.ptr<3>, !llvm.ptr")
+        origin, base = _box_coordinates(atom, src), _smem_address(dst, "a TMA load")
+        for coords, smem in _boxes(atom, origin, base, dst):
+            b.emit(f"nvvm.cp.async.bulk.tensor.shared.cluster.global {smem.name}, {atom.desc.name}, {bar.name}, "
+                   f"box[{', '.join(c.name for c in coords)}] : !llvm.ptr<3>, !llvm.ptr")
     else:
-        coords = _box_coordinates(atom, dst)
-        src_ptr = _smem_address(src, "a TMA store")
-        names = ", ".join(c.name for c in coords)
-        types = ", ".join(["!llvm.ptr", "!llvm.ptr<3>"] + ["i32"] * len(coords))
-        b.emit(f"nvvm.cp.async.bulk.tensor.global.shared.cta {atom.desc.name}, {src_ptr.name}, box[{names}] : "
-               f"{types}")
+        origin, base = _box_coordinates(atom, dst), _smem_address(src, "a TMA store")
+        for coords, smem in _boxes(atom, origin, base, src):
+            types = ", ".join(["!llvm.ptr", "!llvm.ptr<3>"] + ["i32"] * len(coords))
+            b.emit(f"nvvm.cp.async.bulk.tensor.global.shared.cta {atom.desc.name}, {smem.name}, "
+                   f"box[{', '.join(c.name for c in coords)}] : {types}")
+
+
+def _boxes(atom: TmaAtom, origin: list, base: ir.Value, tile: Tensor):
+    """(coordinates, shared address) of each box of the tile, in order."""
+    b = ir.current()
+    for delta, offset in atom.pieces:
+        coords = list(origin)
+        if delta:
+            coords[0] = (Int32._wrap(coords[0]) + delta).ir
+        smem = base
+        if offset:
+            off = Int32(offset)
+            smem = b.op(f"llvm.getelementptr {base.name}[{off.ir.name}] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, "
+                        f"{tile.dtype.mlir}", "!llvm.ptr<3>")
+        yield coords, smem
 
 
 def commit_group() -> None:
