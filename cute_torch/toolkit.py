@@ -13,6 +13,8 @@ from .env import knobs
 SUPPORTED_ARCHS = tuple(_C.compiler_archs().split(","))  # the compiler's list
 # The most dynamic shared memory one block may opt into, per arch (CUDA's
 # sharedMemPerBlockOptin: 163 KB on A100, 99 KB on sm_86/sm_89, 227 KB on H100).
+# CUDA caps a kernel's static shared memory at 48 KB; more must be dynamic (launch smem=).
+MAX_STATIC_SMEM = 48 * 1024
 MAX_DYNAMIC_SMEM = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448, "sm_90a": 232448}
 
 

@@ -97,3 +97,27 @@ def test_more_shared_memory_than_the_target_has_is_an_error_at_the_users_line():
         cute.compile(_huge_host, torch.zeros(1), options={"arch": "sm_86"})
     assert "122880 bytes of dynamic shared memory; sm_86 allows at most 101376 per block" in str(err.value)
     assert "test_smem_storage.py" in str(err.value)
+
+
+@cute.kernel
+def _static_and_dynamic(out: cute.Tensor, static_kb: cute.Constexpr):
+    tile = cute.arch.alloc_smem(cute.Float32, (static_kb * 256,))
+    big = cute.SmemAllocator().allocate_tensor(cute.Float32, cute.make_layout(200 * 256))   # 200 KB dynamic
+    tile[0] = out[0]
+    big[0] = tile[0]
+
+
+@cute.jit
+def _static_and_dynamic_host(out: cute.Tensor, static_kb: cute.Constexpr):
+    _static_and_dynamic(out, static_kb).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+
+def test_static_shared_memory_limits_are_errors_at_the_users_line():
+    cute.compile(_static_and_dynamic_host, torch.zeros(1), 16, options={"arch": "sm_90a"})   # 16 + 200 KB fit
+    with pytest.raises(DSLError) as err:   # static + dynamic over the block's 227 KB
+        cute.compile(_static_and_dynamic_host, torch.zeros(1), 40, options={"arch": "sm_90a"})
+    assert "204800 bytes of dynamic shared memory plus 40960 of static shared memory" in str(err.value)
+    with pytest.raises(DSLError) as err:   # static over CUDA's 48 KB
+        cute.compile(_static_and_dynamic_host, torch.zeros(1), 64, options={"arch": "sm_90a"})
+    assert "static shared memory reaches 65536 bytes; CUDA allows 49152" in str(err.value)
+    assert "cute.SmemAllocator" in str(err.value) and "test_smem_storage.py" in str(err.value)

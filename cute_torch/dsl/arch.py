@@ -4,11 +4,12 @@ memory, clocks. Device code only."""
 from __future__ import annotations
 
 from . import ir
-from .diagnostics import UNSUPPORTED_TYPE, DSLError, user_location
+from ..toolkit import MAX_STATIC_SMEM
+from .diagnostics import INVALID_LAUNCH, UNSUPPORTED_TYPE, DSLError, user_location
 from .numeric import Boolean, Float32, Float64, Int32, Int64, Numeric, Uint32, Uint64, as_numeric, convert, where
 from .layout import ComposedLayout, Layout, compact_col_major
 from .smem import dynamic_smem_base
-from .tensor import Tensor, storage_type
+from .tensor import Tensor, byte_width, storage_type
 
 
 def _sreg(name: str) -> Int32:
@@ -210,6 +211,13 @@ def alloc_smem(dtype, shape, *, stride=None, alignment: int = 16) -> Tensor:
     if not isinstance(count, int):
         raise DSLError(UNSUPPORTED_TYPE, "static shared memory needs a compile-time shape", user_location(),
                        "use cute.arch.dynamic_smem for run-time sizes")
+    start = -(-getattr(b, "static_smem_bytes", 0) // alignment) * alignment
+    b.static_smem_bytes = start + count * byte_width(dtype)
+    if b.static_smem_bytes > MAX_STATIC_SMEM:
+        raise DSLError(INVALID_LAUNCH, f"this kernel's static shared memory reaches {b.static_smem_bytes} bytes; CUDA "
+                       f"allows {MAX_STATIC_SMEM} of static shared memory per kernel", user_location(),
+                       "allocate large buffers from dynamic shared memory with cute.SmemAllocator (the launch sizes "
+                       "it, up to the arch's limit)")
     symbol = b.module.unique_symbol("__cute_smem").lstrip("%")
     b.module.device_globals.append(
         f"llvm.mlir.global internal @{symbol}() {{addr_space = 3 : i32, alignment = {alignment} : i64}} : "

@@ -121,6 +121,7 @@ class ModuleBuilder:
         self.kernels: dict = {}  # specialization key -> kernel symbol
         self.kernel_dims: dict = {}
         self.kernel_smem: dict = {}  # kernel symbol -> dynamic shared memory its SmemAllocator took
+        self.kernel_static_smem: dict = {}  # kernel symbol -> bytes of its alloc_smem buffers
         self.arch: str | None = None  # the target, for checks that depend on it
         self.dynamic_smem_alignment = 0  # the declared alignment of the dynamic shared memory, once used
 

@@ -646,12 +646,14 @@ class KernelLaunch:
             raise DSLError(INVALID_LAUNCH, f"smem must be >= 0 bytes, got {smem}", user_location())
         symbol, operands = self._specialize(host)
         needed = host.module.kernel_smem.get(symbol, 0)
+        static = host.module.kernel_static_smem.get(symbol, 0)
         if smem is None:
             smem = needed
         limit = MAX_DYNAMIC_SMEM.get(host.module.arch or "")
-        if limit is not None and isinstance(smem, int) and smem > limit:
-            raise DSLError(INVALID_LAUNCH, f"{smem} bytes of dynamic shared memory; {host.module.arch} allows at most "
-                           f"{limit} per block", user_location(),
+        if limit is not None and isinstance(smem, int) and smem + static > limit:
+            also = f" plus {static} of static shared memory" if static else ""
+            raise DSLError(INVALID_LAUNCH, f"{smem} bytes of dynamic shared memory{also}; {host.module.arch} allows at "
+                           f"most {limit} per block", user_location(),
                            "use fewer pipeline stages or smaller tiles")
         elif isinstance(smem, int) and smem < needed:
             raise DSLError(INVALID_LAUNCH, f"the kernel allocates {needed} bytes of dynamic shared memory "
@@ -725,6 +727,7 @@ class KernelLaunch:
         loc = _definition(self.kernel.fn).mlir()
         body = ir.indent(device.lines + [f"gpu.return {loc}"])
         module.kernel_smem[symbol] = smem_needed(device)
+        module.kernel_static_smem[symbol] = getattr(device, "static_smem_bytes", 0)
         attrs = f" attributes {{{', '.join(bounds)}}}" if bounds else ""
         module.device_functions.append(f"gpu.func @{symbol}({signature}) kernel{attrs} {{\n{body}\n}} {loc}")
 
