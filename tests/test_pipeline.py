@@ -101,3 +101,21 @@ def test_warp_specialized_gemm_matches_matmul():
 def test_warp_specialized_gemm_is_clean_under_compute_sanitizer(tool):
     code, report = run_under_sanitizer(tool, "import test_pipeline as t; assert t.run_ws_gemm()['check']() < 1e-2")
     assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]
+
+
+@cute.kernel
+def _scalar_methods(out: cute.Tensor, steps: cute.Int32):
+    width = 12                       # a Python int whose method the loop calls: it stays a Python int
+    for k in range(steps):
+        out[k] = cute.Int32(width.bit_length())
+    out[steps] = cute.Int32(width + 1)
+
+
+@cute.jit
+def _scalar_methods_host(out: cute.Tensor, steps: cute.Int32):
+    _scalar_methods(out, steps).launch(grid=(1, 1, 1), block=(1, 1, 1))
+
+
+def test_a_python_scalar_whose_method_a_loop_calls_is_not_carried():
+    text = cute.compile(_scalar_methods_host, torch.zeros(8, dtype=torch.int32), 3, options={"arch": "sm_80"}).__mlir__
+    assert "iter_args" not in text

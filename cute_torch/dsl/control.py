@@ -51,6 +51,9 @@ class Undefined:
     __hash__ = None
 
 
+IN_PLACE = " (changed in place)"  # preprocess.py marks a carried name a region only changes in place
+
+
 def capture(scope: dict, names: Sequence[str], kind: str, loc: Location) -> tuple:
     return tuple(scope[n] if n in scope else Undefined(n, kind, loc, after=False) for n in names)
 
@@ -110,6 +113,10 @@ class _Carry:
         self.types: list[type[Numeric]] = []
         self._initial: list = []  # the carried values before the region (scalars not yet converted)
         for i, v in enumerate(init):
+            if names[i].endswith(IN_PLACE):  # only changed in place: a scalar cannot be, a structure can
+                self.names[i] = names[i][: -len(IN_PLACE)]
+                if _is_scalar(v):
+                    continue
             if _is_scalar(v):
                 self.carried.append((i, None, 1))
                 self.types.append(_carried_type(v))

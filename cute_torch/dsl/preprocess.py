@@ -24,6 +24,7 @@ import textwrap
 import types
 from typing import Callable
 
+from .control import IN_PLACE
 from .diagnostics import UNSUPPORTED_SYNTAX, DSLError, Location
 
 RT = "__cute_rt"
@@ -128,11 +129,15 @@ class _Rewriter(ast.NodeTransformer):
         finally:
             self.scopes.pop()
 
-    def _carried(self, stmts: list[ast.stmt], exclude=()) -> list[str]:
-        """What a dynamic region carries: the variables it assigns, then locals it changes in place."""
+    def _carried(self, stmts: list[ast.stmt], exclude=()) -> tuple[list[str], ast.Tuple]:
+        """What a dynamic region carries: the variables it assigns, then locals it changes in place;
+        and the names as the runtime sees them, a local only changed in place marked, so that only
+        a structure of DSL values is carried for it (a Python scalar whose method it calls stays a
+        Python scalar)."""
         names = [n for n in assigned_names(stmts) if n not in exclude]
         local = self.scopes[-1] if self.scopes else set()
-        return names + [n for n in mutated_names(stmts, local) if n not in names and n not in exclude]
+        in_place = [n for n in mutated_names(stmts, local) if n not in names and n not in exclude]
+        return names + in_place, _names_tuple(names + [n + IN_PLACE for n in in_place])
 
     def _fresh(self, kind: str) -> str:
         self.counter += 1
@@ -181,13 +186,13 @@ class _Rewriter(ast.NodeTransformer):
             node.iter = _call(_rt("static_iter"), node.iter, self._loc(node), ast.Constant(reason))
             return node
         targets = _target_names(node.target)
-        names = self._carried(node.body, targets)
+        names, runtime_names = self._carried(node.body, targets)
         fn = self._fresh("for")
         bind = ast.Assign(targets=[node.target], value=ast.Name(id="__cute_item", ctx=ast.Load()))
         ast.copy_location(bind, node)
         body_def = self._region_def(fn, ["__cute_item"] + names, [bind] + node.body, names)
         call = _call(_rt("for_loop"), node.iter, ast.Name(id=fn, ctx=ast.Load()),
-                     self._capture(names, "for loop", node), _names_tuple(names), self._loc(node))
+                     self._capture(names, "for loop", node), runtime_names, self._loc(node))
         return self._place(node, [body_def, self._assign(names, call)])
 
     def visit_If(self, node: ast.If):
@@ -198,10 +203,10 @@ class _Rewriter(ast.NodeTransformer):
         if reason:
             node.test = _call(_rt("static_cond"), node.test, self._loc(node), ast.Constant(reason))
             return node
-        names = self._carried(node.body + node.orelse)
+        names, runtime_names = self._carried(node.body + node.orelse)
         then_fn, else_fn = self._fresh("then"), self._fresh("else")
         call = _call(_rt("if_"), node.test, ast.Name(id=then_fn, ctx=ast.Load()), ast.Name(id=else_fn, ctx=ast.Load()),
-                     self._capture(names, "if", node), _names_tuple(names), self._loc(node))
+                     self._capture(names, "if", node), runtime_names, self._loc(node))
         return self._place(node, [self._region_def(then_fn, names, node.body, names),
                                   self._region_def(else_fn, names, node.orelse, names), self._assign(names, call)])
 
@@ -213,12 +218,12 @@ class _Rewriter(ast.NodeTransformer):
         if reason:
             node.test = _call(_rt("static_cond"), node.test, self._loc(node), ast.Constant(reason))
             return node
-        names = self._carried(node.body)
+        names, runtime_names = self._carried(node.body)
         cond_fn, body_fn = self._fresh("cond"), self._fresh("while")
         cond_def = self._region_def(cond_fn, names, [], [])
         cond_def.body = [ast.Return(value=node.test)]
         call = _call(_rt("while_loop"), ast.Name(id=cond_fn, ctx=ast.Load()), ast.Name(id=body_fn, ctx=ast.Load()),
-                     self._capture(names, "while loop", node), _names_tuple(names), self._loc(node))
+                     self._capture(names, "while loop", node), runtime_names, self._loc(node))
         return self._place(node, [cond_def, self._region_def(body_fn, names, node.body, names),
                                   self._assign(names, call)])
 
