@@ -1,7 +1,8 @@
 """Compile tier: cute.Pointer and the cute.arch synchronization primitives of pipelined kernels
 (mbarriers, named barriers, elect_one, proxy fences, setmaxnreg, clusters) reach PTX for sm_90a
 (ptxas assembles it), and each misuse is a DSLError at the user's line, including an op the
-target lacks. The GPU tier that runs them comes with the pipelines (issue 15)."""
+target lacks. GPU tier: named barriers between warp pairs here; mbarriers, elect_one, proxy
+fences and setmaxnreg run in the pipelined GEMMs (test_tma.py, test_pipeline.py)."""
 
 import pytest
 import torch
@@ -110,3 +111,44 @@ def test_misuse_is_a_clear_error(body, message):
         cute.compile(_kernel_with(body), torch.zeros(128), options={"arch": "sm_90a"})
     assert message in str(err.value)
     assert "test_sync_ops.py" in str(err.value)
+
+
+# -- GPU tier: a named barrier between two warps while two others use another one --------------
+
+@cute.kernel
+def _named_barriers(out: cute.Tensor, rounds: cute.Int32):
+    """Warps 0-1 pass values to each other through shared memory under barrier 1, warps 2-3
+    under barrier 2; each round every thread writes its slot, syncs with its pair, reads its
+    partner's slot, syncs again before the next write."""
+    slots = cute.arch.alloc_smem(cute.Int32, (128,))
+    t = cute.arch.thread_idx()[0]
+    pair = t // 64
+    partner = t ^ 32                      # the same lane in the other warp of the pair
+    total = cute.Int32(0)
+    for r in range(rounds):
+        slots[t] = t * 1000 + r
+        cute.arch.barrier(barrier_id=1 + pair, number_of_threads=64)
+        total = total + slots[partner]
+        cute.arch.barrier(barrier_id=1 + pair, number_of_threads=64)
+    out[t] = total
+
+
+@cute.jit
+def _named_barriers_host(out: cute.Tensor, rounds: cute.Int32):
+    _named_barriers(out, rounds).launch(grid=(1, 1, 1), block=(128, 1, 1))
+
+
+def test_named_barriers_reach_ptx():
+    ptx = cute.compile(_named_barriers_host, torch.zeros(128, dtype=torch.int32), 3, options={"arch": "sm_80"}).__ptx__
+    assert ptx.count("bar.sync") == 2     # the barrier id and thread count are registers (id = 1 + pair)
+
+
+@pytest.mark.gpu
+def test_named_barriers_order_shared_memory_between_warp_pairs():
+    out = torch.full((128,), -1, dtype=torch.int32, device="cuda")
+    rounds = 7
+    _named_barriers_host(out, rounds)
+    torch.cuda.synchronize()
+    partner = torch.arange(128) ^ 32
+    want = partner * 1000 * rounds + sum(range(rounds))
+    assert torch.equal(out.cpu(), want.to(torch.int32))

@@ -21,18 +21,19 @@ cpasync = cute.nvgpu.cpasync
 TILE = 64
 
 
-def _smem_layout(dtype_bytes, tile=(TILE, 64)):
-    """A (rows, cols) bf16 tile of 128-byte swizzled rows: one TMA box when cols is 64, several
-    side by side when it is wider."""
-    row = 128 // dtype_bytes  # one 128-byte swizzle row
-    atom = cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, cute.make_layout((8, row), stride=(row, 1)))
+def _smem_layout(dtype_bytes, tile=(TILE, 64), bits=3):
+    """A (rows, cols) tile of Sw<bits,4,3> swizzled rows (32/64/128 bytes; bits 0: no swizzle,
+    128-byte rows): one TMA box when cols is one row, several side by side when it is wider."""
+    row = (16 << bits if bits else 128) // dtype_bytes
+    inner = cute.make_layout((8, row), stride=(row, 1))
+    atom = cute.make_composed_layout(cute.make_swizzle(bits, 4, 3), 0, inner) if bits else inner
     return cute.tile_to_shape(atom, tile)
 
 
 @cute.kernel
-def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile: cute.Constexpr):
+def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile: cute.Constexpr, bits: cute.Constexpr):
     tm, tn = tile
-    sT = cute.arch.alloc_smem(cute.BFloat16, _smem_layout(2, tile), alignment=1024)
+    sT = cute.arch.alloc_smem(cute.BFloat16, _smem_layout(2, tile, bits), alignment=1024)
     bar = cute.arch.alloc_smem(cute.Int64, (1,))
     tid = cute.arch.thread_idx()[0]
     bm, bn, _ = cute.arch.block_idx()
@@ -59,12 +60,12 @@ def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile: cute.Con
 
 
 @cute.jit
-def _tma_host(src: cute.Tensor, dst: cute.Tensor, tile: cute.Constexpr = (TILE, 64)):
-    layout = _smem_layout(2, tile)
+def _tma_host(src: cute.Tensor, dst: cute.Tensor, tile: cute.Constexpr = (TILE, 64), bits: cute.Constexpr = 3):
+    layout = _smem_layout(2, tile, bits)
     load_atom, src_coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), src, layout, tile)
     store_atom, dst_coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), dst, layout, tile)
     m, n = cute.size(src, mode=[0]), cute.size(src, mode=[1])
-    _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile).launch(
+    _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile, bits).launch(
         grid=(cute.ceil_div(m, tile[0]), cute.ceil_div(n, tile[1]), 1), block=(128, 1, 1))
 
 
@@ -118,20 +119,30 @@ def test_tma_errors_name_the_problem_at_the_users_line():
     assert "is not made of TMA boxes" in str(err.value) and "test_tma.py" in str(err.value)
 
 
-def run_round_trip(shape=(200, 136), tile=(TILE, 64)):
+def run_round_trip(shape=(200, 136), tile=(TILE, 64), bits=3):
     g = torch.Generator().manual_seed(5)
     src = torch.randn(*shape, generator=g).bfloat16().cuda()
     dst = torch.full_like(src, float("nan"))
-    _tma_host(src, dst, tile)
+    _tma_host(src, dst, tile, bits)
     torch.cuda.synchronize()
     assert torch.equal(dst.cpu(), _expected(src, tile))
 
 
 @pytest.mark.gpu
 @needs_sm90a
-@pytest.mark.parametrize("shape,tile", [((200, 136), (64, 64)), ((128, 256), (64, 64)), ((70, 320), (32, 256))])
-def test_tma_round_trip_of_every_tile(shape, tile):
-    run_round_trip(shape, tile)
+@pytest.mark.parametrize("shape,tile,bits", [((200, 136), (64, 64), 3), ((128, 256), (64, 64), 3),
+                                             ((70, 320), (32, 256), 3), ((200, 136), (64, 32), 2),
+                                             ((200, 136), (64, 16), 1), ((200, 136), (64, 64), 0)])
+def test_tma_round_trip_of_every_tile(shape, tile, bits):
+    """Every swizzle mode (128/64/32 bytes, none), tails in both modes, and a tile of 4 boxes."""
+    run_round_trip(shape, tile, bits)
+
+
+@pytest.mark.parametrize("tile,bits,boxes", [((64, 32), 2, 1), ((64, 64), 2, 2), ((64, 16), 1, 1), ((64, 64), 0, 1)])
+def test_every_swizzle_mode_reaches_ptx(tile, bits, boxes):
+    src = torch.randn(200, 136).bfloat16()
+    ptx = cute.compile(_tma_host, src, torch.empty_like(src), tile, bits, options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == boxes
 
 
 def test_example_gemm_sm90_compiles_to_a_pipelined_wgmma_kernel(load_example):
