@@ -47,7 +47,8 @@ from .dsl.smem import SmemAllocator, struct
 from .dsl.copy import autovec_copy, copy
 from .dsl import nvgpu, pipeline
 from .dsl.mma import ThrMma, TiledMma, gemm, make_tiled_mma
-from .dsl.tiled_copy import ThrCopy, TiledCopy, make_copy_atom, make_tiled_copy_tv
+from .dsl.tiled_copy import (ThrCopy, TiledCopy, make_copy_atom, make_tiled_copy_A, make_tiled_copy_B,
+                             make_tiled_copy_tv)
 
 
 def crd2idx(coord, layout):
@@ -74,7 +75,7 @@ __all__ = [
     "SmemAllocator", "struct",
     # the tensor-core layer
     "nvgpu", "pipeline", "ThrMma", "TiledMma", "gemm", "make_tiled_mma", "ThrCopy", "TiledCopy", "make_copy_atom",
-    "make_tiled_copy_tv",
+    "make_tiled_copy_tv", "make_tiled_copy_A", "make_tiled_copy_B",
     "CompileError",
     "CompiledModule",
     "CudaError",

@@ -1,5 +1,5 @@
 """A warp-MMA GEMM in the DSL (Ampere and newer): mma.sync m16n8k16 atoms tiled over eight
-warps, operands streamed into a 3-stage shared-memory ring by cp.async.
+warps, operands streamed into a 3-stage shared-memory ring by cp.async and read by ldmatrix.
 
     python examples/gemm_sm80.py        # checks against a float64 matmul (timings: benchmarks/gemm.py)
 
@@ -11,8 +11,10 @@ C (M x N, fp32) = A (M x K) @ B (N x K)^T in bf16 with fp32 accumulation; M, N m
     refills the stage k-tile kt - 1 used (everyone is past it), then computes k-tile kt;
   * the 8 warps form a 4x2 grid of m16n8k16 atoms, so one k-step of 16 covers 64x16 and each
     thread repeats its atom 2 times along M and 8 along N (64 fp32 accumulators);
-  * shared rows are padded from 32 to 40 elements so the rows a warp's fragment loads touch fall
-    in different banks. Fragments go shared -> registers as 32-bit loads (no ldmatrix yet).
+  * fragments come from shared memory by ldmatrix (make_tiled_copy_A/B of the tiled MMA): one
+    ldmatrix.x4 per A atom, one .x2 per B atom, each thread addressing one 16-byte row;
+  * shared rows are padded from 32 to 40 elements (80 bytes) so the 8 rows of one ldmatrix
+    phase fall in 8 different 16-byte bank groups.
 """
 
 import torch
@@ -30,7 +32,7 @@ def _staged(rows):
 
 @cute.kernel
 def gemm_kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.Constexpr,
-                tiled_copy: cute.Constexpr):
+                tiled_copy: cute.Constexpr, ldsm_a: cute.Constexpr, ldsm_b: cute.Constexpr):
     tid = cute.arch.thread_idx()[0]
     bm, bn, _ = cute.arch.block_idx()
     gA = cute.local_tile(mA, (BM, BK), (bm, None))        # (BM, BK, k-tiles)
@@ -55,6 +57,10 @@ def gemm_kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cu
     tCrA = thr.make_fragment_A(tCsA[None, None, None, 0])
     tCrB = thr.make_fragment_B(tCsB[None, None, None, 0])
     acc = thr.make_fragment_C(tCgC)
+    # ldmatrix views: the shared row each thread addresses per atom, and the fragments as targets.
+    lds_a, lds_b = ldsm_a.get_slice(tid), ldsm_b.get_slice(tid)
+    tLsA, tLrA = lds_a.partition_S(sA), lds_a.retile(tCrA)       # (8, 2, 2, STAGES), (8, 2, 2)
+    tLsB, tLrB = lds_b.partition_S(sB), lds_b.retile(tCrB)       # (8, 8, 2, STAGES), (4, 8, 2)
     acc.fill(0.0)
     for kt in range(k_tiles):
         cute.arch.cp_async_wait_group(STAGES - 2)              # k-tile kt has landed
@@ -66,8 +72,8 @@ def gemm_kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cu
             cute.copy(tiled_copy, tBgB[None, None, None, nk], tBsB[None, None, None, ns])
         cute.arch.cp_async_commit_group()                       # one group per k-tile, even when empty
         s = kt % STAGES
-        cute.autovec_copy(tCsA[None, None, None, s], tCrA)
-        cute.autovec_copy(tCsB[None, None, None, s], tCrB)
+        cute.copy(ldsm_a, tLsA[None, None, None, s], tLrA)     # one ldmatrix.x4 per A atom
+        cute.copy(ldsm_b, tLsB[None, None, None, s], tLrB)     # one ldmatrix.x2 per B atom
         cute.gemm(tiled_mma, acc, tCrA, tCrB, acc)
     cute.autovec_copy(acc, tCgC)
 
@@ -80,8 +86,12 @@ def gemm(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor):
     atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(), cute.BFloat16, num_bits_per_copy=128)
     tiled_copy = cute.make_tiled_copy_tv(atom, cute.make_layout((64, 4), stride=(4, 1)),
                                          cute.make_layout((1, 8), stride=(8, 1)))
+    warp = cute.nvgpu.warp
+    ldsm_a = cute.make_tiled_copy_A(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 4), cute.BFloat16), tiled_mma)
+    ldsm_b = cute.make_tiled_copy_B(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 2), cute.BFloat16), tiled_mma)
     m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
-    gemm_kernel(a, b, c, tiled_mma, tiled_copy).launch(grid=(m // BM, n // BN, 1), block=(THREADS, 1, 1))
+    gemm_kernel(a, b, c, tiled_mma, tiled_copy, ldsm_a, ldsm_b).launch(grid=(m // BM, n // BN, 1),
+                                                                       block=(THREADS, 1, 1))
 
 
 def check(m=256, n=384, k=160, seed=0):

@@ -299,7 +299,7 @@ def test_wgmma_gemm_matches_matmul(dtype):
     _check(c, a, b)
 
 
-def test_example_gemm_sm80_streams_with_cp_async(load_example):
+def test_example_gemm_sm80_streams_with_cp_async_and_ldmatrix(load_example):
     example = load_example("gemm_sm80")
     a, b = torch.randn(256, 160).bfloat16(), torch.randn(384, 160).bfloat16()
     ptx = cute.compile(example.gemm, a, b, torch.empty(256, 384), options={"arch": "sm_80"}).__ptx__
@@ -307,6 +307,37 @@ def test_example_gemm_sm80_streams_with_cp_async(load_example):
     # 2 x 16 bytes of A and of B per thread per k-tile: two prologue k-tiles (unrolled) and the refill.
     assert ptx.count("cp.async.cg.shared.global") == 4 * example.STAGES
     assert f"cp.async.wait_group {example.STAGES - 2}" in ptx
+    # Fragments by ldmatrix: one .x4 per A atom (2 x 2), one .x2 per B atom (8 x 2); no shared loads.
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x2.shared.b16") == 16 and "ld.shared" not in ptx
+
+
+def test_ldmatrix_rows_land_in_the_mma_fragments():
+    """PTX's ldmatrix: matrix j's row r is at the address lane 8j + r gives; lane L receives, in
+    register j, row L/4, columns 2(L%4) and +1 of matrix j. Simulate that with the rows our
+    ldmatrix partitions address and check every register lands where mma.sync's A (x4) and B
+    (x2) fragments want it."""
+    from cute_torch.dsl.nvgpu.warp import _A_16x16, _B_8x16, LDSM_A_16x16, LDSM_B_8x16
+    for ldsm, frag, rows, matrices in ((LDSM_A_16x16, _A_16x16, 16, 4), (LDSM_B_8x16, _B_8x16, 8, 2)):
+        for lane in range(32):
+            for j in range(matrices):
+                start = ldsm((8 * j + lane // 4, 0))
+                for e in range(2):
+                    got = (start % rows, start // rows + 2 * (lane % 4) + e)
+                    want = frag((lane, 2 * j + e))
+                    assert got == (want % rows, want // rows), (rows, lane, j, e)
+
+
+def test_ldmatrix_misuse_is_an_error_at_the_users_line():
+    @cute.jit
+    def wrong_count(a: cute.Tensor):
+        op = warp.MmaF16BF16Op(cute.BFloat16, cute.Float32, (16, 8, 16))
+        cute.make_tiled_copy_A(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(False, 2), cute.BFloat16),
+                               cute.make_tiled_mma(op))
+
+    with pytest.raises(DSLError) as err:
+        cute.compile(wrong_count, torch.zeros(4))
+    assert "LdMatrix8x8x16bOp(num_matrices=4)" in str(err.value) and "test_mma.py" in str(err.value)
 
 
 @pytest.mark.gpu

@@ -11,7 +11,7 @@ from .diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
 from .layout import size
 from .nvgpu.cpasync import TmaAtom, tma_copy
 from .tensor import Tensor
-from .tiled_copy import CopyAtom, TiledCopy, tiled_copy
+from .tiled_copy import CopyAtom, MmaOperandCopy, TiledCopy, ldmatrix_copy, tiled_copy
 
 
 def copy(*args, **kwargs) -> None:
@@ -21,6 +21,9 @@ def copy(*args, **kwargs) -> None:
     width comes from the layouts."""
     if len(args) == 3 and isinstance(args[0], TmaAtom):
         tma_copy(*args, **kwargs)
+        return
+    if len(args) == 3 and isinstance(args[0], MmaOperandCopy):
+        ldmatrix_copy(*args)
         return
     if len(args) == 3 and isinstance(args[0], (CopyAtom, TiledCopy)):
         unknown = set(kwargs) - {"pred"}

@@ -130,11 +130,13 @@ class ThrMma:
         """This thread's part of an (M, N, ...) tile: (AtomValues, FrgM, FrgN, ...)."""
         return self._partition("C", tensor)
 
-    def _partition(self, operand: str, tensor: Tensor) -> Tensor:
+    def _partition(self, operand: str, tensor: Tensor, tv: Layout | None = None) -> Tensor:
+        """This thread's part of `tensor` for `operand`; `tv` replaces the atom's thread-value
+        layout (a copy atom that gives each thread other elements of the same atom tile)."""
         if not isinstance(tensor, Tensor):
             raise DSLError(ARGUMENT_MISMATCH, f"partition_{operand} takes a tensor, got {type(tensor).__name__}",
                            user_location())
-        thread_mode, kept = _thread_modes(_partition_layout(self.tiled, operand, tensor._layout))
+        thread_mode, kept = _thread_modes(_partition_layout(self.tiled, operand, tensor._layout, tv))
         coord = self._coords[operand]
         return tensor.with_layout(kept, thread_mode(coord), divisibility(coord, thread_mode.shape, thread_mode.stride))
 
@@ -153,14 +155,14 @@ def make_tiled_mma(op: MmaAtom, atom_layout_mnk=(1, 1, 1), permutation_mnk=None)
     return TiledMma(op, atom_layout_mnk, permutation_mnk)
 
 
-def _partition_layout(tiled: TiledMma, operand: str, layout: Layout) -> Layout:
+def _partition_layout(tiled: TiledMma, operand: str, layout: Layout, tv: Layout | None = None) -> Layout:
     """((AtomThreads, (ThrX, ThrY)), (AtomValues, (FrgX, FrgY, rest...))) of a tile's layout."""
     atom = tiled.atom
     x, y = _OPERAND_MODES[operand]
     if rank(layout) < 2:
         raise DSLError(ARGUMENT_MISMATCH, f"partition_{operand} needs a tile of at least two modes "
                        f"({'MNK'[x]}, {'MNK'[y]}), got {layout}", user_location())
-    tv = {"A": atom.layout_a, "B": atom.layout_b, "C": atom.layout_c}[operand]
+    tv = tv or {"A": atom.layout_a, "B": atom.layout_b, "C": atom.layout_c}[operand]
     blocks = zipped_divide(layout, (atom.shape_mnk[x], atom.shape_mnk[y]))   # ((AtomX, AtomY), (RestX, RestY, ...))
     atom_tv = composition(blocks[0], tv)                                         # (AtomThreads, AtomValues)
     thr = zipped_divide(blocks[1], (tiled.atom_layout_mnk[x], tiled.atom_layout_mnk[y]))  # ((ThrX, ThrY), (Frg...))

@@ -60,9 +60,14 @@ class CopyAtom:
 
 
 def make_copy_atom(op, dtype, num_bits_per_copy: int | None = None) -> CopyAtom:
-    if not isinstance(op, (CopyUniversalOp, CopyG2SOp)):
-        raise DSLError(UNSUPPORTED_TYPE, f"make_copy_atom knows CopyUniversalOp and cpasync.CopyG2SOp, got "
-                       f"{type(op).__name__}", user_location())
+    from .nvgpu.warp import LdMatrix8x8x16bOp
+    if not isinstance(op, (CopyUniversalOp, CopyG2SOp, LdMatrix8x8x16bOp)):
+        raise DSLError(UNSUPPORTED_TYPE, f"make_copy_atom knows CopyUniversalOp, cpasync.CopyG2SOp and "
+                       f"warp.LdMatrix8x8x16bOp, got {type(op).__name__}", user_location())
+    if isinstance(op, LdMatrix8x8x16bOp):
+        if dtype.width != 16:
+            raise DSLError(UNSUPPORTED_TYPE, f"ldmatrix moves 16-bit elements, got {dtype.__name__}", user_location())
+        num_bits_per_copy = 128  # one 16-byte row per thread
     return CopyAtom(op, dtype, num_bits_per_copy)
 
 
@@ -223,3 +228,78 @@ def cp_async_wait_group(n: int) -> None:
         raise DSLError(ARGUMENT_MISMATCH, f"cp_async_wait_group takes a compile-time count >= 0, got {n!r}",
                        user_location())
     ir.require("device", "cp_async_wait_group").emit(f"nvvm.cp.async.wait.group {n}")
+
+
+# -- ldmatrix into a warp MMA's fragments ------------------------------------------------------------
+
+class MmaOperandCopy:
+    """make_tiled_copy_A/B: an ldmatrix atom feeding operand A or B of a warp tiled MMA."""
+
+    def __init__(self, atom: CopyAtom, tiled_mma, operand: str):
+        from .mma import TiledMma
+        from .nvgpu.warp import LDSM_A_16x16, LDSM_B_8x16, LdMatrix8x8x16bOp, MmaF16BF16Op
+        if not isinstance(atom, CopyAtom) or not isinstance(atom.op, LdMatrix8x8x16bOp):
+            raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_copy_{operand} takes an ldmatrix copy atom "
+                           f"(cute.nvgpu.warp.LdMatrix8x8x16bOp), got {atom}", user_location())
+        if not isinstance(tiled_mma, TiledMma) or not isinstance(tiled_mma.atom, MmaF16BF16Op):
+            raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_copy_{operand} feeds a warp MMA "
+                           f"(cute.nvgpu.warp.MmaF16BF16Op), got {tiled_mma}", user_location())
+        need = 4 if operand == "A" else 2
+        if atom.op.num_matrices != need:
+            raise DSLError(ARGUMENT_MISMATCH, f"an m16n8k16 {operand} tile is {need} 8x8 matrices: use "
+                           f"LdMatrix8x8x16bOp(num_matrices={need})", user_location())
+        self.atom, self.tiled_mma, self.operand = atom, tiled_mma, operand
+        self.layout_tv = LDSM_A_16x16 if operand == "A" else LDSM_B_8x16
+
+    def get_slice(self, thr_idx) -> "ThrMmaOperandCopy":
+        return ThrMmaOperandCopy(self, thr_idx)
+
+    get_thread_slice = get_slice
+
+
+class ThrMmaOperandCopy:
+    def __init__(self, tiled: MmaOperandCopy, thr_idx):
+        from .mma import ThrMma
+        self.tiled, self.thr = tiled, ThrMma(tiled.tiled_mma, thr_idx)
+
+    def partition_S(self, tensor: Tensor) -> Tensor:
+        """(8 values of this thread's row, FrgX, FrgK, ...): the row whose address it gives."""
+        return self.thr._partition(self.tiled.operand, tensor, self.tiled.layout_tv)
+
+    def retile(self, fragment: Tensor) -> Tensor:
+        """The MMA fragment (make_fragment_A/B) as the copy's destination: ldmatrix returns
+        registers in exactly the fragment's order."""
+        return fragment
+
+    partition_D = retile
+
+
+def make_tiled_copy_A(atom: CopyAtom, tiled_mma) -> MmaOperandCopy:
+    return MmaOperandCopy(atom, tiled_mma, "A")
+
+
+def make_tiled_copy_B(atom: CopyAtom, tiled_mma) -> MmaOperandCopy:
+    return MmaOperandCopy(atom, tiled_mma, "B")
+
+
+def ldmatrix_copy(tiled: MmaOperandCopy, src: Tensor, dst: Tensor) -> None:
+    """One ldmatrix per atom of the fragments: (8, FrgX, FrgK) from shared memory."""
+    from .mma_atom import struct_fields, unpack_registers
+    if src.memspace != "smem" or dst.memspace != "rmem":
+        raise DSLError(ARGUMENT_MISMATCH, "ldmatrix copies shared memory into a register fragment", user_location())
+    n = tiled.atom.op.num_matrices
+    rest_shape = tuple(src.shape[1:]) if is_tuple(src.shape) and len(src.shape) > 1 else ()
+    if size(rest_shape or 1) != size(tuple(dst.shape[1:]) if is_tuple(dst.shape) and len(dst.shape) > 1 else 1):
+        raise DSLError(ARGUMENT_MISMATCH, f"ldmatrix source {src.shape} and fragment {dst.shape} have different "
+                       "numbers of atoms", user_location())
+    b = ir.require("device", "ldmatrix")
+    reg_t = "i32" if n == 1 else f"!llvm.struct<({', '.join(['i32'] * n)})>"
+    for t in range(size(rest_shape) if rest_shape else 1):
+        rest = tuple(_leaves_of(idx2crd(t, rest_shape))) if rest_shape else ()
+        _check_contiguous(src, (0,) + rest, 8, "ldmatrix row")
+        address = src._address((0,) + rest)
+        result = b.op(f"nvvm.ldmatrix {address.name} {{num = {n} : i32, layout = #nvvm.mma_layout<row>}} : "
+                      f"({address.type}) -> {reg_t}", reg_t)
+        registers = [result] if n == 1 else struct_fields(result, n, "i32")
+        for v, value in enumerate(unpack_registers(registers, dst.dtype)):
+            dst[(v,) + rest] = value
