@@ -119,3 +119,75 @@ def _scalar_methods_host(out: cute.Tensor, steps: cute.Int32):
 def test_a_python_scalar_whose_method_a_loop_calls_is_not_carried():
     text = cute.compile(_scalar_methods_host, torch.zeros(8, dtype=torch.int32), 3, options={"arch": "sm_80"}).__mlir__
     assert "iter_args" not in text
+
+
+# -- PipelineAsync: warp 0 produces into a 3-stage ring, warp 1 consumes ---------------------------
+
+RING = 3
+
+
+@cute.kernel
+def _async_ring(out: cute.Tensor, rounds: cute.Int32):
+    smem = cute.SmemAllocator()
+    slots = smem.allocate_tensor(cute.Int32, cute.make_layout((32, RING)), 16)
+    bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * RING), 8)
+    pipe = pipeline.PipelineAsync.create(num_stages=RING,
+                                         producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32),
+                                         consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32),
+                                         barrier_storage=bars.iterator)
+    tid = cute.arch.thread_idx()[0]
+    lane = tid % 32
+    if tid < 32:
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, RING)
+        for r in range(rounds):
+            pipe.producer_acquire(state)
+            slots[lane, state.index] = r * 100 + lane
+            pipe.producer_commit(state)
+            state.advance()
+    else:
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, RING)
+        total = cute.Int32(0)
+        for r in range(rounds):
+            pipe.consumer_wait(state)
+            total = total + slots[lane, state.index]
+            pipe.consumer_release(state)
+            state.advance()
+        out[lane] = total
+
+
+@cute.jit
+def _async_ring_host(out: cute.Tensor, rounds: cute.Int32):
+    _async_ring(out, rounds).launch(grid=(1, 1, 1), block=(64, 1, 1))
+
+
+def test_async_pipeline_reaches_ptx():
+    ptx = cute.compile(_async_ring_host, torch.zeros(32, dtype=torch.int32), 5, options={"arch": "sm_90a"}).__ptx__
+    assert "mbarrier.arrive.shared.b64" in ptx and "mbarrier.try_wait.parity" in ptx
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("rounds", [1, 3, 10])
+def test_async_pipeline_hands_every_round_over(rounds):
+    out = torch.full((32,), -1, dtype=torch.int32, device="cuda")
+    _async_ring_host(out, rounds)
+    torch.cuda.synchronize()
+    want = torch.arange(32) * rounds + 100 * sum(range(rounds))
+    assert torch.equal(out.cpu(), want.to(torch.int32))
+
+
+def test_tma_store_pipeline_waits_for_the_oldest_buffer():
+    @cute.kernel
+    def store_ring(out: cute.Tensor):
+        ring = pipeline.PipelineTmaStore.create(num_stages=2)
+        ring.producer_acquire()
+        ring.producer_commit()
+        ring.producer_tail()
+
+    @cute.jit
+    def host(out: cute.Tensor):
+        store_ring(out).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+    ptx = cute.compile(host, torch.zeros(1), options={"arch": "sm_90a"}).__ptx__
+    assert "cp.async.bulk.wait_group.read 1" in ptx and "cp.async.bulk.wait_group.read 0" in ptx
+    assert "cp.async.bulk.commit_group" in ptx

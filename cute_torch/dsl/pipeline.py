@@ -21,9 +21,14 @@ its barriers' current phase. A producer starts at phase 1, so its first pass ove
 carried through dynamic loops (its `advance()` changes it in place; the preprocessor carries
 locals changed in place).
 
+Also `PipelineAsync` (threads produce on both sides: producers arrive on `full` themselves) and
+`PipelineTmaStore` (an epilogue's ring of TMA-store buffers: acquire waits until the oldest
+buffer's bulk stores have read it).
+
 Differences from CuTe DSL: no clusters (multicast arrivals, `cta_layout_vmnk`), `create`
 initializes the barriers from thread 0 and ends with a CTA barrier, and the producer methods
-are meant for the one producer thread (guard them with `if tid == ...` or `elect_one`).
+of PipelineTmaAsync are meant for the one producer thread (guard them with `if tid == ...` or
+`elect_one`).
 """
 
 from __future__ import annotations
@@ -149,3 +154,65 @@ def _init_barriers(full: Pointer, empty: Pointer, stages: int, producers: int, c
 
     if_(tid == 0, init, lambda: (), (), (), user_location())
     arch.sync_threads()
+
+
+class PipelineAsync:
+    """A ring where threads produce on both sides (no TMA): producers write a stage and arrive on
+    `full` (`producer_group.size` arrivals complete it), consumers wait on it, read, and arrive
+    on `empty` (`consumer_group.size` arrivals)."""
+
+    def __init__(self, full: Pointer, empty: Pointer, stages: int):
+        self.full, self.empty, self.stages = full, empty, stages
+
+    @staticmethod
+    def create(*, num_stages: int, producer_group: CooperativeGroup, consumer_group: CooperativeGroup,
+               barrier_storage: Pointer) -> "PipelineAsync":
+        shared_pointer(barrier_storage, "PipelineAsync.create's barrier_storage")
+        full, empty = barrier_storage, barrier_storage + num_stages
+        _init_barriers(full, empty, num_stages, producer_group.size, consumer_group.size)
+        return PipelineAsync(full, empty, num_stages)
+
+    def producer_acquire(self, state: PipelineState) -> None:
+        arch.mbarrier_wait(self.empty + state.index, state.phase)
+
+    def producer_commit(self, state: PipelineState) -> None:
+        """This producer thread has written the stage (make the writes visible first if another
+        proxy reads them)."""
+        arch.mbarrier_arrive(self.full + state.index)
+
+    def consumer_wait(self, state: PipelineState) -> None:
+        arch.mbarrier_wait(self.full + state.index, state.phase)
+
+    def consumer_release(self, state: PipelineState) -> None:
+        arch.mbarrier_arrive(self.empty + state.index)
+
+
+class PipelineTmaStore:
+    """The ring of shared-memory buffers an epilogue stores from with TMA: before reusing a
+    buffer, wait until at most `num_stages - 1` bulk store groups still read shared memory. The
+    thread that issues the stores calls these."""
+
+    def __init__(self, stages: int):
+        self.stages = stages
+
+    @staticmethod
+    def create(*, num_stages: int, producer_group: CooperativeGroup | None = None) -> "PipelineTmaStore":
+        if not isinstance(num_stages, int) or num_stages < 1:
+            raise DSLError(ARGUMENT_MISMATCH, f"a pipeline has a compile-time number of stages >= 1, got "
+                           f"{num_stages!r}", user_location())
+        return PipelineTmaStore(num_stages)
+
+    def producer_acquire(self) -> None:
+        """The oldest buffer may be written again."""
+        from .nvgpu.cpasync import wait_group
+        wait_group(self.stages - 1, read=True)
+
+    def producer_commit(self) -> None:
+        """Closes the stores issued from the current buffer into one bulk group."""
+        from .nvgpu.cpasync import commit_group
+        commit_group()
+
+    def producer_tail(self) -> None:
+        """Every store has read its shared memory (before the CTA exits or reuses it all)."""
+        from .nvgpu.cpasync import wait_group
+        wait_group(0, read=True)
