@@ -48,7 +48,7 @@ from .dsl.copy import autovec_copy, copy
 from .dsl import nvgpu, pipeline
 from .dsl.mma import ThrMma, TiledMma, gemm, make_tiled_mma
 from .dsl.tiled_copy import (ThrCopy, TiledCopy, make_copy_atom, make_tiled_copy_A, make_tiled_copy_B,
-                             make_tiled_copy_tv)
+                             make_tiled_copy_C, make_tiled_copy_tv)
 
 
 def crd2idx(coord, layout):
@@ -76,6 +76,7 @@ __all__ = [
     # the tensor-core layer
     "nvgpu", "pipeline", "ThrMma", "TiledMma", "gemm", "make_tiled_mma", "ThrCopy", "TiledCopy", "make_copy_atom",
     "make_tiled_copy_tv", "make_tiled_copy_A", "make_tiled_copy_B",
+    "make_tiled_copy_C",
     "CompileError",
     "CompiledModule",
     "CudaError",

@@ -17,7 +17,7 @@ from cute_torch.dsl.diagnostics import DSLError
 needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                                  reason="TMA and wgmma need an sm_90 GPU")
 
-cpasync = cute.nvgpu.cpasync
+cpasync, warpgroup = cute.nvgpu.cpasync, cute.nvgpu.warpgroup
 TILE = 64
 
 
@@ -169,3 +169,96 @@ def test_tma_and_the_pipelined_gemm_are_clean_under_compute_sanitizer(tool):
               "assert g['check']() < 1e-2")
     code, report = run_under_sanitizer(tool, script)
     assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]
+
+
+# -- the epilogue path: accumulators -> bf16 -> stmatrix -> swizzled shared tile -> TMA store -------
+
+EPI_N = 64
+
+
+def _k_major(rows):
+    atom = cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, cute.make_layout((8, 64), stride=(64, 1)))
+    return cute.tile_to_shape(atom, (rows, 64))
+
+
+@cute.kernel
+def _stmatrix_epilogue(mA: cute.Tensor, mB: cute.Tensor, store_atom, mC, tiled_mma: cute.Constexpr,
+                       stsm: cute.Constexpr):
+    tid = cute.arch.thread_idx()[0]
+    sA = cute.arch.alloc_smem(cute.BFloat16, _k_major(64), alignment=1024)
+    sB = cute.arch.alloc_smem(cute.BFloat16, _k_major(EPI_N), alignment=1024)
+    sC = cute.arch.alloc_smem(cute.BFloat16, _k_major(64), alignment=1024)     # 64 x 64, row-major swizzled
+    for i in cute.range_constexpr(64 * 64 // 128):
+        r, c = (tid + 128 * i) // 64, (tid + 128 * i) % 64
+        sA[r, c] = mA[r, c]
+        sB[r, c] = mB[r, c]
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.sync_threads()
+    thr = tiled_mma.get_slice(tid)
+    tCrA, tCrB = thr.make_fragment_A(thr.partition_A(sA)), thr.make_fragment_B(thr.partition_B(sB))
+    acc = thr.make_fragment_C(thr.partition_C(sC))
+    warpgroup.fence()
+    tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
+    for k in cute.range_constexpr(4):
+        cute.gemm(tiled_mma, acc, tCrA[None, None, k], tCrB[None, None, k], acc)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+    warpgroup.commit_group()
+    warpgroup.wait_group(0)
+    out = cute.make_fragment_like(acc, cute.BFloat16)
+    out.store(acc.load().to(cute.BFloat16))
+    st = stsm.get_slice(tid)
+    cute.copy(stsm, st.retile(out), st.partition_D(sC))      # 4 stmatrix.x4 per thread
+    cute.arch.fence_proxy("async.shared", space="cta")       # stmatrix writes -> the TMA store's reads
+    cute.arch.sync_threads()
+    if tid == 0:
+        cute.copy(store_atom, sC, cute.local_tile(mC, (64, EPI_N), (0, 0)))
+        cute.arch.cp_async_bulk_commit_group()
+        cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+
+@cute.jit
+def _stmatrix_epilogue_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor):
+    op = warpgroup.MmaF16BF16Op(cute.BFloat16, cute.Float32, (64, EPI_N, 16))
+    tiled_mma = cute.make_tiled_mma(op)
+    stsm = cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), cute.BFloat16), tiled_mma)
+    store_atom, mC = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), c, _k_major(64), (64, EPI_N))
+    _stmatrix_epilogue(a, b, store_atom, mC, tiled_mma, stsm).launch(grid=(1, 1, 1), block=(128, 1, 1))
+
+
+def test_stmatrix_epilogue_reaches_ptx():
+    a, b = torch.randn(64, 64).bfloat16(), torch.randn(EPI_N, 64).bfloat16()
+    ptx = cute.compile(_stmatrix_epilogue_host, a, b, torch.empty(64, EPI_N).bfloat16(),
+                       options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == EPI_N // 16
+    assert "cp.async.bulk.tensor.2d.global.shared::cta" in ptx
+
+
+def test_stmatrix_lanes_store_the_accumulator_fragment_in_place():
+    """PTX's stmatrix: matrix j's row r goes to the address lane 8j + r gives; lane L's register
+    j holds row L/4, columns 2(L%4) and +1 of matrix j. Simulated with our row addresses, every
+    accumulator value must land on its own (row, column) of the 64xN tile."""
+    from cute_torch.dsl.nvgpu.warpgroup import _c_layout, stsm_layout
+    for n in (16, 64, 256):
+        stsm, frag = stsm_layout(n), _c_layout(n)
+        for w in range(4):
+            for g in range(n // 16):
+                for lane in range(32):
+                    for j in range(4):
+                        start = stsm((32 * w + 8 * j + lane // 4, 8 * g))
+                        for e in range(2):
+                            got = (start % 64, start // 64 + 2 * (lane % 4) + e)
+                            value = frag((32 * w + lane, 8 * g + 2 * j + e))
+                            assert got == (value % 64, value // 64)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_stmatrix_epilogue_matches_matmul():
+    g = torch.Generator().manual_seed(13)
+    a = torch.randn(64, 64, generator=g).bfloat16().cuda()
+    b = torch.randn(EPI_N, 64, generator=g).bfloat16().cuda()
+    c = torch.full((64, EPI_N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    _stmatrix_epilogue_host(a, b, c)
+    torch.cuda.synchronize()
+    want = (a.double() @ b.double().t()).to(torch.bfloat16)
+    torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)

@@ -11,7 +11,7 @@ from .diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
 from .layout import size
 from .nvgpu.cpasync import TmaAtom, tma_copy
 from .tensor import Tensor
-from .tiled_copy import CopyAtom, MmaOperandCopy, TiledCopy, ldmatrix_copy, tiled_copy
+from .tiled_copy import CopyAtom, MmaOperandCopy, TiledCopy, ldmatrix_copy, stmatrix_copy, tiled_copy
 
 
 def copy(*args, **kwargs) -> None:
@@ -23,7 +23,7 @@ def copy(*args, **kwargs) -> None:
         tma_copy(*args, **kwargs)
         return
     if len(args) == 3 and isinstance(args[0], MmaOperandCopy):
-        ldmatrix_copy(*args)
+        (stmatrix_copy if args[0].operand == "C" else ldmatrix_copy)(*args)
         return
     if len(args) == 3 and isinstance(args[0], (CopyAtom, TiledCopy)):
         unknown = set(kwargs) - {"pred"}

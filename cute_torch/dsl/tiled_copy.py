@@ -61,12 +61,15 @@ class CopyAtom:
 
 def make_copy_atom(op, dtype, num_bits_per_copy: int | None = None) -> CopyAtom:
     from .nvgpu.warp import LdMatrix8x8x16bOp
-    if not isinstance(op, (CopyUniversalOp, CopyG2SOp, LdMatrix8x8x16bOp)):
-        raise DSLError(UNSUPPORTED_TYPE, f"make_copy_atom knows CopyUniversalOp, cpasync.CopyG2SOp and "
-                       f"warp.LdMatrix8x8x16bOp, got {type(op).__name__}", user_location())
-    if isinstance(op, LdMatrix8x8x16bOp):
+    from .nvgpu.warpgroup import StMatrix8x8x16bOp
+    if not isinstance(op, (CopyUniversalOp, CopyG2SOp, LdMatrix8x8x16bOp, StMatrix8x8x16bOp)):
+        raise DSLError(UNSUPPORTED_TYPE, f"make_copy_atom knows CopyUniversalOp, cpasync.CopyG2SOp, "
+                       f"warp.LdMatrix8x8x16bOp and warpgroup.StMatrix8x8x16bOp, got {type(op).__name__}",
+                       user_location())
+    if isinstance(op, (LdMatrix8x8x16bOp, StMatrix8x8x16bOp)):
         if dtype.width != 16:
-            raise DSLError(UNSUPPORTED_TYPE, f"ldmatrix moves 16-bit elements, got {dtype.__name__}", user_location())
+            raise DSLError(UNSUPPORTED_TYPE, f"ldmatrix/stmatrix move 16-bit elements, got {dtype.__name__}",
+                           user_location())
         num_bits_per_copy = 128  # one 16-byte row per thread
     return CopyAtom(op, dtype, num_bits_per_copy)
 
@@ -233,11 +236,15 @@ def cp_async_wait_group(n: int) -> None:
 # -- ldmatrix into a warp MMA's fragments ------------------------------------------------------------
 
 class MmaOperandCopy:
-    """make_tiled_copy_A/B: an ldmatrix atom feeding operand A or B of a warp tiled MMA."""
+    """make_tiled_copy_A/B: an ldmatrix atom feeding operand A or B of a warp tiled MMA;
+    make_tiled_copy_C: a stmatrix atom writing a warpgroup MMA's accumulators."""
 
     def __init__(self, atom: CopyAtom, tiled_mma, operand: str):
         from .mma import TiledMma
         from .nvgpu.warp import LDSM_A_16x16, LDSM_B_8x16, LdMatrix8x8x16bOp, MmaF16BF16Op
+        if operand == "C":
+            self._init_c(atom, tiled_mma)
+            return
         if not isinstance(atom, CopyAtom) or not isinstance(atom.op, LdMatrix8x8x16bOp):
             raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_copy_{operand} takes an ldmatrix copy atom "
                            f"(cute.nvgpu.warp.LdMatrix8x8x16bOp), got {atom}", user_location())
@@ -251,6 +258,22 @@ class MmaOperandCopy:
         self.atom, self.tiled_mma, self.operand = atom, tiled_mma, operand
         self.layout_tv = LDSM_A_16x16 if operand == "A" else LDSM_B_8x16
 
+    def _init_c(self, atom: CopyAtom, tiled_mma) -> None:
+        from .mma import TiledMma
+        from .nvgpu import warpgroup
+        if not isinstance(atom, CopyAtom) or not isinstance(atom.op, warpgroup.StMatrix8x8x16bOp):
+            raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_copy_C takes a stmatrix copy atom "
+                           f"(cute.nvgpu.warpgroup.StMatrix8x8x16bOp), got {atom}", user_location())
+        if not isinstance(tiled_mma, TiledMma) or not isinstance(tiled_mma.atom, warpgroup.MmaF16BF16Op):
+            raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_copy_C writes a warpgroup MMA's accumulators, got "
+                           f"{tiled_mma}", user_location())
+        n = tiled_mma.atom.shape_mnk[1]
+        if n % 16:
+            raise DSLError(ARGUMENT_MISMATCH, f"stmatrix stores 16 columns at a time; the MMA's N is {n}",
+                           user_location())
+        self.atom, self.tiled_mma, self.operand = atom, tiled_mma, "C"
+        self.layout_tv = warpgroup.stsm_layout(n)
+
     def get_slice(self, thr_idx) -> "ThrMmaOperandCopy":
         return ThrMmaOperandCopy(self, thr_idx)
 
@@ -263,15 +286,23 @@ class ThrMmaOperandCopy:
         self.tiled, self.thr = tiled, ThrMma(tiled.tiled_mma, thr_idx)
 
     def partition_S(self, tensor: Tensor) -> Tensor:
-        """(8 values of this thread's row, FrgX, FrgK, ...): the row whose address it gives."""
+        """ldmatrix: (8 values of this thread's row, FrgX, FrgK, ...), the row whose address it
+        gives (stmatrix: the accumulator fragment, as it is)."""
+        if self.tiled.operand == "C":
+            return tensor
         return self.thr._partition(self.tiled.operand, tensor, self.tiled.layout_tv)
 
+    def partition_D(self, tensor: Tensor) -> Tensor:
+        """stmatrix: ((8 values of a row, N/16 groups), FrgM, FrgN, ...) of the shared tile, the
+        rows whose addresses this thread gives (ldmatrix: the fragment, as it is)."""
+        if self.tiled.operand == "C":
+            return self.thr._partition("C", tensor, self.tiled.layout_tv)
+        return tensor
+
     def retile(self, fragment: Tensor) -> Tensor:
-        """The MMA fragment (make_fragment_A/B) as the copy's destination: ldmatrix returns
+        """The MMA fragment as the copy's register side: ldmatrix returns and stmatrix takes
         registers in exactly the fragment's order."""
         return fragment
-
-    partition_D = retile
 
 
 def make_tiled_copy_A(atom: CopyAtom, tiled_mma) -> MmaOperandCopy:
@@ -280,6 +311,10 @@ def make_tiled_copy_A(atom: CopyAtom, tiled_mma) -> MmaOperandCopy:
 
 def make_tiled_copy_B(atom: CopyAtom, tiled_mma) -> MmaOperandCopy:
     return MmaOperandCopy(atom, tiled_mma, "B")
+
+
+def make_tiled_copy_C(atom: CopyAtom, tiled_mma) -> MmaOperandCopy:
+    return MmaOperandCopy(atom, tiled_mma, "C")
 
 
 def ldmatrix_copy(tiled: MmaOperandCopy, src: Tensor, dst: Tensor) -> None:
@@ -303,3 +338,28 @@ def ldmatrix_copy(tiled: MmaOperandCopy, src: Tensor, dst: Tensor) -> None:
         registers = [result] if n == 1 else struct_fields(result, n, "i32")
         for v, value in enumerate(unpack_registers(registers, dst.dtype)):
             dst[(v,) + rest] = value
+
+
+def stmatrix_copy(tiled: MmaOperandCopy, src: Tensor, dst: Tensor) -> None:
+    """One stmatrix.x4 per 16 columns of each accumulator atom: the fragment's values 8j..8j+7
+    (16-bit) go to group j of the shared partition."""
+    from .mma_atom import packed_registers
+    if src.memspace != "rmem" or dst.memspace != "smem":
+        raise DSLError(ARGUMENT_MISMATCH, "stmatrix copies a register fragment into shared memory", user_location())
+    if src.dtype.width != 16:
+        raise DSLError(UNSUPPORTED_TYPE, f"stmatrix stores 16-bit elements; convert the accumulators first "
+                       f"(got {src.dtype.__name__})", user_location())
+    groups = size(dst.shape[0]) // 8
+    rest_shape = tuple(dst.shape[1:]) if is_tuple(dst.shape) and len(dst.shape) > 1 else ()
+    b = ir.require("device", "stmatrix")
+    for t in range(size(rest_shape) if rest_shape else 1):
+        rest = tuple(_leaves_of(idx2crd(t, rest_shape))) if rest_shape else ()
+        for j in range(groups):
+            _check_contiguous(dst, (8 * j,) + rest, 8, "stmatrix row")
+            address = dst._address((8 * j,) + rest)
+            values = src.with_layout(Layout(8, 1), src._layout((8 * j,) + rest))
+            registers = packed_registers(values, "stmatrix")
+            names = ", ".join(r.name for r in registers)
+            b.emit(f"nvvm.stmatrix {address.name}, {names} {{layout = #nvvm.mma_layout<row>}} : "
+                   f"{address.type}, i32, i32, i32, i32")
+

@@ -273,3 +273,25 @@ def _not_canonical(tile: Tensor, width: int, major, problem: str) -> DSLError:
                     f"wgmma operand: {problem} in {tile.layout}", user_location(),
                     f"build it with tile_to_shape of the Sw<{bits},4,3> o {atom} atom (the op's "
                     f"{major.name}-major mode must match how the operand is stored)")
+
+
+class StMatrix8x8x16bOp:
+    """`stmatrix.sync.aligned.m8n8.x4.shared.b16` (sm_90): a warp stores four 8x8 tiles of 16-bit
+    elements to shared memory, each thread giving one 16-byte row's address, the registers laid
+    out as an MMA accumulator fragment. Through cute.make_tiled_copy_C of a warpgroup MMA it
+    writes a (16-bit converted) accumulator fragment to a row-major shared tile, 16 columns of a
+    warp's 16 rows per instruction: the epilogue's way to shared memory before a TMA store.
+    Transposed stores are not supported yet."""
+
+    def __init__(self, transpose: bool = False, num_matrices: int = 4):
+        if transpose or num_matrices != 4:
+            raise DSLError(ARGUMENT_MISMATCH, "stmatrix supports transpose=False, num_matrices=4 for now",
+                           user_location())
+        self.transpose, self.num_matrices = transpose, num_matrices
+
+
+def stsm_layout(n: int) -> Layout:
+    """Which element of a 64xN accumulator tile each thread's stmatrix row address points at,
+    and the 8 values of its row: in warp w, lane l = l0 + 8 l1 + 16 l2 addresses row
+    l0 + 8 l1 + 16 w, columns 8 l2 + 16 j for the j-th 16-column group."""
+    return Layout(((8, 2, 2, 4), (8, n // 16)), ((1, 8, 512, 16), (64, 1024)))
