@@ -204,6 +204,44 @@ def test_wgmma_operand_majors_match_matmul(dtype, a_k, b_k):
     _check(c, a, b)
 
 
+# -- tf32 warp MMA: one warp, fragments straight from global memory --------------------------------
+
+@cute.kernel
+def _tf32_mma(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.Constexpr):
+    thr = tiled_mma.get_slice(cute.arch.thread_idx()[0])
+    tCgA, tCgB, tCgC = thr.partition_A(mA), thr.partition_B(mB), thr.partition_C(mC)
+    tCrA, tCrB = thr.make_fragment_A(tCgA), thr.make_fragment_B(tCgB)
+    acc = thr.make_fragment_C(tCgC)
+    acc.fill(0.0)
+    cute.autovec_copy(tCgA, tCrA)
+    cute.autovec_copy(tCgB, tCrB)
+    cute.gemm(tiled_mma, acc, tCrA, tCrB, acc)
+    cute.autovec_copy(acc, tCgC)
+
+
+@cute.jit
+def _tf32_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor):
+    _tf32_mma(a, b, c, cute.make_tiled_mma(warp.MmaTF32Op())).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+
+def test_tf32_mma_reaches_ptx():
+    g = torch.Generator().manual_seed(6)
+    a, b = torch.randn(32, 32, generator=g), torch.randn(16, 32, generator=g)
+    ptx = cute.compile(_tf32_host, a, b, torch.empty(32, 16), options={"arch": "sm_80"}).__ptx__
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 2 * 2 * 4   # M x N x K atoms
+
+
+@pytest.mark.gpu
+def test_tf32_mma_matches_matmul():
+    g = torch.Generator().manual_seed(6)
+    a, b = torch.randn(32, 32, generator=g).cuda(), torch.randn(16, 32, generator=g).cuda()
+    c = torch.full((32, 16), float("nan"), device="cuda")
+    _tf32_host(a, b, c)
+    torch.cuda.synchronize()
+    # tf32 keeps 10 mantissa bits of each input: compare with the exact product at that precision.
+    torch.testing.assert_close(c.double(), a.double() @ b.double().t(), rtol=0, atol=2e-2)
+
+
 def _operands(m, n, k, dtype, device="cpu", seed=0):
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(m, k, generator=g).to(dtype).to(device)

@@ -47,13 +47,17 @@ def check_types(what: str, ab_dtype, acc_dtype, allowed: dict) -> None:
                        f"supported: {pairs}")
 
 
-def packed_registers(fragment, what: str) -> list[ir.Value]:
-    """A fragment's values as the 32-bit registers PTX takes: 32-bit elements one each, 16-bit
-    elements in pairs (value 2i in the low half)."""
+def packed_registers(fragment, what: str, as_bits: bool = False) -> list[ir.Value]:
+    """A fragment's values as the 32-bit registers PTX takes: 32-bit elements one each (as i32
+    with `as_bits`, for operands PTX types .b32, such as tf32), 16-bit elements in pairs (value
+    2i in the low half)."""
     count = size(fragment.shape)
     values = [fragment[i] for i in range(count)]
     width = fragment.dtype.width
     if width == 32:
+        if as_bits and fragment.dtype.is_float:
+            b = ir.current()
+            return [b.op(f"llvm.bitcast {v.ir.name} : {v.ir.type} to i32", "i32") for v in values]
         return [v.ir for v in values]
     if width != 16 or count % 2:
         raise DSLError(ARGUMENT_MISMATCH, f"{what}: {count} {fragment.dtype.__name__} values do not pack into "
@@ -115,9 +119,10 @@ def struct_fields(result: ir.Value, count: int, field_type: str) -> list[ir.Valu
 
 def emit_inline_mma(instruction: str, d, a, b, c, acc_dtype) -> None:
     """`instruction` {d}, {a}, {b}, {c}; over fragments: reads A, B and C's registers and
-    writes D's (no side effects: an MMA is a pure function of its registers)."""
-    a_regs = packed_registers(a, "the A fragment")
-    b_regs = packed_registers(b, "the B fragment")
+    writes D's (no side effects: an MMA is a pure function of its registers). A and B go as
+    .b32 registers."""
+    a_regs = packed_registers(a, "the A fragment", as_bits=True)
+    b_regs = packed_registers(b, "the B fragment", as_bits=True)
     c_regs = packed_registers(c, "the C fragment")
     n_out = len(c_regs)
     reg_t = "f32" if acc_dtype is Float32 else "i32"

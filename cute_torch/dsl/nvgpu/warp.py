@@ -53,6 +53,38 @@ class MmaF16BF16Op(MmaAtom):
         emit_inline_mma(f"mma.sync.aligned.m16n8k16.row.col.{acc}.{ab}.{ab}.{acc}", d, a, b, c, self.acc_dtype)
 
 
+# The m16n8k8 tf32 fragments (32-bit elements, one per register).
+# A (16x8): m = t1, then row + 8; k = t0, then k + 4.
+_A_16x8 = Layout(((4, 8), (2, 2)), ((16, 1), (8, 64)))
+# B (8x8, indexed n + 8*k): k = t0, then k + 4; n = t1.
+_B_8x8 = Layout(((4, 8), 2), ((8, 1), 32))
+
+
+class MmaTF32Op(MmaAtom):
+    """D (16x8, fp32) = A (16x8) * B (8x8) + C with tf32 inputs (fp32 values whose low 13
+    mantissa bits the tensor core ignores), one `mma.sync.aligned.m16n8k8.row.col` per call.
+    (CuTe DSL has no such op name; this follows MmaF16BF16Op's.)"""
+
+    threads = 32
+
+    def __init__(self, ab_dtype=Float32, acc_dtype=Float32, shape_mnk=(16, 8, 8)):
+        check_types("warp.MmaTF32Op", ab_dtype, acc_dtype, {Float32: (Float32,)})
+        if tuple(shape_mnk) != (16, 8, 8):
+            raise DSLError(ARGUMENT_MISMATCH, f"warp.MmaTF32Op supports shape_mnk (16, 8, 8), got {shape_mnk}",
+                           user_location())
+        self.a_dtype = self.b_dtype = self.acc_dtype = Float32
+        self.shape_mnk = (16, 8, 8)
+        self.layout_a, self.layout_b, self.layout_c = _A_16x8, _B_8x8, _C_16x8
+
+    def __str__(self) -> str:
+        return "warp.MmaTF32Op(Float32, Float32, m16n8k8)"
+
+    def call(self, d, a, b, c, accumulate=True) -> None:
+        if accumulate is not True:
+            c = zero_unless(c, accumulate)
+        emit_inline_mma("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", d, a, b, c, Float32)
+
+
 class LdMatrix8x8x16bOp:
     """`ldmatrix.sync.aligned.m8n8.x{1,2,4}.shared.b16`: a warp loads `num_matrices` 8x8 tiles of
     16-bit elements from shared memory, each thread giving one 16-byte row's address and getting
