@@ -204,6 +204,70 @@ def test_wgmma_operand_majors_match_matmul(dtype, a_k, b_k):
     _check(c, a, b)
 
 
+# -- wgmma with A from registers (RS) ---------------------------------------------------------------
+
+def test_rs_a_fragment_follows_the_ptx_table():
+    """wgmma's register A: warp w holds rows 16w.., lane L row L/4 (+8 for values 2-3, 6-7),
+    columns 2(L%4) (+1 for odd values, +8 for values 4-7)."""
+    from cute_torch.dsl.nvgpu.warpgroup import _RS_A_64x16
+    for t in range(128):
+        w, lane = t // 32, t % 32
+        for v in range(8):
+            idx = _RS_A_64x16((t, v))
+            want = (lane // 4 + 8 * ((v // 2) % 2) + 16 * w, 2 * (lane % 4) + v % 2 + 8 * (v // 4))
+            assert (idx % 64, idx // 64) == want
+
+
+@cute.kernel
+def _wgmma_rs(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.Constexpr):
+    tid = cute.arch.thread_idx()[0]
+    sB = cute.arch.alloc_smem(mB.element_type, _operand_smem(MAJ_N, True), alignment=1024)
+    for i in cute.range_constexpr(MAJ_N * 64 // 128):
+        r, c = (tid + 128 * i) // 64, (tid + 128 * i) % 64
+        sB[r, c] = mB[r, c]
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.sync_threads()
+    thr = tiled_mma.get_slice(tid)
+    tCgA = thr.partition_A(mA)                      # (8 values, 1, 4 k-blocks), straight from global
+    tCrA, tCrB = thr.make_fragment_A(tCgA), thr.make_fragment_B(thr.partition_B(sB))
+    cute.autovec_copy(tCgA, tCrA)
+    tCgC = thr.partition_C(mC)
+    acc = thr.make_fragment_C(tCgC)
+    warpgroup.fence()                               # A's registers were written: order them first
+    tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
+    for k in cute.range_constexpr(4):
+        cute.gemm(tiled_mma, acc, tCrA[None, None, k], tCrB[None, None, k], acc)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+    warpgroup.commit_group()
+    warpgroup.wait_group(0)
+    cute.autovec_copy(acc, tCgC)
+
+
+@cute.jit
+def _wgmma_rs_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor):
+    op = warpgroup.MmaF16BF16Op(a.element_type, cute.Float32, (64, MAJ_N, 16), a_src=warpgroup.OperandSource.RMEM)
+    _wgmma_rs(a, b, c, cute.make_tiled_mma(op)).launch(grid=(1, 1, 1), block=(128, 1, 1))
+
+
+def test_wgmma_with_a_from_registers_reaches_ptx():
+    a, b = _major_operands(torch.bfloat16, True, True)
+    ptx = cute.compile(_wgmma_rs_host, a, b, torch.empty(64, MAJ_N), options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{MAJ_N}k16.f32.bf16.bf16") == 4
+    assert ptx.count("p, 1, 1, 0;") == 4              # RS: scale-a, scale-b and only B's transpose bit
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="wgmma needs sm_90a")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_wgmma_with_a_from_registers_matches_matmul(dtype):
+    a, b = _major_operands(dtype, True, True, "cuda", seed=8)
+    c = torch.full((64, MAJ_N), float("nan"), device="cuda")
+    _wgmma_rs_host(a, b, c)
+    torch.cuda.synchronize()
+    _check(c, a, b)
+
+
 # -- tf32 warp MMA: one warp, fragments straight from global memory --------------------------------
 
 @cute.kernel

@@ -17,8 +17,10 @@ descriptor. The layouts wgmma reads are CuTe's canonical ones, swizzled with Sw<
 MN-major (MN contiguous in 32-/64-/128-byte rows, 8 k per group); the op's a_major_mode /
 b_major_mode say which, and set the instruction's transpose bits.
 
-Differences from CuTe DSL: operands from registers (OperandSource.RMEM) and fp16 accumulators
-are not supported yet (each is an error that says so).
+A may instead come from registers (`a_src=OperandSource.RMEM`, K-major): make_fragment_A gives
+registers laid out as each warp's mma.sync A fragment for its 16 rows, filled by a copy.
+
+Differences from CuTe DSL: fp16 accumulators are not supported yet (an error that says so).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import enum
 from .. import ir
 from ..diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
 from ..layout import Layout, Swizzle, size
-from ..mma_atom import MmaAtom, check_types, inline_asm, struct_fields
+from ..mma_atom import MmaAtom, check_types, inline_asm, packed_registers, struct_fields
 from ..numeric import BFloat16, Boolean, Float16, Float32, Int32, Int64, as_numeric, convert
 from ..tensor import Tensor, byte_width
 
@@ -54,6 +56,11 @@ def _c_layout(n: int) -> Layout:
     return Layout(((4, 8, 4), (2, 2, n // 8)), ((128, 1, 16), (64, 8, 512)))
 
 
+# A from registers (RS): each warp w holds rows 16w..16w+15 of the 64x16 tile as mma.sync's A
+# fragment (a register pair along k, then row + 8, then k + 8).
+_RS_A_64x16 = Layout(((4, 8, 4), (2, 2, 2)), ((128, 1, 16), (64, 8, 512)))
+
+
 def _smem_layout(rows: int) -> Layout:
     """A shared operand: every thread of the warpgroup names the whole (rows x 16) tile."""
     return Layout((128, (rows, 16)), (0, (1, rows)))
@@ -72,9 +79,12 @@ class MmaF16BF16Op(MmaAtom):
         if m != 64 or k != 16 or not (8 <= n <= 256 and n % 8 == 0):
             raise DSLError(ARGUMENT_MISMATCH, f"warpgroup.MmaF16BF16Op shapes are (64, N, 16) with N in 8..256 by 8, "
                            f"got {tuple(instruction_shape)}", user_location())
-        if a_src is not OperandSource.SMEM:
-            raise DSLError(UNSUPPORTED_TYPE, "warpgroup MMA with A from registers (OperandSource.RMEM) is not "
-                           "supported yet", user_location(), "stage A in shared memory (OperandSource.SMEM)")
+        if not isinstance(a_src, OperandSource):
+            raise DSLError(ARGUMENT_MISMATCH, f"a_src is an OperandSource (SMEM or RMEM), got {a_src!r}",
+                           user_location())
+        if a_src is OperandSource.RMEM and a_major_mode is not OperandMajorMode.K:
+            raise DSLError(ARGUMENT_MISMATCH, "A from registers is K-major (a_major_mode=OperandMajorMode.K)",
+                           user_location())
         for name, major in (("A", a_major_mode), ("B", b_major_mode)):
             if not isinstance(major, OperandMajorMode):
                 raise DSLError(ARGUMENT_MISMATCH, f"{name}'s major mode is an OperandMajorMode (K or MN), got "
@@ -83,37 +93,50 @@ class MmaF16BF16Op(MmaAtom):
         self.a_dtype = self.b_dtype = ab_dtype
         self.acc_dtype = acc_dtype
         self.shape_mnk = (m, n, k)
-        self.a_source = self.b_source = "smem"
-        self.layout_a, self.layout_b, self.layout_c = _smem_layout(m), _smem_layout(n), _c_layout(n)
+        self.a_source, self.b_source = a_src.value, "smem"
+        self.layout_a = _RS_A_64x16 if a_src is OperandSource.RMEM else _smem_layout(m)
+        self.layout_b, self.layout_c = _smem_layout(n), _c_layout(n)
 
     def __str__(self) -> str:
         return (f"warpgroup.MmaF16BF16Op({self.a_dtype.__name__}, {self.acc_dtype.__name__}, "
                 f"m64n{self.shape_mnk[1]}k16)")
 
     def call(self, d, a, b, c, accumulate=True) -> None:
-        """One wgmma: D = A * B + (C if accumulate), A and B given as descriptor fragments.
-        It is asynchronous: D's registers may be read only after wait_group."""
+        """One wgmma: D = A * B + (C if accumulate); B (and A unless from registers) given as
+        descriptor fragments. It is asynchronous: D's registers (and A's) may be read or
+        changed only after wait_group."""
         _require_sm90a("warpgroup MMA (wgmma)")
-        if not isinstance(a, DescriptorFragment) or not isinstance(b, DescriptorFragment):
-            raise DSLError(ARGUMENT_MISMATCH, "warpgroup MMA reads A and B from shared memory: pass "
-                           "make_fragment_A/B of shared-memory partitions", user_location())
+        a_in_registers = self.a_source == "rmem"
+        if not isinstance(b, DescriptorFragment) or (not a_in_registers and not isinstance(a, DescriptorFragment)):
+            raise DSLError(ARGUMENT_MISMATCH, "warpgroup MMA reads B (and A, unless a_src=OperandSource.RMEM) from "
+                           "shared memory: pass make_fragment_A/B of shared-memory partitions", user_location())
+        if a_in_registers and (isinstance(a, DescriptorFragment) or a.memspace != "rmem"):
+            raise DSLError(ARGUMENT_MISMATCH, "this op takes A from registers: pass make_fragment_A of a partition, "
+                           "filled by a copy", user_location())
         n_acc = size(c.shape)
         if c is not d:
             for i in range(n_acc):
                 d[i] = c[i]
-        desc_a, desc_b = a.descriptor(self.a_major), b.descriptor(self.b_major)
-        trans = [int(m is OperandMajorMode.MN) for m in (self.a_major, self.b_major)]
+        a_ops = packed_registers(a, "the A fragment") if a_in_registers else [a.descriptor(self.a_major).ir]
+        desc_b = b.descriptor(self.b_major)
         ab = "f16" if self.a_dtype is Float16 else "bf16"
         scale_d = Int32(1) if accumulate is True else convert(as_numeric(accumulate, Boolean), Int32)
         accs = [d[i].ir for i in range(n_acc)]
-        # Operands are numbered outputs first, then inputs: the tied accumulators, A, B, the flag.
+        # Operands are numbered outputs first, then inputs: the tied accumulators, A (four
+        # registers or a descriptor), B, the flag. A from registers has no transpose bit.
         regs = ", ".join(f"${i}" for i in range(n_acc))
-        text = (f"{{\\0A.reg .pred p;\\0Asetp.ne.b32 p, ${2 * n_acc + 2}, 0;\\0A"
+        at = 2 * n_acc
+        a_text = ("{" + ", ".join(f"${at + i}" for i in range(len(a_ops))) + "}") if a_in_registers else f"${at}"
+        at += len(a_ops)
+        trans_b = int(self.b_major is OperandMajorMode.MN)
+        tail = f"{trans_b}" if a_in_registers else f"{int(self.a_major is OperandMajorMode.MN)}, {trans_b}"
+        text = (f"{{\\0A.reg .pred p;\\0Asetp.ne.b32 p, ${at + 1}, 0;\\0A"
                 f"wgmma.mma_async.sync.aligned.m64n{self.shape_mnk[1]}k16.f32.{ab}.{ab} "
-                f"{{{regs}}}, ${2 * n_acc}, ${2 * n_acc + 1}, p, 1, 1, {trans[0]}, {trans[1]};\\0A}}")
+                f"{{{regs}}}, {a_text}, ${at}, p, 1, 1, {tail};\\0A}}")
         struct_t = f"!llvm.struct<({', '.join(['f32'] * n_acc)})>"
-        result = inline_asm(text, ["=f"] * n_acc, accs + [desc_a.ir, desc_b.ir, scale_d.ir], struct_t,
-                            input_constraints=[str(i) for i in range(n_acc)] + ["l", "l", "r"])
+        a_constraints = ["r"] * len(a_ops) if a_in_registers else ["l"]
+        result = inline_asm(text, ["=f"] * n_acc, accs + a_ops + [desc_b.ir, scale_d.ir], struct_t,
+                            input_constraints=[str(i) for i in range(n_acc)] + a_constraints + ["l", "r"])
         for i, v in enumerate(struct_fields(result, n_acc, "f32")):
             d[i] = Float32._wrap(v)
 
