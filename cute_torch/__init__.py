@@ -25,7 +25,7 @@ from .toolkit import SUPPORTED_ARCHS, gpu_available, target_arch
 # The DSL, under CuTe DSL's names.
 from .dsl import arch, math
 from .dsl.control import const_expr, range, range_constexpr
-from .dsl.diagnostics import DSLError
+from .dsl.diagnostics import DSLError, SpillWarning
 from .dsl.jit import CompiledFunction, Constexpr, compile, jit, kernel
 from .dsl.numeric import (BFloat16, Boolean, Float, Float8E4M3FN, Float8E5M2, Float16, Float32, Float64, Int8, Int16,
                           Int32, Int64, Integer, Numeric, Uint8, Uint16, Uint32, Uint64, full_like, where)
@@ -72,7 +72,7 @@ __all__ = [
     "raked_product", "rank", "recast_layout", "right_inverse", "select", "shape", "shape_div", "slice_",
     "tile_to_shape", "tiled_divide", "tiled_product", "zipped_divide", "zipped_product", "ceil_div", "group_modes",
     "size_in_bytes", "domain_offset", "Pointer", "recast_ptr", "make_identity_tensor", "elem_less",
-    "SmemAllocator", "struct",
+    "SmemAllocator", "struct", "SpillWarning",
     # the tensor-core layer
     "nvgpu", "pipeline", "ThrMma", "TiledMma", "gemm", "make_tiled_mma", "ThrCopy", "TiledCopy", "make_copy_atom",
     "make_tiled_copy_tv", "make_tiled_copy_A", "make_tiled_copy_B",

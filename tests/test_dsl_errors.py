@@ -280,3 +280,28 @@ def test_bad_compile_option_value_names_the_callers_line():
     check(e.value, codes.ARGUMENT_MISMATCH, test_bad_compile_option_value_names_the_callers_line, "# OPTION",
           "line_info")
     assert "option 'line_info' must be true or false" in e.value.message
+
+
+@cute.kernel
+def _spilling(x: cute.Tensor, out: cute.Tensor):
+    # 256 values live across a barrier, in a 1024-thread block (64 registers each): they spill.
+    t = cute.arch.thread_idx()[0]
+    frag = cute.make_rmem_tensor(cute.make_layout(256), cute.Float32)
+    for i in cute.range_constexpr(256):
+        frag[i] = x[t * 256 + i]
+    cute.arch.sync_threads()
+    total = cute.Float32(0.0)
+    for i in cute.range_constexpr(256):
+        total = total + frag[i] * frag[255 - i]
+    out[t] = total
+
+
+@cute.jit
+def _spilling_host(x: cute.Tensor, out: cute.Tensor):
+    _spilling(x, out).launch(grid=(1, 1, 1), block=(1024, 1, 1))
+
+
+def test_a_kernel_that_spills_warns_at_the_jit_functions_line():
+    with pytest.warns(cute.SpillWarning, match=r"kernel _spilling_0 spills registers to local memory") as record:
+        cute.compile(_spilling_host, torch.zeros(1024 * 256), torch.zeros(1024), options={"arch": "sm_80"})
+    assert record[0].filename.endswith("test_dsl_errors.py")

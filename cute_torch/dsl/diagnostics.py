@@ -116,3 +116,8 @@ class DSLError(CompileError):
 
     def __str__(self) -> str:
         return self.args[0]
+
+
+class SpillWarning(UserWarning):
+    """A kernel spills registers to local memory (ptxas's report): usually a tile, a stage count
+    or an unrolled loop too large for the registers the launch bounds leave each thread."""

@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import types
+import warnings
 from typing import Any, Callable, NamedTuple
 
 from .. import _C
@@ -30,7 +31,7 @@ from ..launch import current_stream_handle, loaded_torch
 from ..toolkit import MAX_DYNAMIC_SMEM, target_arch
 from . import cache, control, ir, pytree
 from .diagnostics import (ARGUMENT_MISMATCH, INVALID_LAUNCH, KERNEL_CALLS_KERNEL, MLIR_ERROR, PYTHON_CALLS_KERNEL,
-                          DSLError, Location, user_location)
+                          DSLError, Location, SpillWarning, user_location)
 from .numeric import Float32, Float64, Int32, Numeric, as_numeric, convert, index_of, python_type
 from .preprocess import preprocess
 from .smem import needed_bytes as smem_needed
@@ -384,6 +385,7 @@ class JitFunction(_DSLFunction):
                     return Specialization(CompiledModule(artifact, stages), name, key, self.fn)
         text = self.trace(args, key, name, arch)
         module = _compile_traced(text, arch, name, compile_options, keep_host=digest is not None)
+        _warn_about_spills(module, self.fn)
         if digest is not None:
             stages = {s: module.stage(s).decode() for s in ("mlir", "ptx", "sass") if module.stage(s) is not None}
             cache.store(k.cache_dir, digest, module.stage("host").decode(), json.dumps(module.metadata),
@@ -750,6 +752,20 @@ def _launch_bounds(block: list, min_blocks_per_mp) -> tuple:
                            f"{min_blocks_per_mp!r}", user_location())
         bounds.append(f"nvvm.minctasm = {min_blocks_per_mp} : i32")
     return tuple(bounds)
+
+
+def _warn_about_spills(module: CompiledModule, fn) -> None:
+    """A SpillWarning per kernel ptxas made spill, at the @cute.jit function's line."""
+    for kernel in module.metadata.get("kernels", []):
+        stores = kernel.get("spill_stores")
+        if isinstance(stores, int) and stores > 0:
+            where = _definition(fn)
+            block = kernel.get("block_dims")
+            warnings.warn_explicit(
+                f"kernel {kernel['name']} spills registers to local memory: {stores} bytes stored, "
+                f"{kernel.get('spill_loads')} loaded, {kernel.get('registers')} registers per thread for a block of "
+                f"{block}; a smaller tile, fewer stages or a smaller block may fit", SpillWarning, where.file,
+                where.line)
 
 
 def _definition(fn) -> Location:
