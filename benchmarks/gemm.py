@@ -5,10 +5,10 @@ cuBLAS, in the same run.
 
 C = A @ B^T with bf16 A (M, K) and B (N, K) (F.linear's layout), fp32 accumulation; FLOPs =
 2 M N K. Each row is the median over `repeats` CUDA-event timings of one call after warm-up
-(benchmarks/timing.py); cuBLAS is torch.mm into a preallocated output of the same dtype as
-ours (bf16 for the Hopper kernels; the Ampere example writes fp32, so its cuBLAS row is bf16 ->
-fp32 through torch.mm(...).float() is not comparable and is left out: its ratio is against the
-bf16 cuBLAS time). "first call" is the trace + compile + first launch of our kernel.
+(benchmarks/timing.py). cuBLAS is torch.mm into a preallocated bf16 output, timed once per size;
+the Hopper kernels write bf16 too, the Ampere example writes fp32 (twice the output bytes), and
+every ratio is against that bf16 cuBLAS time. "first s" is our kernel's trace + compile + first
+launch.
 """
 
 import argparse
