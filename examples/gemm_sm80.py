@@ -108,7 +108,7 @@ def main():
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 8:
         a, b = torch.randn(256, 448).bfloat16(), torch.randn(512, 448).bfloat16()
         ptx = cute.compile(gemm, a, b, torch.empty(256, 512), options={"arch": "sm_80"}).__ptx__
-        counts = {i: ptx.count(i) for i in ("mma.sync", "wgmma.mma_async", "cp.async.bulk.tensor", "setmaxnreg")}
+        counts = {i: ptx.count(i) for i in ("mma.sync", "ldmatrix", "cp.async.cg")}
         print(f"no GPU for this example here: compiled for sm_80; PTX instructions: {counts}")
         return
     print(f"max relative error against float64: {check():.2e} ({torch.cuda.get_device_name()}); "
