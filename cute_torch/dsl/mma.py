@@ -224,10 +224,11 @@ def _rank3(t, name: str):
     if r > 3:
         raise DSLError(ARGUMENT_MISMATCH, f"cute.gemm: {name} has {r} modes (slice the k-tile or stage first): "
                        f"{t.shape}", user_location())
-    return t.reshaped3() if hasattr(t, "reshaped3") else _pad_modes(t, r)
+    return _pad_modes(t, r)
 
 
-def _pad_modes(t: Tensor, r: int) -> Tensor:
+def _pad_modes(t, r: int):
+    """`t` (a tensor or a descriptor fragment) with size-1 modes appended up to three."""
     if r == 3:
         return t
     layout = t._layout
