@@ -191,3 +191,34 @@ def test_tma_store_pipeline_waits_for_the_oldest_buffer():
     ptx = cute.compile(host, torch.zeros(1), options={"arch": "sm_90a"}).__ptx__
     assert "cp.async.bulk.wait_group.read 1" in ptx and "cp.async.bulk.wait_group.read 0" in ptx
     assert "cp.async.bulk.commit_group" in ptx
+
+
+@cute.kernel
+def _cluster_pipeline(out: cute.Tensor):
+    bars = cute.arch.alloc_smem(cute.Int64, (4,))
+    pipe = pipeline.PipelineTmaAsync.create(
+        num_stages=2, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 128), tx_count=1024,
+        barrier_storage=bars.iterator, cta_layout_vmnk=cute.make_layout((1, 2, 2, 1)))
+    state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, 2)
+    pipe.consumer_release(state)
+
+
+@cute.jit
+def _cluster_pipeline_host(out: cute.Tensor):
+    _cluster_pipeline(out).launch(grid=(2, 2, 1), block=(128, 1, 1), cluster=(2, 2, 1))
+
+
+def test_a_cluster_pipeline_releases_stages_in_its_row_and_column():
+    ptx = cute.compile(_cluster_pipeline_host, torch.zeros(1), options={"arch": "sm_90a"}).__ptx__
+    # In a 2x2 cluster a stage is filled by 3 CTAs: released here and in the 2 peers.
+    assert ptx.count("mapa.shared::cluster.u32") == 2
+    assert ptx.count("mbarrier.arrive.release.cluster.shared::cluster.b64") == 2
+    assert "mov.b32 \t%r3, 384;" in ptx or ", 384;" in ptx      # empty: 128 consumers x 3 CTAs
+    assert "barrier.cluster.wait" in ptx
+
+
+def test_a_remote_arrive_below_sm90_is_an_error_at_the_users_line():
+    with pytest.raises(cute.DSLError) as err:
+        cute.compile(_cluster_pipeline_host, torch.zeros(1), options={"arch": "sm_80"})
+    assert "sm_90" in str(err.value) and "test_pipeline.py" in str(err.value)

@@ -262,3 +262,66 @@ def test_stmatrix_epilogue_matches_matmul():
     torch.cuda.synchronize()
     want = (a.double() @ b.double().t()).to(torch.bfloat16)
     torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
+
+
+# -- multicast: two CTAs of a cluster each load half of a tile into both -------------------------
+
+@cute.kernel
+def _multicast(load_atom, src_coords, out: cute.Tensor):
+    sT = cute.arch.alloc_smem(cute.BFloat16, _smem_layout(2, (64, 64)), alignment=1024)
+    bar = cute.arch.alloc_smem(cute.Int64, (1,))
+    tid = cute.arch.thread_idx()[0]
+    rank = cute.arch.block_in_cluster_rank()
+    if tid == 0:
+        cute.arch.mbarrier_init(bar.iterator, 1)
+        cute.arch.mbarrier_init_fence()
+    cute.arch.cluster_arrive()            # both barriers exist before either CTA's multicast lands
+    cute.arch.cluster_wait()
+    gS = cute.local_tile(src_coords, (64, 64), (0, 0))
+    s_mine, g_mine = cpasync.tma_partition(load_atom, rank, cute.make_layout(2), sT, gS)
+    if tid == 0:
+        cute.arch.mbarrier_arrive_and_expect_tx(bar.iterator, load_atom.size_in_bytes)   # the whole tile
+        cute.copy(load_atom, g_mine, s_mine, tma_bar_ptr=bar.iterator, mcast_mask=0b11)
+    cute.arch.mbarrier_wait(bar.iterator, 0)
+    for i in cute.range_constexpr(64 * 64 // 128):
+        r, c = (tid + 128 * i) // 64, (tid + 128 * i) % 64
+        out[rank, r, c] = sT[r, c]
+    cute.arch.cluster_arrive()            # no CTA leaves while its peer may still write into it
+    cute.arch.cluster_wait()
+
+
+@cute.jit
+def _multicast_host(src: cute.Tensor, out: cute.Tensor):
+    load_atom, src_coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SMulticastOp(), src,
+                                                        _smem_layout(2, (64, 64)), (64, 64), num_multicast=2)
+    _multicast(load_atom, src_coords, out).launch(grid=(2, 1, 1), block=(128, 1, 1), cluster=(2, 1, 1))
+
+
+def test_multicast_loads_reach_ptx():
+    src, out = torch.randn(64, 64).bfloat16(), torch.empty(2, 64, 64).bfloat16()
+    ptx = cute.compile(_multicast_host, src, out, options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                     ".multicast::cluster") == 1
+    assert "barrier.cluster.arrive" in ptx and "%cluster_ctarank" in ptx
+
+
+def test_multicast_misuse_is_an_error():
+    @cute.jit
+    def no_multicast_op(src: cute.Tensor):
+        cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), src, _smem_layout(2, (64, 64)), (64, 64),
+                                    num_multicast=2)
+
+    with pytest.raises(DSLError) as err:
+        cute.compile(no_multicast_op, torch.zeros(64, 64).bfloat16(), options={"arch": "sm_90a"})
+    assert "only with CopyBulkTensorTileG2SMulticastOp" in str(err.value) and "test_tma.py" in str(err.value)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_multicast_fills_both_ctas_of_the_cluster():
+    g = torch.Generator().manual_seed(17)
+    src = torch.randn(64, 64, generator=g).bfloat16().cuda()
+    out = torch.full((2, 64, 64), float("nan"), dtype=torch.bfloat16, device="cuda")
+    _multicast_host(src, out)
+    torch.cuda.synchronize()
+    assert torch.equal(out[0].cpu(), src.cpu()) and torch.equal(out[1].cpu(), src.cpu())

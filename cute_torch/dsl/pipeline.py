@@ -39,6 +39,7 @@ import enum
 from . import arch
 from .diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
 from .numeric import Int32, where
+from .layout import Layout
 from .pointer import Pointer, shared_pointer
 
 
@@ -94,25 +95,31 @@ def make_pipeline_state(user: PipelineUserType, stages: int) -> PipelineState:
 class PipelineTmaAsync:
     """A ring of stages that TMA loads fill (producer) and the consumers read and release."""
 
-    def __init__(self, full: Pointer, empty: Pointer, stages: int, tx_count):
+    def __init__(self, full: Pointer, empty: Pointer, stages: int, tx_count, peers: tuple = ()):
         self.full, self.empty, self.stages, self.tx_count = full, empty, stages, tx_count
+        self.peers = peers  # cluster ranks of the other CTAs whose multicasts fill this CTA's stages
 
     @staticmethod
     def create(*, num_stages: int, producer_group: CooperativeGroup, consumer_group: CooperativeGroup,
                tx_count, barrier_storage: Pointer, cta_layout_vmnk=None) -> "PipelineTmaAsync":
         """Initializes 2 * num_stages barriers at `barrier_storage` (8-byte words in shared
-        memory: full then empty) from thread 0, fences them, and syncs the CTA."""
+        memory: full then empty) from thread 0, fences them, and syncs the CTA.
+
+        With `cta_layout_vmnk` (the cluster as (1, M, N, 1) CTAs, A multicast along N and B
+        along M), a stage of this CTA is filled by the CTAs of its cluster row and column, so its
+        `empty` barrier counts the consumers of all of them (M + N - 1 CTAs), each consumer
+        releases the stage in all of them, and create ends with a cluster barrier (the barriers
+        must exist before a peer's multicast or release reaches them)."""
         shared_pointer(barrier_storage, "PipelineTmaAsync.create's barrier_storage")
-        if cta_layout_vmnk is not None:
-            raise DSLError(ARGUMENT_MISMATCH, "pipelines over a cluster (cta_layout_vmnk) are not supported yet",
-                           user_location())
         for name, group in (("producer_group", producer_group), ("consumer_group", consumer_group)):
             if not isinstance(group, CooperativeGroup) or group.size < 1:
                 raise DSLError(ARGUMENT_MISMATCH, f"{name} must be a CooperativeGroup of at least one thread",
                                user_location())
+        peers, fan_in = _cluster_peers(cta_layout_vmnk)
         full, empty = barrier_storage, barrier_storage + num_stages
-        _init_barriers(full, empty, num_stages, producer_group.size, consumer_group.size)
-        return PipelineTmaAsync(full, empty, num_stages, tx_count)
+        _init_barriers(full, empty, num_stages, producer_group.size, consumer_group.size * fan_in,
+                       cluster=cta_layout_vmnk is not None)
+        return PipelineTmaAsync(full, empty, num_stages, tx_count, peers)
 
     def producer_acquire(self, state: PipelineState) -> None:
         """Waits until the consumers released the stage, then announces its bytes on `full`."""
@@ -137,11 +144,31 @@ class PipelineTmaAsync:
         arch.mbarrier_wait(self.full + state.index, state.phase)
 
     def consumer_release(self, state: PipelineState) -> None:
-        """This thread is done reading the stage (every consumer thread arrives once)."""
+        """This thread is done reading the stage (every consumer thread arrives once, here and
+        in each cluster peer whose multicasts fill it)."""
         arch.mbarrier_arrive(self.empty + state.index)
+        for peer in self.peers:
+            arch.mbarrier_arrive(self.empty + state.index, peer)
 
 
-def _init_barriers(full: Pointer, empty: Pointer, stages: int, producers: int, consumers: int) -> None:
+def _cluster_peers(cta_layout_vmnk) -> tuple:
+    """(the cluster ranks of this CTA's row and column peers, how many CTAs release a stage)."""
+    if cta_layout_vmnk is None:
+        return (), 1
+    shape = cta_layout_vmnk.shape if isinstance(cta_layout_vmnk, Layout) else tuple(cta_layout_vmnk)
+    if len(shape) != 4 or not all(isinstance(x, int) for x in shape) or shape[0] != 1 or shape[3] != 1:
+        raise DSLError(ARGUMENT_MISMATCH, f"cta_layout_vmnk is the cluster as (1, M, N, 1) CTAs, got {shape}",
+                       user_location())
+    cm, cn = shape[1], shape[2]
+    x, y, _ = arch.block_idx_in_cluster()
+    # The other CTAs of this CTA's cluster row, then of its column (x fastest in the rank).
+    row = [(x + i) % cm + cm * y for i in range(1, cm)]
+    column = [x + cm * ((y + j) % cn) for j in range(1, cn)]
+    return tuple(row + column), cm + cn - 1
+
+
+def _init_barriers(full: Pointer, empty: Pointer, stages: int, producers: int, consumers: int,
+                   cluster: bool = False) -> None:
     from .control import if_
     tid = arch.thread_idx()[0]
 
@@ -153,7 +180,11 @@ def _init_barriers(full: Pointer, empty: Pointer, stages: int, producers: int, c
         return ()
 
     if_(tid == 0, init, lambda: (), (), (), user_location())
-    arch.sync_threads()
+    if cluster:
+        arch.cluster_arrive()
+        arch.cluster_wait()
+    else:
+        arch.sync_threads()
 
 
 class PipelineAsync:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 
 from . import ir
-from .diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
+from .diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
 from .numeric import Boolean, Int32, as_numeric, convert
 from .pointer import Pointer, shared_pointer
 
@@ -45,11 +45,32 @@ def mbarrier_init_fence() -> None:
     ir.require("device", "mbarrier_init_fence").emit("nvvm.fence.mbarrier.init")
 
 
-def mbarrier_arrive(mbar_ptr: Pointer) -> None:
-    """One arrival on the barrier's current phase."""
+def mbarrier_arrive(mbar_ptr: Pointer, peer_cta_rank_in_cluster=None) -> None:
+    """One arrival on the barrier's current phase; with `peer_cta_rank_in_cluster`, on the
+    barrier at the same shared-memory offset in that CTA of the cluster (mapa, then a
+    cluster-scope release arrival: how a consumer frees a stage its peers' TMA multicasts
+    fill)."""
     b = ir.require("device", "mbarrier_arrive")
     bar = _barrier_ptr(mbar_ptr, "mbarrier_arrive")
-    b.op(f"nvvm.mbarrier.arrive.shared {bar.name} : !llvm.ptr<3> -> i64", "i64")
+    if peer_cta_rank_in_cluster is None:
+        b.op(f"nvvm.mbarrier.arrive.shared {bar.name} : !llvm.ptr<3> -> i64", "i64")
+        return
+    require_arch("sm_90", "mbarrier_arrive on a peer CTA (distributed shared memory)")
+    address = b.op(f"llvm.ptrtoint {bar.name} : !llvm.ptr<3> to i32", "i32")
+    rank = _i32(peer_cta_rank_in_cluster)
+    b.emit('llvm.inline_asm has_side_effects "{\\0A.reg .b32 remote;\\0Amapa.shared::cluster.u32 remote, $0, $1;'
+           '\\0Ambarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\\0A}", "r,r" '
+           f"{address.name}, {rank.ir.name} : (i32, i32) -> ()")
+
+
+def require_arch(needed: str, what: str) -> None:
+    """An error at the user's line when the module's target lacks `needed` (for inline PTX,
+    which the compiler's own arch check cannot see)."""
+    arch = getattr(ir.require("device", what).module, "arch", None)
+    ok = arch == "sm_90a" if needed == "sm_90a" else arch is None or arch >= needed
+    if not ok:
+        raise DSLError(UNSUPPORTED_TYPE, f"{what} needs {needed}{' or newer' if needed != 'sm_90a' else ''}; this "
+                       f"module is compiled for {arch}", user_location())
 
 
 def mbarrier_arrive_and_expect_tx(mbar_ptr: Pointer, bytes) -> None:  # noqa: A002 - CuTe DSL's name

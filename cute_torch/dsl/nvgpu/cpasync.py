@@ -23,8 +23,15 @@ A tile wider than one swizzle row along the contiguous dimension (an MN-major op
 elements wide, a K tile of 128 with 128-byte swizzling) is several boxes side by side: one
 descriptor, and a copy issues one TMA instruction per box (size_in_bytes counts them all).
 
-Differences from CuTe DSL: no multicast (G2SMulticastOp) and no im2col yet; a tensor mode must
-be a single extent:stride (no nested modes).
+Multicast (sm_90 clusters): `make_tiled_tma_atom(CopyBulkTensorTileG2SMulticastOp(), ...,
+num_multicast=n)` splits the tile along its outermost non-contiguous mode into n slices;
+`tma_partition(atom, rank_in_group, make_layout(n), s, g)` points a CTA at its slice, and
+`cute.copy(atom, g, s, tma_bar_ptr=, mcast_mask=)` writes that slice into the shared memory of
+every CTA in the mask (completing each one's mbarrier at the same offset). `size_in_bytes` is
+what lands in one CTA: the whole tile.
+
+Differences from CuTe DSL: no im2col; a tensor mode must be a single extent:stride (no nested
+modes).
 """
 
 from __future__ import annotations
@@ -34,9 +41,10 @@ from ..diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_lo
 from ..identity import IdentityTensor, make_identity_tensor
 from ..int_tuple import is_tuple, leaves
 from ..layout import ComposedLayout, Layout, Swizzle, coalesce, logical_divide, make_layout, size, slice_and_offset
-from ..numeric import BFloat16, Float16, Float32, Float64, Int8, Int32, Int64, Numeric, Uint8, convert
+from ..numeric import (BFloat16, Float16, Float32, Float64, Int8, Int16, Int32, Int64, Numeric, Uint8, as_numeric,
+                       convert)
 from ..pointer import byte_width, shared_pointer
-from ..tensor import Tensor
+from ..tensor import Tensor, domain_offset
 from ..tiled_copy import CopyG2SOp  # noqa: F401 - cp.async lives in this namespace in CuTe DSL
 
 # CUtensorMapDataType (cuda.h) by element type.
@@ -48,6 +56,17 @@ ENCODE_SYMBOL = "cute_rt_encode_tma"
 
 class CopyBulkTensorTileG2SOp:
     """A TMA load: a box of global memory into shared memory, completing on an mbarrier."""
+
+    direction = "G2S"
+
+    def __init__(self, cta_group=None):
+        self.cta_group = cta_group
+
+
+class CopyBulkTensorTileG2SMulticastOp:
+    """A TMA load whose box lands in the shared memory (and completes the mbarrier) of every
+    CTA of the cluster in `mcast_mask`: each of `num_multicast` CTAs loads one slice of the tile
+    for all of them (tma_partition picks the slice)."""
 
     direction = "G2S"
 
@@ -67,15 +86,17 @@ class TmaAtom:
 
     __kernel_leaf__ = True
 
-    def __init__(self, op, desc: ir.Value, dtype, order: tuple, box: tuple, smem_layout, pieces: tuple = ((0, 0),)):
+    def __init__(self, op, desc: ir.Value, dtype, order: tuple, box: tuple, smem_layout, pieces: tuple = ((0, 0),),
+                 multicast: tuple = (1, 0, 0)):
         self.op, self.desc, self.dtype, self.order, self.box = op, desc, dtype, order, box
         self.smem_layout, self.pieces = smem_layout, pieces
+        self.num_multicast, self.split_mode, self.slice_extent = multicast
 
     @property
     def size_in_bytes(self) -> int:
-        """Bytes one copy moves (the transaction count a load's mbarrier expects): every box of
-        the tile."""
-        n = len(self.pieces)
+        """Bytes that land in one CTA's shared memory per tile (the transaction count its
+        mbarrier expects): every box of the tile; with multicast, every CTA's slice."""
+        n = len(self.pieces) * self.num_multicast
         for b in self.box:
             n *= b
         return n * byte_width(self.dtype)
@@ -87,8 +108,8 @@ class TmaAtom:
 
     # A kernel parameter: the 128-byte descriptor, by value, __grid_constant__.
     def signature(self) -> tuple:
-        return ("tma", self.op.direction, self.dtype.__name__, self.order, self.box, str(self.smem_layout),
-                self.pieces)
+        return ("tma", type(self.op).__name__, self.dtype.__name__, self.order, self.box, str(self.smem_layout),
+                self.pieces, (self.num_multicast, self.split_mode, self.slice_extent))
 
     def flatten(self) -> list[ir.Value]:
         return [self.desc]
@@ -100,18 +121,22 @@ class TmaAtom:
         return ["grid_constant"]  # the kernel lists it in cute.grid_constant (csrc/compiler/lib/GridConstant.cpp)
 
     def rebuild(self, values: list[ir.Value]) -> "TmaAtom":
-        return TmaAtom(self.op, values[0], self.dtype, self.order, self.box, self.smem_layout, self.pieces)
+        return TmaAtom(self.op, values[0], self.dtype, self.order, self.box, self.smem_layout, self.pieces,
+                       (self.num_multicast, self.split_mode, self.slice_extent))
 
 
 def make_tiled_tma_atom(op, tensor: Tensor, smem_layout, cta_tiler, num_multicast: int = 1):
     """(tma_atom, tma_tensor) for copies of `cta_tiler`-shaped tiles of `tensor` between global
     memory and shared memory laid out as `smem_layout` (one stage). Host code only."""
     b = ir.require("host", "make_tiled_tma_atom")
-    if not isinstance(op, (CopyBulkTensorTileG2SOp, CopyBulkTensorTileS2GOp)):
-        raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_tma_atom takes CopyBulkTensorTileG2SOp or "
-                       f"CopyBulkTensorTileS2GOp, got {type(op).__name__}", user_location())
-    if num_multicast != 1:
-        raise DSLError(UNSUPPORTED_TYPE, "TMA multicast is not supported yet", user_location(), "use num_multicast=1")
+    if not isinstance(op, (CopyBulkTensorTileG2SOp, CopyBulkTensorTileG2SMulticastOp, CopyBulkTensorTileS2GOp)):
+        raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_tma_atom takes CopyBulkTensorTileG2SOp, "
+                       f"CopyBulkTensorTileG2SMulticastOp or CopyBulkTensorTileS2GOp, got {type(op).__name__}",
+                       user_location())
+    if not isinstance(num_multicast, int) or num_multicast < 1 or (
+            num_multicast > 1 and not isinstance(op, CopyBulkTensorTileG2SMulticastOp)):
+        raise DSLError(ARGUMENT_MISMATCH, f"num_multicast={num_multicast!r}: a positive int, above 1 only with "
+                       "CopyBulkTensorTileG2SMulticastOp", user_location())
     if not isinstance(tensor, Tensor) or tensor.memspace != "gmem":
         raise DSLError(ARGUMENT_MISMATCH, "make_tiled_tma_atom takes a global-memory tensor (a @cute.jit argument)",
                        user_location())
@@ -133,6 +158,8 @@ def make_tiled_tma_atom(op, tensor: Tensor, smem_layout, cta_tiler, num_multicas
                        user_location(), "pass a tensor contiguous in one dimension, without mark_layout_dynamic "
                        "of that stride")
     order = (inner[0],) + tuple(i for i in range(len(modes)) if i != inner[0])
+    smem_layout, tiler, box_by_mode, multicast = _multicast_slice(smem_layout, tiler, box_by_mode, order,
+                                                                  num_multicast)
     swizzle_bits, piece, pieces = _check_smem_layout(smem_layout, box_by_mode, order, tiler, dtype)
     box = (piece,) + tuple(box_by_mode[i] for i in order[1:])
     elem = byte_width(dtype)
@@ -151,7 +178,37 @@ def make_tiled_tma_atom(op, tensor: Tensor, smem_layout, cta_tiler, num_multicas
         raise DSLError(ARGUMENT_MISMATCH, f"TMA needs a 16-byte aligned tensor, this one is {tensor.alignment}-byte "
                        "aligned", user_location())
     desc = _encode(b, tensor, modes, order, box, swizzle_bits)
-    return TmaAtom(op, desc, dtype, order, box, smem_layout, pieces), make_identity_tensor(shape)
+    return TmaAtom(op, desc, dtype, order, box, smem_layout, pieces, multicast), make_identity_tensor(shape)
+
+
+def _multicast_slice(smem_layout, tiler, box_by_mode, order, n: int):
+    """For n-way multicast: (the shared layout, tiler and box of one CTA's slice, and
+    (n, split mode, slice extent)). The tile is split along its outermost mode that is not the
+    contiguous one; every slice must be the first one moved (checked), so one descriptor serves
+    them all."""
+    if n == 1:
+        return smem_layout, tiler, box_by_mode, (1, 0, 0)
+    split = max(i for i in range(len(tiler)) if i != order[0])
+    if tiler[split] % n:
+        raise DSLError(ARGUMENT_MISMATCH, f"a {n}-way multicast splits the tile {tiler} along mode {split}, whose "
+                       f"extent {tiler[split]} is not a multiple of {n}", user_location())
+    extent = tiler[split] // n
+    swizzle, outer = (smem_layout.inner, smem_layout.outer) if isinstance(smem_layout, ComposedLayout) else \
+        (None, smem_layout)
+    divided = logical_divide(outer, tuple(extent if i == split else t for i, t in enumerate(tiler)))
+    first = None
+    for r in range(n):
+        coord = tuple((None, r if i == split else 0) for i in range(len(tiler)))
+        kept, offset = slice_and_offset(coord, divided)
+        if first is None:
+            first = kept
+        elif coalesce(kept) != coalesce(first):
+            raise DSLError(ARGUMENT_MISMATCH, f"slice {r} of the shared tile {smem_layout} for a {n}-way multicast "
+                           f"is laid out as {kept}, slice 0 as {first}", user_location())
+    sliced = ComposedLayout(swizzle, 0, first) if swizzle is not None else first
+    tiler = tuple(extent if i == split else t for i, t in enumerate(tiler))
+    box_by_mode = tuple(extent if i == split else t for i, t in enumerate(box_by_mode))
+    return sliced, tiler, box_by_mode, (n, split, extent)
 
 
 def _check_smem_layout(smem_layout, box_by_mode, order, tiler, dtype) -> tuple:
@@ -243,13 +300,27 @@ def _array(b: ir.FunctionBuilder, elem: str, values: list) -> ir.Value:
 # -- device side ------------------------------------------------------------------------------------
 
 def tma_partition(atom: TmaAtom, cta_coord, cta_layout, smem_tensor: Tensor, gmem_tensor):
-    """(smem, gmem) views for `atom`'s copies: mode 0 of each is one box, the rest index boxes
-    (CuTe DSL's tma_partition of group_modes'd tensors). Without multicast (a cta_layout of
-    one CTA) both are returned as they are."""
-    if size(cta_layout if isinstance(cta_layout, Layout) else make_layout(cta_layout)) != 1:
-        raise DSLError(UNSUPPORTED_TYPE, "tma_partition over several CTAs (multicast) is not supported yet",
-                       user_location(), "pass cute.make_layout(1)")
-    return smem_tensor, gmem_tensor
+    """(smem, gmem) views for `atom`'s copies by the CTA at `cta_coord` of the `cta_layout` CTAs
+    that share its tiles (CuTe DSL's tma_partition; the tensors have the tile's modes first,
+    grouped or not). Without multicast both are returned as they are; with it, both start at
+    this CTA's slice of the tile, which its copies then multicast to the others."""
+    n = size(cta_layout if isinstance(cta_layout, Layout) else make_layout(cta_layout))
+    if n != atom.num_multicast:
+        raise DSLError(ARGUMENT_MISMATCH, f"tma_partition over {n} CTAs, but the atom was made with "
+                       f"num_multicast={atom.num_multicast}", user_location())
+    if n == 1:
+        return smem_tensor, gmem_tensor
+    return tuple(_at_slice(t, atom, cta_coord) for t in (smem_tensor, gmem_tensor))
+
+
+def _at_slice(t: Tensor, atom: TmaAtom, cta_coord) -> Tensor:
+    modes = len(atom.box)
+    tile = tuple(cta_coord * atom.slice_extent if i == atom.split_mode else 0 for i in range(modes))
+    shape = t.shape
+    grouped = is_tuple(shape) and is_tuple(shape[0]) and len(shape[0]) == modes
+    rest = (len(shape) - 1 if grouped else len(shape) - modes) if is_tuple(shape) else 0
+    coord = ((tile,) if grouped else tile) + (0,) * rest
+    return domain_offset(coord, t)
 
 
 def prefetch_descriptor(atom: TmaAtom) -> None:
@@ -288,17 +359,24 @@ def tma_copy(atom: TmaAtom, src, dst, tma_bar_ptr=None, mcast_mask=None) -> None
     """cute.copy with a TMA atom: G2S needs `tma_bar_ptr` (the mbarrier that counts the bytes);
     issue it from one thread."""
     b = ir.require("device", "a TMA copy")
-    if mcast_mask is not None:
-        raise DSLError(UNSUPPORTED_TYPE, "TMA multicast is not supported yet", user_location())
+    multicast = isinstance(atom.op, CopyBulkTensorTileG2SMulticastOp)
+    if (mcast_mask is not None) != multicast:
+        raise DSLError(ARGUMENT_MISMATCH, "mcast_mask= goes with a CopyBulkTensorTileG2SMulticastOp atom, and such "
+                       "an atom needs it (the CTAs of the cluster that receive the box)", user_location())
     if atom.op.direction == "G2S":
         if tma_bar_ptr is None:
             raise DSLError(ARGUMENT_MISMATCH, "a TMA load needs tma_bar_ptr= (the mbarrier it completes)",
                            user_location())
         bar = shared_pointer(tma_bar_ptr, "a TMA load's tma_bar_ptr").value
         origin, base = _box_coordinates(atom, src), _smem_address(dst, "a TMA load")
+        mask = ""
+        if multicast:
+            m = convert(as_numeric(mcast_mask, Int16), Int16) if not isinstance(mcast_mask, int) else \
+                Int16(mcast_mask - (1 << 16) if mcast_mask >= 1 << 15 else mcast_mask)
+            mask = f" multicast_mask = {m.ir.name}"
         for coords, smem in _boxes(atom, origin, base, dst):
             b.emit(f"nvvm.cp.async.bulk.tensor.shared.cluster.global {smem.name}, {atom.desc.name}, {bar.name}, "
-                   f"box[{', '.join(c.name for c in coords)}] : !llvm.ptr<3>, !llvm.ptr")
+                   f"box[{', '.join(c.name for c in coords)}]{mask} : !llvm.ptr<3>, !llvm.ptr")
     else:
         origin, base = _box_coordinates(atom, dst), _smem_address(src, "a TMA store")
         for coords, smem in _boxes(atom, origin, base, src):
