@@ -66,7 +66,9 @@ setup(
     name="cute_torch",
     version="0.1.0",
     description="A CuTe-style Python DSL for GPU kernels, compiled with MLIR, run in PyTorch",
-    packages=find_packages(include=["cute_torch", "cute_torch.*"]),
+    # The kernel library is the top-level kernels/ folder, installed as cute_torch.kernels.
+    packages=find_packages(include=["cute_torch", "cute_torch.*"]) + ["cute_torch.kernels"],
+    package_dir={"cute_torch.kernels": "kernels"},
     ext_modules=[Extension("cute_torch._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     # torch.compile(backend="cute") without importing cute_torch first.

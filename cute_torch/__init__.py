@@ -16,7 +16,9 @@ MLIR/LLVM pipeline, run inside PyTorch.
 `compile_mlir` is the low-level entry underneath: MLIR text in, CUBINs and host entries out.
 """
 
-from . import env
+from . import _source_tree, env
+
+_source_tree.install()  # `cute_torch.kernels` from a source checkout's kernels/ folder
 from ._C import CudaError, compiler_version
 from .compiler import CompiledModule, HostFunction, compile_mlir
 from .errors import CompileError, Diagnostic, PtxasError, ToolkitError
