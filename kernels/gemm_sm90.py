@@ -1,0 +1,165 @@
+"""The Hopper GEMM of the kernel library: persistent, warp-specialized, TMA in and out, any
+elementwise epilogue fused.
+
+    from cute_torch.kernels.gemm_sm90 import gemm
+    gemm(a, b, c)                                         # c = a @ b.T
+    gemm(a, b, c, epilogue=lambda acc: cute.where(acc > 0, acc, 0.0))   # relu fused
+
+A (M, K) and B (N, K) are bf16 or fp16, K contiguous (row-major A; B laid out like F.linear's
+weight); C (M, N) is bf16 or fp16, row-major; M, N, K any multiple of 16 bytes per row (TMA
+fills out-of-bounds tails with zeros and does not store them). `epilogue` maps one fp32
+accumulator to a value (DSL code, applied in registers before the conversion to C's type).
+
+One CTA per SM (384 threads) walks output tiles of 128 x 256:
+  * warpgroup 0, the producer, keeps 40 registers; its first thread runs through every tile's
+    k-tiles, acquiring a free stage of a 3-stage ring and issuing the TMA loads of A (128 x 64)
+    and B (256 x 64) into it (128-byte swizzled, as wgmma reads them);
+  * warpgroups 1 and 2, the consumers, take 232 registers and own 64 rows of the tile each:
+    per k-tile, wait for the stage, issue 4 wgmma 64x256x16, and once those are issued release
+    the previous k-tile's stage (wait_group(1)); at the end of a tile, apply the epilogue to the
+    accumulators, convert them, write them to a 128 x 256 shared tile with stmatrix, and one
+    thread sends it out with TMA stores (4 boxes of 128 x 64) while the next tile's k-loop starts.
+  * tiles are visited in groups of GROUP_M tile rows (grouped rasterization) so that CTAs running
+    at the same time share A and B tiles in L2.
+Shared memory: 3 x 48 KB of operands + 64 KB of output tile + barriers = 208 KB.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import cute_torch as cute
+from cute_torch import Constexpr
+
+cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
+
+BM, BN, BK, STAGES = 128, 256, 64, 3
+GROUP_M = 8                      # tile rows per rasterization group
+CONSUMERS = 256                  # two consumer warpgroups
+THREADS = 128 + CONSUMERS
+EPILOGUE_BARRIER = 1             # the consumers' named barrier (0 is the CTA's)
+
+
+def _swizzled(rows: int, cols: int, stages: int | None = None):
+    """rows x cols of 16-bit elements in 128-byte swizzled rows of 64 (the wgmma/TMA atom)."""
+    atom = cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, cute.make_layout((8, 64), stride=(64, 1)))
+    return cute.tile_to_shape(atom, (rows, cols) if stages is None else (rows, cols, stages))
+
+
+def _tile_of(tile_id, tiles_m, tiles_n):
+    """(m, n) of the tile_id-th tile in grouped order: GROUP_M tile rows at a time, column by
+    column within a group."""
+    per_group = GROUP_M * tiles_n
+    first_m = (tile_id // per_group) * GROUP_M
+    rows = cute.math.min(tiles_m - first_m, GROUP_M)
+    in_group = tile_id % per_group
+    return first_m + in_group % rows, in_group // rows
+
+
+@cute.kernel
+def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma: Constexpr, stsm: Constexpr, epilogue: Constexpr,
+                out_type: Constexpr):
+    tid = cute.arch.thread_idx()[0]
+    smem = cute.SmemAllocator()
+    sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, STAGES), 1024)
+    sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, STAGES), 1024)
+    sC = smem.allocate_tensor(out_type, _swizzled(BM, BN), 1024)
+    bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * STAGES), 8)
+    pipe = pipeline.PipelineTmaAsync.create(
+        num_stages=STAGES, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS),
+        tx_count=tma_a.size_in_bytes + tma_b.size_in_bytes, barrier_storage=bars.iterator)
+
+    gA = cute.local_tile(mA, (BM, BK), (None, None))      # (BM, BK, tiles_m, k_tiles) coordinates
+    gB = cute.local_tile(mB, (BN, BK), (None, None))
+    gC = cute.local_tile(mC, (BM, BN), (None, None))
+    tiles_m, tiles_n, k_tiles = cute.size(gA, mode=[2]), cute.size(gB, mode=[2]), cute.size(gA, mode=[3])
+    tiles = tiles_m * tiles_n
+    first, step = cute.arch.block_idx()[0], cute.arch.grid_dim()[0]
+    warp_group = cute.arch.make_warp_uniform(tid // 128)
+
+    if warp_group == 0:                                   # the producer
+        cute.arch.warpgroup_reg_dealloc(40)
+        if tid == 0:
+            cpasync.prefetch_descriptor(tma_a)
+            cpasync.prefetch_descriptor(tma_b)
+            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, STAGES)
+            for tile_id in range(first, tiles, step):
+                m, n = _tile_of(tile_id, tiles_m, tiles_n)
+                for kt in range(k_tiles):
+                    pipe.producer_acquire(state)
+                    bar = pipe.producer_get_barrier(state)
+                    cute.copy(tma_a, gA[None, None, m, kt], sA[None, None, state.index], tma_bar_ptr=bar)
+                    cute.copy(tma_b, gB[None, None, n, kt], sB[None, None, state.index], tma_bar_ptr=bar)
+                    state.advance()
+    else:                                                 # the consumers
+        cute.arch.warpgroup_reg_alloc(232)
+        ctid = tid - 128
+        thr = tiled_mma.get_slice(ctid)
+        tCrA = thr.make_fragment_A(thr.partition_A(sA))
+        tCrB = thr.make_fragment_B(thr.partition_B(sB))
+        acc = thr.make_fragment_C(thr.partition_C(sC))
+        out = cute.make_fragment_like(acc, out_type)
+        st = stsm.get_slice(ctid)
+        tSsC = st.partition_D(sC)
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        for tile_id in range(first, tiles, step):
+            m, n = _tile_of(tile_id, tiles_m, tiles_n)
+            for kt in range(k_tiles):
+                pipe.consumer_wait(state)
+                warpgroup.fence()
+                tiled_mma.set(warpgroup.Field.ACCUMULATE, kt > 0)
+                for kb in cute.range_constexpr(BK // 16):
+                    cute.gemm(tiled_mma, acc, tCrA[None, None, kb, state.index], tCrB[None, None, kb, state.index],
+                              acc)
+                    tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+                warpgroup.commit_group()
+                warpgroup.wait_group(1)                   # k-tile kt - 1's wgmmas are done
+                if kt > 0:
+                    pipe.consumer_release(released)
+                    released.advance()
+                state.advance()
+            warpgroup.wait_group(0)
+            pipe.consumer_release(released)               # the tile's last stage
+            released.advance()
+            # The epilogue: fused math in registers, 16-bit values to the shared tile, TMA out.
+            if ctid == 0:
+                cute.arch.cp_async_bulk_wait_group(0, read=True)   # the previous tile's store has read sC
+            cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
+            values = acc.load()
+            if cute.const_expr(epilogue is not None):
+                values = cute.TensorSSA.from_elements([epilogue(v) for v in values.elements()], cute.Float32,
+                                                      values.shape)
+            out.store(values.to(out_type))
+            cute.copy(stsm, st.retile(out), tSsC)
+            cute.arch.fence_proxy("async.shared", space="cta")    # stmatrix writes -> the TMA store
+            cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
+            if ctid == 0:
+                cute.copy(tma_c, sC, gC[None, None, m, n])
+                cute.arch.cp_async_bulk_commit_group()
+        if ctid == 0:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+
+@cute.jit
+def _gemm_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, sms: cute.Int32, epilogue: Constexpr):
+    ab, out_type = a.element_type, c.element_type
+    load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
+    tma_a, mA = cpasync.make_tiled_tma_atom(load, a, _swizzled(BM, BK), (BM, BK))
+    tma_b, mB = cpasync.make_tiled_tma_atom(load, b, _swizzled(BN, BK), (BN, BK))
+    tma_c, mC = cpasync.make_tiled_tma_atom(store, c, _swizzled(BM, BN), (BM, BN))
+    tiled_mma = cute.make_tiled_mma(warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, BN, 16)), (2, 1, 1))
+    stsm = cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), out_type), tiled_mma)
+    tiles = cute.ceil_div(cute.size(c, mode=[0]), BM) * cute.ceil_div(cute.size(c, mode=[1]), BN)
+    grid = cute.math.min(tiles, sms)
+    gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma, stsm, epilogue, out_type).launch(
+        grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
+
+
+def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, epilogue=None) -> torch.Tensor:
+    """c = epilogue(a @ b.T) for a (M, K), b (N, K) and c (M, N) on one Hopper GPU."""
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+    _gemm_host(cute.from_dlpack(a).mark_layout_dynamic(), cute.from_dlpack(b).mark_layout_dynamic(),
+               cute.from_dlpack(c).mark_layout_dynamic(), sms, epilogue)
+    return c

@@ -1,0 +1,77 @@
+"""The library's Hopper GEMM (kernels/gemm_sm90.py): persistent, warp-specialized, TMA in and out,
+a fused epilogue. Compile tier: the instructions and register budget (ptxas, no spills), the
+epilogue traced into the kernel. GPU tier: shapes with tails in M, N and K, bf16 and fp16, a fused
+epilogue, against float64 rounded to the output type, every element; compute-sanitizer."""
+
+import re
+
+import pytest
+import torch
+
+import cute_torch as cute
+from conftest import run_under_sanitizer
+from cute_torch.kernels.gemm_sm90 import _gemm_host, gemm
+
+needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                                 reason="needs an sm_90 GPU")
+
+
+def _compile(epilogue=None, dtype=torch.bfloat16):
+    a, b, c = torch.randn(300, 448).to(dtype), torch.randn(520, 448).to(dtype), torch.empty(300, 520).to(dtype)
+    args = [cute.from_dlpack(x).mark_layout_dynamic() for x in (a, b, c)]
+    return cute.compile(_gemm_host, *args, 132, epilogue, options={"arch": "sm_90a"})
+
+
+def test_the_kernel_is_warp_specialized_with_tma_in_and_out(recwarn):
+    compiled = _compile()
+    ptx = compiled.__ptx__
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == 4
+    assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 16        # 256 columns / 16
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 2  # A and B per k-tile
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 4      # the C tile: 4 boxes of 64
+    assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx and "setmaxnreg.inc.sync.aligned.u32 232" in ptx
+    assert not [w for w in recwarn if issubclass(w.category, cute.SpillWarning)]
+
+
+def test_the_epilogue_is_traced_into_the_kernel():
+    plain = _compile().__ptx__
+    fused = _compile(lambda acc: cute.where(acc > 0.0, acc, 0.0) * 2.0).__ptx__
+    assert fused.count("max.f32") + fused.count("selp.f32") > plain.count("max.f32") + plain.count("selp.f32")
+
+
+def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g).to(dtype).cuda()
+    b = torch.randn(n, k, generator=g).to(dtype).cuda()
+    c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    gemm(a, b, c, epilogue)
+    torch.cuda.synchronize()
+    want = reference(a.double() @ b.double().t()).to(dtype)
+    torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("m,n,k", [(128, 256, 64), (300, 520, 448), (1024, 768, 1000), (64, 1000, 2056)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gemm_matches_matmul(m, n, k, dtype):
+    _check(m, n, k, dtype, seed=m + n + k)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_a_fused_epilogue_matches_torch():
+    _check(520, 300, 448, torch.bfloat16, lambda acc: cute.where(acc > 0.0, acc, 0.0) * 2.0,
+           lambda x: torch.relu(x) * 2.0, seed=3)
+
+
+def run_small():
+    _check(300, 520, 448, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_the_gemm_is_clean_under_compute_sanitizer(tool):
+    code, report = run_under_sanitizer(tool, "import test_gemm_sm90_kernel as t; t.run_small()")
+    assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]
