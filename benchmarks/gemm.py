@@ -24,8 +24,9 @@ EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 
 
 def _library():
+    """The library takes b as (K, N) like torch.mm; b.t() of the (N, K) operand is its K-major form."""
     from cute_torch.kernels.gemm_sm90 import gemm
-    return gemm
+    return lambda a, b, c: gemm(a, b.t(), c)
 
 
 def _example(name):

@@ -2,12 +2,13 @@
 elementwise epilogue fused.
 
     from cute_torch.kernels.gemm_sm90 import gemm
-    gemm(a, b, c)                                         # c = a @ b.T
+    gemm(a, b, c)                                         # c = a @ b, like torch.mm
     gemm(a, b, c, epilogue=lambda acc: cute.where(acc > 0, acc, 0.0))   # relu fused
 
-A (M, K) and B (N, K) are bf16 or fp16, K contiguous (row-major A; B laid out like F.linear's
-weight); C (M, N) is bf16 or fp16, row-major; M, N, K any multiple of 16 bytes per row (TMA
-fills out-of-bounds tails with zeros and does not store them). `epilogue` maps one fp32
+A (M, K) and B (K, N) are bf16 or fp16, each row- or column-major (all four combinations, no
+copies: an operand whose K is contiguous is read K-major, else MN-major); C (M, N) is bf16 or
+fp16, row-major; rows must be multiples of 16 bytes (TMA's rule); M, N, K are otherwise any size
+(TMA fills out-of-bounds tails with zeros and does not store them). `epilogue` maps one fp32
 accumulator to a value (DSL code, applied in registers before the conversion to C's type).
 
 One CTA per SM (384 threads) walks output tiles of 128 x 256:
@@ -40,10 +41,23 @@ THREADS = 128 + CONSUMERS
 EPILOGUE_BARRIER = 1             # the consumers' named barrier (0 is the CTA's)
 
 
-def _swizzled(rows: int, cols: int, stages: int | None = None):
-    """rows x cols of 16-bit elements in 128-byte swizzled rows of 64 (the wgmma/TMA atom)."""
-    atom = cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, cute.make_layout((8, 64), stride=(64, 1)))
-    return cute.tile_to_shape(atom, (rows, cols) if stages is None else (rows, cols, stages))
+def _swizzled(rows: int, cols: int, stages: int | None = None, cols_contiguous: bool = True):
+    """rows x cols (x stages) of 16-bit elements, 128-byte swizzled: the canonical wgmma and TMA
+    layouts. With `cols_contiguous` (a K-major operand, or the output tile) rows of 64 columns;
+    else (an MN-major operand) columns of 64 rows, tiled down the columns first so that each 64-row
+    slab is one TMA box."""
+    shape = (rows, cols) if stages is None else (rows, cols, stages)
+    if cols_contiguous:
+        inner = cute.make_layout((8, 64), stride=(64, 1))
+        return cute.tile_to_shape(cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, inner), shape)
+    inner = cute.make_layout((64, 8), stride=(1, 64))
+    order = (1, 0) if stages is None else (1, 0, 2)
+    return cute.tile_to_shape(cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, inner), shape, order)
+
+
+def _k_major(t) -> bool:
+    """Whether an (MN, K) operand has K contiguous (else MN is)."""
+    return isinstance(t.stride[1], int) and t.stride[1] == 1
 
 
 def _tile_of(tile_id, tiles_m, tiles_n):
@@ -58,11 +72,11 @@ def _tile_of(tile_id, tiles_m, tiles_n):
 
 @cute.kernel
 def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma: Constexpr, stsm: Constexpr, epilogue: Constexpr,
-                out_type: Constexpr):
+                out_type: Constexpr, k_major: Constexpr):
     tid = cute.arch.thread_idx()[0]
     smem = cute.SmemAllocator()
-    sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, STAGES), 1024)
-    sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, STAGES), 1024)
+    sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, STAGES, k_major[0]), 1024)
+    sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, STAGES, k_major[1]), 1024)
     sC = smem.allocate_tensor(out_type, _swizzled(BM, BN), 1024)
     bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * STAGES), 8)
     pipe = pipeline.PipelineTmaAsync.create(
@@ -144,22 +158,28 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma: Constexpr, stsm: Con
 
 @cute.jit
 def _gemm_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, sms: cute.Int32, epilogue: Constexpr):
+    """a (M, K), b (N, K) (views: either mode may be the contiguous one), c (M, N) row-major."""
     ab, out_type = a.element_type, c.element_type
+    k_major = (_k_major(a), _k_major(b))
+    major = {True: warpgroup.OperandMajorMode.K, False: warpgroup.OperandMajorMode.MN}
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
-    tma_a, mA = cpasync.make_tiled_tma_atom(load, a, _swizzled(BM, BK), (BM, BK))
-    tma_b, mB = cpasync.make_tiled_tma_atom(load, b, _swizzled(BN, BK), (BN, BK))
+    tma_a, mA = cpasync.make_tiled_tma_atom(load, a, _swizzled(BM, BK, None, k_major[0]), (BM, BK))
+    tma_b, mB = cpasync.make_tiled_tma_atom(load, b, _swizzled(BN, BK, None, k_major[1]), (BN, BK))
     tma_c, mC = cpasync.make_tiled_tma_atom(store, c, _swizzled(BM, BN), (BM, BN))
-    tiled_mma = cute.make_tiled_mma(warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, BN, 16)), (2, 1, 1))
+    op = warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, BN, 16), a_major_mode=major[k_major[0]],
+                                b_major_mode=major[k_major[1]])
+    tiled_mma = cute.make_tiled_mma(op, (2, 1, 1))
     stsm = cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), out_type), tiled_mma)
     tiles = cute.ceil_div(cute.size(c, mode=[0]), BM) * cute.ceil_div(cute.size(c, mode=[1]), BN)
     grid = cute.math.min(tiles, sms)
-    gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma, stsm, epilogue, out_type).launch(
+    gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma, stsm, epilogue, out_type, k_major).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, epilogue=None) -> torch.Tensor:
-    """c = epilogue(a @ b.T) for a (M, K), b (N, K) and c (M, N) on one Hopper GPU."""
+    """c = epilogue(a @ b) for a (M, K), b (K, N) and a row-major c (M, N) on one Hopper GPU,
+    like torch.mm. a and b may each be row- or column-major (no copies: the operand's shared
+    layout and the wgmma's major mode follow)."""
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    _gemm_host(cute.from_dlpack(a).mark_layout_dynamic(), cute.from_dlpack(b).mark_layout_dynamic(),
-               cute.from_dlpack(c).mark_layout_dynamic(), sms, epilogue)
+    _gemm_host(*(cute.from_dlpack(x).mark_layout_dynamic() for x in (a, b.t(), c)), sms, epilogue)
     return c

@@ -1,6 +1,7 @@
 """The library's Hopper GEMM (kernels/gemm_sm90.py): persistent, warp-specialized, TMA in and out,
-a fused epilogue. Compile tier: the instructions and register budget (ptxas, no spills), the
-epilogue traced into the kernel. GPU tier: shapes with tails in M, N and K, bf16 and fp16, a fused
+a fused epilogue, operands row- or column-major. Compile tier: the instructions, transpose bits
+and TMA boxes of all four layouts, the register budget (ptxas, no spills), the epilogue traced
+into the kernel. GPU tier: shapes with tails in M, N and K, bf16 and fp16, every layout, a fused
 epilogue, against float64 rounded to the output type, every element; compute-sanitizer."""
 
 import re
@@ -16,18 +17,32 @@ needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get
                                  reason="needs an sm_90 GPU")
 
 
-def _compile(epilogue=None, dtype=torch.bfloat16):
-    a, b, c = torch.randn(300, 448).to(dtype), torch.randn(520, 448).to(dtype), torch.empty(300, 520).to(dtype)
-    args = [cute.from_dlpack(x).mark_layout_dynamic() for x in (a, b, c)]
+def _operands(m, n, k, dtype, a_row_major=True, b_row_major=True, device="cpu", seed=0):
+    """a (M, K) and b (K, N), each row-major or a column-major view (a transposed contiguous tensor)."""
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g).to(dtype)
+    b = torch.randn(k, n, generator=g).to(dtype)
+    a = a.to(device) if a_row_major else a.t().contiguous().to(device).t()
+    b = b.to(device) if b_row_major else b.t().contiguous().to(device).t()
+    return a, b
+
+
+def _compile(epilogue=None, dtype=torch.bfloat16, a_row_major=True, b_row_major=True):
+    a, b = _operands(300, 520, 448, dtype, a_row_major, b_row_major)
+    args = [cute.from_dlpack(x).mark_layout_dynamic() for x in (a, b.t(), torch.empty(300, 520).to(dtype))]
     return cute.compile(_gemm_host, *args, 132, epilogue, options={"arch": "sm_90a"})
 
 
-def test_the_kernel_is_warp_specialized_with_tma_in_and_out(recwarn):
-    compiled = _compile()
-    ptx = compiled.__ptx__
+@pytest.mark.parametrize("a_row_major,b_row_major", [(True, True), (True, False), (False, True), (False, False)])
+def test_the_kernel_is_warp_specialized_with_tma_in_and_out(recwarn, a_row_major, b_row_major):
+    ptx = _compile(a_row_major=a_row_major, b_row_major=b_row_major).__ptx__
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == 4
+    # The transpose bits: A is K-major when row-major; B (K, N) is K-major when column-major.
+    assert ptx.count(f"p, 1, 1, {int(not a_row_major)}, {int(b_row_major)};") == 4
     assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 16        # 256 columns / 16
-    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 2  # A and B per k-tile
+    # A and B per k-tile: one box each when K-major, 128/64 and 256/64 boxes when MN-major.
+    loads = (1 if a_row_major else 2) + (4 if b_row_major else 1)
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == loads
     assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 4      # the C tile: 4 boxes of 64
     assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx and "setmaxnreg.inc.sync.aligned.u32 232" in ptx
     assert not [w for w in recwarn if issubclass(w.category, cute.SpillWarning)]
@@ -39,14 +54,12 @@ def test_the_epilogue_is_traced_into_the_kernel():
     assert fused.count("max.f32") + fused.count("selp.f32") > plain.count("max.f32") + plain.count("selp.f32")
 
 
-def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    a = torch.randn(m, k, generator=g).to(dtype).cuda()
-    b = torch.randn(n, k, generator=g).to(dtype).cuda()
+def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0, a_row_major=True, b_row_major=True):
+    a, b = _operands(m, n, k, dtype, a_row_major, b_row_major, "cuda", seed)
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
     gemm(a, b, c, epilogue)
     torch.cuda.synchronize()
-    want = reference(a.double() @ b.double().t()).to(dtype)
+    want = reference(a.double() @ b.double()).to(dtype)
     torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
 
 
@@ -56,6 +69,13 @@ def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_gemm_matches_matmul(m, n, k, dtype):
     _check(m, n, k, dtype, seed=m + n + k)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("a_row_major,b_row_major", [(True, False), (False, True), (False, False)])
+def test_every_operand_layout_matches_matmul(a_row_major, b_row_major):
+    _check(384, 512, 576, torch.bfloat16, seed=5, a_row_major=a_row_major, b_row_major=b_row_major)
 
 
 @pytest.mark.gpu
