@@ -5,9 +5,9 @@ elementwise epilogue fused.
     gemm(a, b, c)                                         # c = a @ b, like torch.mm
     gemm(a, b, c, epilogue=lambda acc: cute.where(acc > 0, acc, 0.0))   # relu fused
 
-A (M, K) and B (K, N) are bf16 or fp16, each row- or column-major (all four combinations, no
-copies: an operand whose K is contiguous is read K-major, else MN-major); C (M, N) is bf16 or
-fp16, row-major; rows must be multiples of 16 bytes (TMA's rule); M, N, K are otherwise any size
+A (M, K) and B (K, N), or batches of them (L, M, K) x (L, K, N) with any batch strides, are bf16
+or fp16, each row- or column-major (all four combinations, no copies: an operand whose K is
+contiguous is read K-major, else MN-major); C (M, N) or (L, M, N) is bf16 or fp16, row-major; rows must be multiples of 16 bytes (TMA's rule); M, N, K are otherwise any size
 (TMA fills out-of-bounds tails with zeros and does not store them). `epilogue` maps one fp32
 accumulator to a value (DSL code, applied in registers before the conversion to C's type).
 
@@ -20,8 +20,8 @@ One CTA per SM (384 threads) walks output tiles of 128 x 256:
     the previous k-tile's stage (wait_group(1)); at the end of a tile, apply the epilogue to the
     accumulators, convert them, write them to a 128 x 256 shared tile with stmatrix, and one
     thread sends it out with TMA stores (4 boxes of 128 x 64) while the next tile's k-loop starts.
-  * tiles are visited in groups of GROUP_M tile rows (grouped rasterization) so that CTAs running
-    at the same time share A and B tiles in L2.
+  * tiles are visited batch by batch, in groups of GROUP_M tile rows (grouped rasterization) so
+    that CTAs running at the same time share A and B tiles in L2.
 Shared memory: 3 x 48 KB of operands + 64 KB of output tile + barriers = 208 KB.
 """
 
@@ -61,13 +61,20 @@ def _k_major(t) -> bool:
 
 
 def _tile_of(tile_id, tiles_m, tiles_n):
-    """(m, n) of the tile_id-th tile in grouped order: GROUP_M tile rows at a time, column by
-    column within a group."""
+    """(m, n, l) of the tile_id-th tile: batch by batch, and within a batch in grouped order,
+    GROUP_M tile rows at a time, column by column within a group."""
+    per_batch = tiles_m * tiles_n
+    l, t = tile_id // per_batch, tile_id % per_batch
     per_group = GROUP_M * tiles_n
-    first_m = (tile_id // per_group) * GROUP_M
+    first_m = (t // per_group) * GROUP_M
     rows = cute.math.min(tiles_m - first_m, GROUP_M)
-    in_group = tile_id % per_group
-    return first_m + in_group % rows, in_group // rows
+    in_group = t % per_group
+    return first_m + in_group % rows, in_group // rows, l
+
+
+def _tile(tiles, i, j, l):
+    """One tile of a (rows, cols, tiles_i, tiles_j[, L]) coordinate tensor."""
+    return tiles[(None, None, i, j) + ((l,) if len(tiles.shape) == 5 else ())]
 
 
 @cute.kernel
@@ -84,11 +91,15 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma: Constexpr, stsm: Con
         consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS),
         tx_count=tma_a.size_in_bytes + tma_b.size_in_bytes, barrier_storage=bars.iterator)
 
-    gA = cute.local_tile(mA, (BM, BK), (None, None))      # (BM, BK, tiles_m, k_tiles) coordinates
-    gB = cute.local_tile(mB, (BN, BK), (None, None))
-    gC = cute.local_tile(mC, (BM, BN), (None, None))
+    # Coordinates of the tiles: (BM, BK, tiles_m, k_tiles[, L]); a batch mode only when batched (a
+    # coordinate tensor packs each mode in a field: 31 bits for two modes, 20 for three).
+    modes = (None,) * len(mA.shape)
+    gA = cute.local_tile(mA, (BM, BK), modes)
+    gB = cute.local_tile(mB, (BN, BK), modes)
+    gC = cute.local_tile(mC, (BM, BN), modes)
     tiles_m, tiles_n, k_tiles = cute.size(gA, mode=[2]), cute.size(gB, mode=[2]), cute.size(gA, mode=[3])
-    tiles = tiles_m * tiles_n
+    batches = cute.size(gA, mode=[4]) if cute.const_expr(len(mA.shape) == 3) else 1
+    tiles = tiles_m * tiles_n * batches
     first, step = cute.arch.block_idx()[0], cute.arch.grid_dim()[0]
     warp_group = cute.arch.make_warp_uniform(tid // 128)
 
@@ -99,12 +110,12 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma: Constexpr, stsm: Con
             cpasync.prefetch_descriptor(tma_b)
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, STAGES)
             for tile_id in range(first, tiles, step):
-                m, n = _tile_of(tile_id, tiles_m, tiles_n)
+                m, n, l = _tile_of(tile_id, tiles_m, tiles_n)
                 for kt in range(k_tiles):
                     pipe.producer_acquire(state)
                     bar = pipe.producer_get_barrier(state)
-                    cute.copy(tma_a, gA[None, None, m, kt], sA[None, None, state.index], tma_bar_ptr=bar)
-                    cute.copy(tma_b, gB[None, None, n, kt], sB[None, None, state.index], tma_bar_ptr=bar)
+                    cute.copy(tma_a, _tile(gA, m, kt, l), sA[None, None, state.index], tma_bar_ptr=bar)
+                    cute.copy(tma_b, _tile(gB, n, kt, l), sB[None, None, state.index], tma_bar_ptr=bar)
                     state.advance()
     else:                                                 # the consumers
         cute.arch.warpgroup_reg_alloc(232)
@@ -119,7 +130,7 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma: Constexpr, stsm: Con
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
         released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
         for tile_id in range(first, tiles, step):
-            m, n = _tile_of(tile_id, tiles_m, tiles_n)
+            m, n, l = _tile_of(tile_id, tiles_m, tiles_n)
             for kt in range(k_tiles):
                 pipe.consumer_wait(state)
                 warpgroup.fence()
@@ -150,7 +161,7 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma: Constexpr, stsm: Con
             cute.arch.fence_proxy("async.shared", space="cta")    # stmatrix writes -> the TMA store
             cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
             if ctid == 0:
-                cute.copy(tma_c, sC, gC[None, None, m, n])
+                cute.copy(tma_c, sC, _tile(gC, m, n, l))
                 cute.arch.cp_async_bulk_commit_group()
         if ctid == 0:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
@@ -158,7 +169,8 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma: Constexpr, stsm: Con
 
 @cute.jit
 def _gemm_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, sms: cute.Int32, epilogue: Constexpr):
-    """a (M, K), b (N, K) (views: either mode may be the contiguous one), c (M, N) row-major."""
+    """a (M, K[, L]), b (N, K[, L]) (views: M/N or K may be the contiguous mode), c (M, N[, L])
+    with N contiguous."""
     ab, out_type = a.element_type, c.element_type
     k_major = (_k_major(a), _k_major(b))
     major = {True: warpgroup.OperandMajorMode.K, False: warpgroup.OperandMajorMode.MN}
@@ -171,15 +183,36 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, sms: cute.Int32, 
     tiled_mma = cute.make_tiled_mma(op, (2, 1, 1))
     stsm = cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), out_type), tiled_mma)
     tiles = cute.ceil_div(cute.size(c, mode=[0]), BM) * cute.ceil_div(cute.size(c, mode=[1]), BN)
+    if cute.const_expr(len(c.shape) == 3):
+        tiles = tiles * cute.size(c, mode=[2])
     grid = cute.math.min(tiles, sms)
     gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma, stsm, epilogue, out_type, k_major).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, epilogue=None) -> torch.Tensor:
-    """c = epilogue(a @ b) for a (M, K), b (K, N) and a row-major c (M, N) on one Hopper GPU,
-    like torch.mm. a and b may each be row- or column-major (no copies: the operand's shared
-    layout and the wgmma's major mode follow)."""
+    """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm: a (M, K) or (L, M, K),
+    b (K, N) or (L, K, N), c (M, N) or (L, M, N) with N contiguous. a and b may each be row- or
+    column-major, with any batch strides (no copies: an operand's shared layout and the wgmma's
+    major mode follow its contiguous mode)."""
+    if a.dim() == 3 and b.dim() == 2:   # one weight for every batch: a single GEMM over the rows, when they flatten
+        try:
+            gemm(a.view(-1, a.shape[-1]), b, c.view(-1, c.shape[-1]), epilogue)
+            return c
+        except RuntimeError:              # a or c is not viewable as rows: broadcast b over the batch
+            pass
+    batched = a.dim() == 3 or b.dim() == 3
+    if batched:
+        limit = 1 << 19  # a three-mode coordinate tensor packs each of M/N and K in 20 bits
+        if max(a.shape[-2], a.shape[-1], b.shape[-1]) >= limit:
+            raise ValueError(f"batched gemm: M, N and K must be below {limit}, got a {tuple(a.shape)}, b "
+                             f"{tuple(b.shape)}")
+
+    def mkl(t):  # (L, rows, cols) -> a (rows, cols, L) view; (rows, cols) stays
+        if not batched:
+            return t
+        return (t if t.dim() == 3 else t.unsqueeze(0).expand(c.shape[0], *t.shape)).permute(1, 2, 0)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    _gemm_host(*(cute.from_dlpack(x).mark_layout_dynamic() for x in (a, b.t(), c)), sms, epilogue)
+    views = (mkl(a), mkl(b.transpose(-1, -2)), mkl(c))
+    _gemm_host(*(cute.from_dlpack(x).mark_layout_dynamic() for x in views), sms, epilogue)
     return c

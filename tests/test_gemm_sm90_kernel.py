@@ -48,6 +48,15 @@ def test_the_kernel_is_warp_specialized_with_tma_in_and_out(recwarn, a_row_major
     assert not [w for w in recwarn if issubclass(w.category, cute.SpillWarning)]
 
 
+def test_a_batched_gemm_uses_three_dimensional_boxes():
+    a, b = torch.randn(3, 200, 320).bfloat16(), torch.randn(3, 264, 320).bfloat16()   # b as (L, N, K)
+    views = [t.permute(1, 2, 0) for t in (a, b, torch.empty(3, 200, 264).bfloat16())]
+    args = [cute.from_dlpack(x).mark_layout_dynamic() for x in views]
+    ptx = cute.compile(_gemm_host, *args, 132, None, options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("cp.async.bulk.tensor.3d.shared::cluster.global") == 2
+    assert ptx.count("cp.async.bulk.tensor.3d.global.shared::cta") == 4
+
+
 def test_the_epilogue_is_traced_into_the_kernel():
     plain = _compile().__ptx__
     fused = _compile(lambda acc: cute.where(acc > 0.0, acc, 0.0) * 2.0).__ptx__
@@ -95,3 +104,16 @@ def run_small():
 def test_the_gemm_is_clean_under_compute_sanitizer(tool):
     code, report = run_under_sanitizer(tool, "import test_gemm_sm90_kernel as t; t.run_small()")
     assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_batched_gemm_matches_bmm_with_any_batch_strides():
+    g = torch.Generator().manual_seed(21)
+    a = torch.randn(3, 200, 320, generator=g).bfloat16().cuda()
+    b = torch.randn(320, 3, 264, generator=g).bfloat16().cuda().permute(1, 0, 2)   # (L, K, N), batch not outermost
+    c = torch.full((3, 200, 264), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm(a, b, c)
+    torch.cuda.synchronize()
+    want = (a.double() @ b.double()).to(torch.bfloat16)
+    torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
