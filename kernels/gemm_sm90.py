@@ -28,10 +28,16 @@ Shared memory: 3 x 48 KB of operands + 64 KB of output tile + barriers = 208 KB.
 
 from __future__ import annotations
 
+import functools
+import re
+
 import torch
 
 import cute_torch as cute
 from cute_torch import Constexpr
+from cute_torch.pointwise.dtypes import node_types
+from cute_torch.pointwise.emit import compute_type, emit
+from cute_torch.pointwise.expr import parse
 
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
 
@@ -73,14 +79,50 @@ def _tile_of(tile_id, tiles_m, tiles_n):
     return first_m + in_group % rows, in_group // rows, l
 
 
+@functools.lru_cache(maxsize=256)
+def _expression(expr: str, dtypes: tuple):
+    """(tree, node types) of an epilogue in the pointwise language over `acc` (the fp32
+    accumulator) and x0..xN (the extra inputs): `acc` becomes the input after the others."""
+    renamed = re.sub(r"\bacc\b", f"x{len(dtypes)}", expr)
+    names = tuple(getattr(torch, d) for d in dtypes) + (torch.float32,)
+    return parse(renamed, len(names)), node_types(renamed, names, (False,) * len(names))
+
+
+def _apply_epilogue(epilogue, acc, out, inputs, input_dtypes: tuple, out_type) -> None:
+    """out = epilogue(acc), element by element: a DSL function of one accumulator, or an
+    expression string over `acc` and the inputs; `inputs` holds, per input, a function giving
+    its element for accumulator i. (With inputs, the epilogue spills registers today: 460 bytes
+    per thread for a bias, 4.3 KB for gelu(acc + bias) + residual: 128 accumulators and their
+    inputs against the 168 registers ptxas budgets for 384 threads.)"""
+    if epilogue is None:
+        out.store(acc.load().to(out_type))
+        return
+    if isinstance(epilogue, str):
+        tree, types = _expression(epilogue, input_dtypes)
+        in_types = [compute_type(getattr(torch, d)) for d in input_dtypes]
+    for i in cute.range_constexpr(cute.size(acc)):
+        if cute.const_expr(isinstance(epilogue, str)):
+            env = [x(i).to(t) for x, t in zip(inputs, in_types)]
+            value = emit(tree, env + [acc[i]], types)
+        else:
+            value = epilogue(acc[i])
+        out[i] = value.to(out_type)
+
+
+def _clamped_reader(x, coords):
+    """Element i of `x` at accumulator i's coordinate, clamped inside x (a tail tile's elements
+    past the edge are never stored, so any valid element will do)."""
+    return lambda i: x[tuple(cute.math.min(c, s - 1) for c, s in zip(coords[i], x.shape))]
+
+
 def _tile(tiles, i, j, l):
     """One tile of a (rows, cols, tiles_i, tiles_j[, L]) coordinate tensor."""
     return tiles[(None, None, i, j) + ((l,) if len(tiles.shape) == 5 else ())]
 
 
 @cute.kernel
-def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma: Constexpr, stsm: Constexpr, epilogue: Constexpr,
-                out_type: Constexpr, k_major: Constexpr):
+def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma: Constexpr, stsm: Constexpr,
+                epilogue: Constexpr, input_dtypes: Constexpr, out_type: Constexpr, k_major: Constexpr):
     tid = cute.arch.thread_idx()[0]
     smem = cute.SmemAllocator()
     sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, STAGES, k_major[0]), 1024)
@@ -153,11 +195,11 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma: Constexpr, stsm: Con
             if ctid == 0:
                 cute.arch.cp_async_bulk_wait_group(0, read=True)   # the previous tile's store has read sC
             cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
-            values = acc.load()
-            if cute.const_expr(epilogue is not None):
-                values = cute.TensorSSA.from_elements([epilogue(v) for v in values.elements()], cute.Float32,
-                                                      values.shape)
-            out.store(values.to(out_type))
+            # Inputs are read where this thread's accumulators sit, at coordinates clamped inside
+            # the input (a tail tile's elements past the edge are never stored).
+            coords = thr.partition_C(_tile(gC, m, n, l)) if cute.const_expr(bool(inputs)) else None
+            readers = [_clamped_reader(x, coords) for x in inputs]
+            _apply_epilogue(epilogue, acc, out, readers, input_dtypes, out_type)
             cute.copy(stsm, st.retile(out), tSsC)
             cute.arch.fence_proxy("async.shared", space="cta")    # stmatrix writes -> the TMA store
             cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
@@ -169,7 +211,8 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma: Constexpr, stsm: Con
 
 
 @cute.jit
-def _gemm_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, sms: cute.Int32, epilogue: Constexpr):
+def _gemm_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, sms: cute.Int32, epilogue: Constexpr,
+               input_dtypes: Constexpr, *inputs):
     """a (M, K[, L]), b (N, K[, L]) (views: M/N or K may be the contiguous mode), c (M, N[, L])
     with N contiguous."""
     ab, out_type = a.element_type, c.element_type
@@ -187,21 +230,36 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, sms: cute.Int32, 
     if cute.const_expr(len(c.shape) == 3):
         tiles = tiles * cute.size(c, mode=[2])
     grid = cute.math.min(tiles, sms)
-    gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, tiled_mma, stsm, epilogue, out_type, k_major).launch(
+    gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma, stsm, epilogue, input_dtypes, out_type,
+                k_major).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
 
 
-def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, epilogue=None) -> torch.Tensor:
-    """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm: a (M, K) or (L, M, K),
-    b (K, N) or (L, K, N), c (M, N) or (L, M, N) with N contiguous. a and b may each be row- or
-    column-major, with any batch strides (no copies: an operand's shared layout and the wgmma's
-    major mode follow its contiguous mode)."""
-    if a.dim() == 3 and b.dim() == 2:   # one weight for every batch: a single GEMM over the rows, when they flatten
+def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, epilogue=None, inputs=()) -> torch.Tensor:
+    """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm (see host_arguments)."""
+    if a.dim() == 3 and b.dim() == 2 and not inputs:   # one weight for all: a single GEMM over the rows
         try:
-            gemm(a.view(-1, a.shape[-1]), b, c.view(-1, c.shape[-1]), epilogue)
-            return c
+            rows_a, rows_c = a.view(-1, a.shape[-1]), c.view(-1, c.shape[-1])
         except RuntimeError:              # a or c is not viewable as rows: broadcast b over the batch
-            pass
+            rows_a = None
+        if rows_a is not None:
+            gemm(rows_a, b, rows_c, epilogue)
+            return c
+    _gemm_host(*host_arguments(a, b, c, epilogue, inputs))
+    return c
+
+
+def host_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, epilogue=None, inputs=()) -> tuple:
+    """The arguments of _gemm_host for c = epilogue(a @ b): a (M, K) or (L, M, K), b (K, N) or
+    (L, K, N), c (M, N) or (L, M, N) with N contiguous. a and b may each be row- or
+    column-major, with any batch strides (no copies: an operand's shared layout and the wgmma's
+    major mode follow its contiguous mode).
+
+    `epilogue` is a DSL function of one fp32 accumulator, or an expression in the pointwise
+    language over `acc` and x0..xN, the tensors of `inputs` broadcast to c's shape (a bias
+    `acc + x0` with x0 of shape (N,), a residual of shape (M, N), ...)."""
+    if inputs and not isinstance(epilogue, str):
+        raise ValueError("gemm: inputs= go with an expression epilogue over acc and x0..xN")
     batched = a.dim() == 3 or b.dim() == 3
     if batched:
         limit = 1 << 19  # a three-mode coordinate tensor packs each of M/N and K in 20 bits
@@ -213,7 +271,9 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, epilogue=None) -> to
         if not batched:
             return t
         return (t if t.dim() == 3 else t.unsqueeze(0).expand(c.shape[0], *t.shape)).permute(1, 2, 0)
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     views = (mkl(a), mkl(b.transpose(-1, -2)), mkl(c))
-    _gemm_host(*(cute.from_dlpack(x).mark_layout_dynamic() for x in views), sms, epilogue)
-    return c
+    extra = [mkl(x.expand(c.shape)) for x in inputs]
+    dtypes = tuple(str(x.dtype).removeprefix("torch.") for x in inputs)
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
+    return (*(cute.from_dlpack(x).mark_layout_dynamic() for x in views), sms, epilogue, dtypes,
+            *(cute.from_dlpack(x).mark_layout_dynamic() for x in extra))

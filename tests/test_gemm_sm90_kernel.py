@@ -11,7 +11,7 @@ import torch
 
 import cute_torch as cute
 from conftest import run_under_sanitizer
-from cute_torch.kernels.gemm_sm90 import _gemm_host, gemm
+from cute_torch.kernels.gemm_sm90 import _gemm_host, gemm, host_arguments
 
 needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                                  reason="needs an sm_90 GPU")
@@ -30,7 +30,7 @@ def _operands(m, n, k, dtype, a_row_major=True, b_row_major=True, device="cpu", 
 def _compile(epilogue=None, dtype=torch.bfloat16, a_row_major=True, b_row_major=True):
     a, b = _operands(300, 520, 448, dtype, a_row_major, b_row_major)
     args = [cute.from_dlpack(x).mark_layout_dynamic() for x in (a, b.t(), torch.empty(300, 520).to(dtype))]
-    return cute.compile(_gemm_host, *args, 132, epilogue, options={"arch": "sm_90a"})
+    return cute.compile(_gemm_host, *args, 132, epilogue, (), options={"arch": "sm_90a"})
 
 
 @pytest.mark.parametrize("a_row_major,b_row_major", [(True, True), (True, False), (False, True), (False, False)])
@@ -52,9 +52,20 @@ def test_a_batched_gemm_uses_three_dimensional_boxes():
     a, b = torch.randn(3, 200, 320).bfloat16(), torch.randn(3, 264, 320).bfloat16()   # b as (L, N, K)
     views = [t.permute(1, 2, 0) for t in (a, b, torch.empty(3, 200, 264).bfloat16())]
     args = [cute.from_dlpack(x).mark_layout_dynamic() for x in views]
-    ptx = cute.compile(_gemm_host, *args, 132, None, options={"arch": "sm_90a"}).__ptx__
+    ptx = cute.compile(_gemm_host, *args, 132, None, (), options={"arch": "sm_90a"}).__ptx__
     assert ptx.count("cp.async.bulk.tensor.3d.shared::cluster.global") == 2
     assert ptx.count("cp.async.bulk.tensor.3d.global.shared::cta") == 4
+
+
+def test_an_expression_epilogue_reads_its_inputs_at_each_accumulator():
+    a, b = _operands(300, 520, 448, torch.bfloat16)
+    c, bias, residual = torch.empty(300, 520).bfloat16(), torch.randn(520), torch.randn(300, 520).bfloat16()
+    args = host_arguments(a, b, c, "gelu(acc + x0) + x1", (bias, residual))
+    ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
+    # Each thread reads its 128 accumulators' bias (fp32) and residual (bf16) elements.
+    assert ptx.count("ld.global.f32") >= 128 and ptx.count("ld.global.b16") + ptx.count("ld.global.u16") >= 128
+    with pytest.raises(ValueError, match="inputs= go with an expression"):
+        host_arguments(a, b, c, None, (bias,))
 
 
 def test_the_epilogue_is_traced_into_the_kernel():
@@ -117,3 +128,17 @@ def test_batched_gemm_matches_bmm_with_any_batch_strides():
     torch.cuda.synchronize()
     want = (a.double() @ b.double()).to(torch.bfloat16)
     torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_an_expression_epilogue_with_bias_and_residual_matches_torch():
+    a, b = _operands(300, 520, 448, torch.bfloat16, device="cuda", seed=9)
+    g = torch.Generator().manual_seed(10)
+    bias = torch.randn(520, generator=g).cuda()
+    residual = torch.randn(300, 520, generator=g).bfloat16().cuda()
+    c = torch.full((300, 520), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm(a, b, c, "gelu(acc + x0) + x1", (bias, residual))
+    torch.cuda.synchronize()
+    want = torch.nn.functional.gelu(a.double() @ b.double() + bias.double()) + residual.double()
+    torch.testing.assert_close(c.cpu().double(), want.to(torch.bfloat16).cpu().double(), rtol=2e-2, atol=2e-2)
