@@ -142,3 +142,14 @@ def test_an_expression_epilogue_with_bias_and_residual_matches_torch():
     torch.cuda.synchronize()
     want = torch.nn.functional.gelu(a.double() @ b.double() + bias.double()) + residual.double()
     torch.testing.assert_close(c.cpu().double(), want.to(torch.bfloat16).cpu().double(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("tiles_m,tiles_n,batches", [(1, 1, 1), (7, 3, 1), (8, 8, 2), (17, 5, 3), (33, 1, 1)])
+def test_the_grouped_order_visits_every_tile_once(tiles_m, tiles_n, batches):
+    """The tile scheduler's math (plain ints here): every (m, n, l) exactly once, GROUP_M rows
+    at a time."""
+    from cute_torch.kernels.gemm_sm90 import GROUP_M, _tile_of
+    seen = [_tile_of(t, tiles_m, tiles_n) for t in range(tiles_m * tiles_n * batches)]
+    assert sorted(seen) == [(m, n, l) for m in range(tiles_m) for n in range(tiles_n) for l in range(batches)]
+    for t, (m, _, _) in enumerate(seen[: tiles_m * tiles_n]):
+        assert m // GROUP_M == t // (GROUP_M * tiles_n)      # a group's tiles come together
