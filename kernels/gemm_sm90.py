@@ -16,11 +16,13 @@ One CTA per SM (384 threads) walks output tiles of 128 x 256:
   * warpgroup 0, the producer, keeps 40 registers; its first thread runs through every tile's
     k-tiles, acquiring a free stage of a 3-stage ring and issuing the TMA loads of A (128 x 64)
     and B (256 x 64) into it (128-byte swizzled, as wgmma reads them);
-  * warpgroups 1 and 2, the consumers, take 232 registers and own 64 rows of the tile each:
-    per k-tile, wait for the stage, issue 4 wgmma 64x256x16, and once those are issued release
-    the previous k-tile's stage (wait_group(1)); at the end of a tile, apply the epilogue to the
-    accumulators, convert them, write them to a 128 x 256 shared tile with stmatrix, and one
-    thread sends it out with TMA stores (4 boxes of 128 x 64) while the next tile's k-loop starts.
+  * warpgroups 1 and 2, the consumers, ask for 232 registers (ptxas still budgets 168 for every
+    thread of a 384-thread block) and own 64 rows of the tile each: per k-tile, wait for the
+    stage, issue 4 wgmma 64x256x16, and once those are issued release the previous k-tile's stage
+    (wait_group(1)); at the end of a tile, apply the epilogue 16 columns at a time (an expression's
+    inputs and math reuse the registers of the accumulators already stored), convert, write each
+    group to a 128 x 256 shared tile with stmatrix, and one thread sends the tile out with TMA
+    stores (4 boxes of 128 x 64) while the next tile's k-loop starts.
   * tiles are visited batch by batch, in groups of GROUP_M tile rows (grouped rasterization) so
     that CTAs running at the same time share A and B tiles in L2.
 Shared memory: 3 x 48 KB of operands + 64 KB of output tile + barriers = 208 KB.
@@ -88,25 +90,17 @@ def _expression(expr: str, dtypes: tuple):
     return parse(renamed, len(names)), node_types(renamed, names, (False,) * len(names))
 
 
-def _apply_epilogue(epilogue, acc, out, inputs, input_dtypes: tuple, out_type) -> None:
-    """out = epilogue(acc), element by element: a DSL function of one accumulator, or an
-    expression string over `acc` and the inputs; `inputs` holds, per input, a function giving
-    its element for accumulator i. (With inputs, the epilogue spills registers today: 460 bytes
-    per thread for a bias, 4.3 KB for gelu(acc + bias) + residual: 128 accumulators and their
-    inputs against the 168 registers ptxas budgets for 384 threads.)"""
+def _epilogue_value(epilogue, acc, i: int, inputs, input_dtypes: tuple, out_type):
+    """Accumulator i after the epilogue, in C's type: a DSL function of one accumulator, or an
+    expression string over `acc` and the inputs (`inputs` holds, per input, a function giving
+    its element for accumulator i)."""
     if epilogue is None:
-        out.store(acc.load().to(out_type))
-        return
-    if isinstance(epilogue, str):
-        tree, types = _expression(epilogue, input_dtypes)
-        in_types = [compute_type(getattr(torch, d)) for d in input_dtypes]
-    for i in cute.range_constexpr(cute.size(acc)):
-        if cute.const_expr(isinstance(epilogue, str)):
-            env = [x(i).to(t) for x, t in zip(inputs, in_types)]
-            value = emit(tree, env + [acc[i]], types)
-        else:
-            value = epilogue(acc[i])
-        out[i] = value.to(out_type)
+        return acc[i].to(out_type)
+    if not isinstance(epilogue, str):
+        return epilogue(acc[i]).to(out_type)
+    tree, types = _expression(epilogue, input_dtypes)
+    env = [x(i).to(compute_type(getattr(torch, d))) for x, d in zip(inputs, input_dtypes)]
+    return emit(tree, env + [acc[i]], types).to(out_type)
 
 
 def _clamped_reader(x, coords):
@@ -167,7 +161,7 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma: Constexpr, s
         tCrA = thr.make_fragment_A(thr.partition_A(sA))
         tCrB = thr.make_fragment_B(thr.partition_B(sB))
         acc = thr.make_fragment_C(thr.partition_C(sC))
-        out = cute.make_fragment_like(acc, out_type)
+        piece = cute.make_fragment(cute.make_layout((8, 1, 1)), out_type)   # one stmatrix's values
         st = stsm.get_slice(ctid)
         tSsC = st.partition_D(sC)
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
@@ -199,8 +193,12 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma: Constexpr, s
             # the input (a tail tile's elements past the edge are never stored).
             coords = thr.partition_C(_tile(gC, m, n, l)) if cute.const_expr(bool(inputs)) else None
             readers = [_clamped_reader(x, coords) for x in inputs]
-            _apply_epilogue(epilogue, acc, out, readers, input_dtypes, out_type)
-            cute.copy(stsm, st.retile(out), tSsC)
+            # 16 columns at a time (one stmatrix): the accumulators already stored are dead, so the
+            # epilogue's inputs and math fit in the registers the main loop used.
+            for j in cute.range_constexpr(BN // 16):
+                for e in cute.range_constexpr(8):
+                    piece[e] = _epilogue_value(epilogue, acc, 8 * j + e, readers, input_dtypes, out_type)
+                cute.copy(stsm, piece, tSsC[(None, j), None, None])
             cute.arch.fence_proxy("async.shared", space="cta")    # stmatrix writes -> the TMA store
             cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
             if ctid == 0:
