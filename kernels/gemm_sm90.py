@@ -233,6 +233,22 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, sms: cute.Int32, 
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
 
 
+def _check_tma_addressable(name: str, t: torch.Tensor) -> None:
+    """TMA reads and writes tensors whose address and every stride but the contiguous one are
+    multiples of 16 bytes: anything else is an error here, never a wrong answer."""
+    if t.dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"gemm: {name} is {t.dtype}; the operands and the output are bfloat16 or float16")
+    if 1 not in t.stride()[-2:]:
+        raise ValueError(f"gemm: {name} (shape {tuple(t.shape)}, strides {t.stride()}) has neither of its last two "
+                         "dims contiguous; TMA needs one")
+    size = t.element_size()
+    bad = [s for s, n in zip(t.stride(), t.shape) if s != 1 and n > 1 and (s * size) % 16]
+    if bad or t.data_ptr() % 16:
+        raise ValueError(f"gemm: {name} (shape {tuple(t.shape)}, strides {t.stride()}, address {t.data_ptr():#x}) "
+                         "is not addressable by TMA: its address and strides must be multiples of 16 bytes "
+                         f"({16 // size} elements); pad the leading dimension")
+
+
 def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, epilogue=None, inputs=()) -> torch.Tensor:
     """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm (see host_arguments)."""
     if a.dim() == 3 and b.dim() == 2 and not inputs:   # one weight for all: a single GEMM over the rows
@@ -258,6 +274,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, epilogue=N
     `acc + x0` with x0 of shape (N,), a residual of shape (M, N), ...)."""
     if inputs and not isinstance(epilogue, str):
         raise ValueError("gemm: inputs= go with an expression epilogue over acc and x0..xN")
+    for name, t in (("a", a), ("b", b), ("c", c)):
+        _check_tma_addressable(name, t)
     batched = a.dim() == 3 or b.dim() == 3
     if batched:
         limit = 1 << 19  # a three-mode coordinate tensor packs each of M/N and K in 20 bits

@@ -153,3 +153,12 @@ def test_the_grouped_order_visits_every_tile_once(tiles_m, tiles_n, batches):
     assert sorted(seen) == [(m, n, l) for m in range(tiles_m) for n in range(tiles_n) for l in range(batches)]
     for t, (m, _, _) in enumerate(seen[: tiles_m * tiles_n]):
         assert m // GROUP_M == t // (GROUP_M * tiles_n)      # a group's tiles come together
+
+
+def test_operands_tma_cannot_address_are_errors_before_any_launch():
+    a, b = torch.randn(64, 100).bfloat16(), torch.randn(100, 64).bfloat16()   # 100 bf16 = 200 bytes a row
+    with pytest.raises(ValueError, match="a .* is not addressable by TMA"):
+        host_arguments(a, b, torch.empty(64, 64).bfloat16())
+    a = torch.randn(64, 128).bfloat16()
+    with pytest.raises(ValueError, match="bfloat16 or float16"):
+        host_arguments(a, torch.randn(128, 64), torch.empty(64, 64).bfloat16())
