@@ -67,10 +67,10 @@ def require_arch(needed: str, what: str) -> None:
     """An error at the user's line when the module's target lacks `needed` (for inline PTX,
     which the compiler's own arch check cannot see)."""
     arch = getattr(ir.require("device", what).module, "arch", None)
-    ok = arch == "sm_90a" if needed == "sm_90a" else arch is None or arch >= needed
-    if not ok:
-        raise DSLError(UNSUPPORTED_TYPE, f"{what} needs {needed}{' or newer' if needed != 'sm_90a' else ''}; this "
-                       f"module is compiled for {arch}", user_location())
+    if arch is None or (arch == "sm_90a" if needed == "sm_90a" else arch >= needed):
+        return
+    which = "sm_90a, Hopper's arch-specific target" if needed == "sm_90a" else f"{needed} or newer"
+    raise DSLError(UNSUPPORTED_TYPE, f"{what} needs {which}; this module is compiled for {arch}", user_location())
 
 
 def mbarrier_arrive_and_expect_tx(mbar_ptr: Pointer, bytes) -> None:  # noqa: A002 - CuTe DSL's name

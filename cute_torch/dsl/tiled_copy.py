@@ -208,13 +208,17 @@ def _chunk(t: Tensor, coord, n: int) -> Tensor:
 
 
 def _check_contiguous(t: Tensor, coord, n: int, what: str) -> None:
-    if n == 1:
+    """Values v0..v0+n-1 of mode 0 are n consecutive elements. Only mode 0 decides that (the
+    other coordinates add the same offset to all), and only a static one can be checked here: a
+    run-time layout would only emit dead index arithmetic."""
+    values = t._layout[0] if is_tuple(t._layout.shape) else t._layout
+    if n == 1 or not values.is_static:
         return
-    v0, rest = coord[0], coord[1:]
-    base = t._layout((v0,) + rest)
+    v0 = coord[0]
+    base = values(v0)
     for i in range(1, n):
-        step = t._layout((v0 + i,) + rest)
-        if isinstance(base, int) and isinstance(step, int) and step - base != i:
+        step = values(v0 + i)
+        if step - base != i:
             raise DSLError(ARGUMENT_MISMATCH, f"the copy atom moves {n} contiguous elements, but the {what}'s values "
                            f"{v0}..{v0 + n - 1} are not contiguous in {t.layout}", user_location(),
                            "choose a val_layout whose blocks are contiguous in memory, or a narrower atom")

@@ -28,10 +28,11 @@ from __future__ import annotations
 import enum
 
 from .. import ir
-from ..diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
+from ..diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
 from ..layout import Layout, Swizzle, size
 from ..mma_atom import MmaAtom, check_types, inline_asm, packed_registers, struct_fields
 from ..numeric import BFloat16, Boolean, Float16, Float32, Int32, Int64, as_numeric, convert
+from ..sync import require_arch
 from ..tensor import Tensor, byte_width
 
 
@@ -142,11 +143,7 @@ class MmaF16BF16Op(MmaAtom):
 
 
 def _require_sm90a(what: str) -> None:
-    b = ir.require("device", what)
-    arch = getattr(b.module, "arch", None)
-    if arch is not None and arch != "sm_90a":
-        raise DSLError(UNSUPPORTED_TYPE, f"{what} needs sm_90a, Hopper's arch-specific target; this module is "
-                       f"compiled for {arch}", user_location())
+    require_arch("sm_90a", what)
 
 
 # -- fences -----------------------------------------------------------------------------------------
