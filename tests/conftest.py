@@ -119,3 +119,13 @@ def check_bf16_gemm(gemm, m: int, n: int, k: int, seed: int) -> None:
     torch.cuda.synchronize()
     want = (a.double() @ b.double().t()).to(torch.bfloat16)
     torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
+
+
+def copy_by_threads(src, dst, tid, threads: int = 128) -> None:
+    """In a test kernel: `threads` threads copy a 2-D tile element by element, row-major (e.g.
+    global memory into a swizzled shared tile). Plain Python: its loop unrolls while tracing."""
+    import cute_torch as cute
+    rows, cols = cute.size(dst, mode=[0]), cute.size(dst, mode=[1])
+    for i in range(rows * cols // threads):
+        r, c = (tid + threads * i) // cols, (tid + threads * i) % cols
+        dst[r, c] = src[r, c]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import cute_torch as cute
-from conftest import run_under_sanitizer
+from conftest import copy_by_threads, run_under_sanitizer
 from cute_torch.dsl.diagnostics import DSLError
 
 warp = cute.nvgpu.warp
@@ -79,12 +79,8 @@ def _wgmma_gemm(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cu
     acc = thr.make_fragment_C(tCgC)
     tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
     for kt in range(cute.size(gA, mode=[2])):
-        for i in cute.range_constexpr(64 * WG_K // 128):
-            r, c = (tid + 128 * i) // WG_K, (tid + 128 * i) % WG_K
-            sA[r, c] = gA[r, c, kt]
-        for i in cute.range_constexpr(WG_N * WG_K // 128):
-            r, c = (tid + 128 * i) // WG_K, (tid + 128 * i) % WG_K
-            sB[r, c] = gB[r, c, kt]
+        copy_by_threads(gA[None, None, kt], sA, tid)
+        copy_by_threads(gB[None, None, kt], sB, tid)
         cute.arch.fence_proxy("async.shared", space="cta")   # thread stores -> wgmma's async reads
         cute.arch.sync_threads()
         warpgroup.fence()
@@ -123,12 +119,8 @@ def _wgmma_majors(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: 
     tid = cute.arch.thread_idx()[0]
     sA = cute.arch.alloc_smem(mA.element_type, _operand_smem(64, a_k), alignment=1024)
     sB = cute.arch.alloc_smem(mB.element_type, _operand_smem(MAJ_N, b_k), alignment=1024)
-    for i in cute.range_constexpr(64 * 64 // 128):
-        r, c = (tid + 128 * i) % 64, (tid + 128 * i) // 64
-        sA[r, c] = mA[r, c]
-    for i in cute.range_constexpr(MAJ_N * 64 // 128):
-        r, c = (tid + 128 * i) % MAJ_N, (tid + 128 * i) // MAJ_N
-        sB[r, c] = mB[r, c]
+    copy_by_threads(mA, sA, tid)
+    copy_by_threads(mB, sB, tid)
     cute.arch.fence_proxy("async.shared", space="cta")
     cute.arch.sync_threads()
     thr = tiled_mma.get_slice(tid)
@@ -222,9 +214,7 @@ def test_rs_a_fragment_follows_the_ptx_table():
 def _wgmma_rs(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.Constexpr):
     tid = cute.arch.thread_idx()[0]
     sB = cute.arch.alloc_smem(mB.element_type, _operand_smem(MAJ_N, True), alignment=1024)
-    for i in cute.range_constexpr(MAJ_N * 64 // 128):
-        r, c = (tid + 128 * i) // 64, (tid + 128 * i) % 64
-        sB[r, c] = mB[r, c]
+    copy_by_threads(mB, sB, tid)
     cute.arch.fence_proxy("async.shared", space="cta")
     cute.arch.sync_threads()
     thr = tiled_mma.get_slice(tid)

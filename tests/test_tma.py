@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import cute_torch as cute
-from conftest import check_bf16_gemm, run_under_sanitizer
+from conftest import check_bf16_gemm, copy_by_threads, run_under_sanitizer
 from cute_torch.dsl.diagnostics import DSLError
 
 needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
@@ -188,10 +188,8 @@ def _stmatrix_epilogue(mA: cute.Tensor, mB: cute.Tensor, store_atom, mC, tiled_m
     sA = cute.arch.alloc_smem(cute.BFloat16, _k_major(64), alignment=1024)
     sB = cute.arch.alloc_smem(cute.BFloat16, _k_major(EPI_N), alignment=1024)
     sC = cute.arch.alloc_smem(cute.BFloat16, _k_major(64), alignment=1024)     # 64 x 64, row-major swizzled
-    for i in cute.range_constexpr(64 * 64 // 128):
-        r, c = (tid + 128 * i) // 64, (tid + 128 * i) % 64
-        sA[r, c] = mA[r, c]
-        sB[r, c] = mB[r, c]
+    copy_by_threads(mA, sA, tid)
+    copy_by_threads(mB, sB, tid)
     cute.arch.fence_proxy("async.shared", space="cta")
     cute.arch.sync_threads()
     thr = tiled_mma.get_slice(tid)
