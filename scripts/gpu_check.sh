@@ -29,9 +29,12 @@ echo "build: ok in $(( $(date +%s) - start )) s"
 
 tests_rc=0
 if [[ $PART != bench ]]; then
-  "$PYTHON" -m pytest tests -q -rs -p no:cacheprovider 2>&1 | tee "$LOG/pytest.log" | tail -25
+  # The two tiers run apart (not twice) so the GPU tier's summary line stands on its own.
+  "$PYTHON" -m pytest tests -q -rs -m gpu -p no:cacheprovider 2>&1 | tee "$LOG/pytest_gpu.log" | tail -25
   tests_rc=${PIPESTATUS[0]}
-  "$PYTHON" -m pytest tests -q -m gpu -p no:cacheprovider 2>&1 | tail -1 | sed 's/^/gpu tier: /'
+  "$PYTHON" -m pytest tests -q -m "not gpu" -p no:cacheprovider >"$LOG/pytest_cpu.log" 2>&1 || tests_rc=1
+  echo "gpu tier: $(tail -1 "$LOG/pytest_gpu.log")"
+  echo "other tiers: $(tail -1 "$LOG/pytest_cpu.log")"
 fi
 [[ $PART == tests ]] && exit $tests_rc
 

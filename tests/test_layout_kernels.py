@@ -74,3 +74,44 @@ def test_tensor_ssa_arithmetic_registers_and_reductions():
     x64 = x.double()
     torch.testing.assert_close(y.double(), torch.exp(x64) * 0.5 - x64, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(sums.double(), x64.sum(1) + x64.max(1).values.clamp(min=0), rtol=1e-5, atol=1e-5)
+
+
+# -- coordinate tensors partitioned by thread: every element learns its own (row, column) ------
+
+@cute.kernel
+def _thread_coordinates(rows: cute.Tensor, cols: cute.Tensor, tiled: cute.Constexpr):
+    """Writes each element's row and column where a thread's partition of a coordinate tensor
+    says it is: a wrong coordinate leaves a poisoned element or writes a wrong value."""
+    tid = cute.arch.thread_idx()[0]
+    bm, bn, _ = cute.arch.block_idx()
+    tile = cute.local_tile(cute.make_identity_tensor(rows.shape), (64, 64), (bm, bn))
+    part = tiled.get_slice(tid)
+    coords = part.partition_C(tile) if cute.const_expr(isinstance(tiled, cute.TiledMma)) else part.partition_S(tile)
+    for i in cute.range_constexpr(cute.size(coords)):
+        r, c = coords[i]
+        rows[r, c] = r
+        cols[r, c] = c
+
+
+@cute.jit
+def _thread_coordinates_host(rows: cute.Tensor, cols: cute.Tensor, by_mma: cute.Constexpr):
+    if cute.const_expr(by_mma):
+        tiled = cute.make_tiled_mma(cute.nvgpu.warp.MmaF16BF16Op(cute.BFloat16, cute.Float32, (16, 8, 16)), (2, 2, 1))
+    else:
+        atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cute.Int32)
+        tiled = cute.make_tiled_copy_tv(atom, cute.make_layout((16, 8), stride=(8, 1)),
+                                        cute.make_layout((4, 8), stride=(8, 1)))
+    grid = (cute.size(rows, mode=[0]) // 64, cute.size(rows, mode=[1]) // 64, 1)
+    _thread_coordinates(rows, cols, tiled).launch(grid=grid, block=(128, 1, 1))
+
+
+@pytest.mark.parametrize("by_mma", [True, False], ids=["mma", "tiled_copy"])
+def test_partitioned_coordinate_tensors_give_every_element_its_coordinates(by_mma):
+    # Columns past 2**16 too: a packed coordinate must not lose the column's high bits.
+    rows = torch.full((128, 66 * 1024), -1, dtype=torch.int32, device="cuda")
+    cols = rows.clone()
+    _thread_coordinates_host(rows, cols, by_mma)
+    torch.cuda.synchronize()
+    want_rows = torch.arange(rows.shape[0], dtype=torch.int32, device="cuda").view(-1, 1).expand_as(rows)
+    want_cols = torch.arange(rows.shape[1], dtype=torch.int32, device="cuda").view(1, -1).expand_as(rows)
+    assert torch.equal(rows, want_rows) and torch.equal(cols, want_cols)

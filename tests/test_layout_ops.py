@@ -194,6 +194,19 @@ def test_identity_tensors_tile_and_partition_like_data():
     assert mlir.count("arith.cmpi slt") >= 8 and "scf.if" in mlir
 
 
+@pytest.mark.parametrize("by_mma", [True, False], ids=["mma", "tiled_copy"])
+def test_packed_coordinates_are_computed_in_64_bits(by_mma):
+    """A coordinate tensor packs (row, column) as row + column * 2**31: a thread's partition
+    offset computed in 32 bits would drop the column (the GPU tier checks the values)."""
+    from test_layout_kernels import _thread_coordinates_host
+    args = [cute.from_dlpack(torch.zeros(128, 66 * 1024, dtype=torch.int32)).mark_layout_dynamic() for _ in range(2)]
+    mlir = cute.compile(_thread_coordinates_host, *args, by_mma).__mlir__
+    strides = [(line, re.search(r'!cute.layout<"[^:]*:([^"]*)">', line).group(1))
+               for line in mlir.splitlines() if "cute.crd2idx" in line]
+    wide = [line for line, s in strides if max(int(x) for x in re.findall(r"\d+", s)) >= 1 << 31]
+    assert wide and all(line.rstrip().endswith("-> i64") for line in wide), wide
+
+
 def test_an_identity_tensor_holds_no_memory():
     @cute.kernel
     def write(x: cute.Tensor):

@@ -59,7 +59,7 @@ class IdentityTensor(Tensor):
     def __getitem__(self, coord):
         if _has_hole(coord):
             return self._slice(coord)
-        return self._coordinate(add_offsets(self.offset, self._layout(coord)))
+        return self._coordinate(add_offsets(self.offset, self.offset_at(self._layout, coord)))
 
     def __setitem__(self, coord, value) -> None:
         raise DSLError(UNSUPPORTED_TYPE, "an identity tensor holds coordinates; it cannot be written", user_location())

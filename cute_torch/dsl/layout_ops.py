@@ -71,9 +71,13 @@ def crd2idx(coord: IntTuple, shape: IntTuple, stride: IntTuple):
     if not fits(coord, shape):
         raise DSLError(ARGUMENT_MISMATCH, f"coordinate {spell(coord)} does not fit the shape {spell(shape)}",
                        user_location(), "give one index per mode, or a single linear index")
+    if all(c is None for c in leaves(coord)):
+        return 0  # all holes: the origin, whatever the strides
     if _static_coord(coord) and is_static(shape) and is_static(stride):
         return _static_call("crd2idx", coord, (shape, stride))
     t = index_type(coord, shape, stride)
+    if any(isinstance(s, int) and not -(1 << 31) <= s < (1 << 31) for s in leaves(stride)):
+        t = Int64  # a packed coordinate tensor's strides: 32-bit math would drop its high fields
     operands = [_operand(c, t) for c in leaves(coord) if isinstance(c, Numeric)]
     layout = layout_value(shape, stride, t)
     names = ", ".join(c.ir.name for c in operands)

@@ -95,6 +95,11 @@ class Tensor:
         pointer alignment and layout (`?` for run-time leaves)."""
         return f"tensor<{self.memspace} {self.dtype.__name__} align {self.alignment} o {self.layout}>"
 
+    def offset_at(self, layout, coord):
+        """layout(coord) as an offset into this tensor: in 64 bits for a wide tensor (one of 2**31
+        elements or more, or a packed coordinate tensor), whose offsets overflow 32 bits."""
+        return layout(_widen(coord) if self.wide else coord)
+
     def with_layout(self, layout, offset=0, offset_divisibility: int = 0) -> "Tensor":
         """The same memory under another layout, `offset` more elements in. A ComposedLayout
         (what the algebra returns for a swizzled tensor) carries the whole offset itself."""
@@ -132,9 +137,7 @@ class Tensor:
         b = ir.require("device", "reading or writing tensor elements")
         if self.memspace == "gmem" and b.kind != "device":
             raise DSLError(WRONG_CONTEXT, "tensor elements can only be accessed in device code", user_location())
-        if self.wide:  # multiply in 64 bits, not just the final sum
-            coord = _widen(coord)
-        offset = self._offset_value(self._layout(coord))
+        offset = self._offset_value(self.offset_at(self._layout, coord))   # multiplied in 64 bits if wide
         ptr_t = self.ptr.type
         return b.op(f"llvm.getelementptr {self.ptr.name}[{offset.ir.name}] : ({ptr_t}, {offset.ir.type}) -> {ptr_t}, "
                     f"{storage_type(self.dtype)}", ptr_t)
@@ -164,9 +167,7 @@ class Tensor:
 
     def _slice(self, coord) -> "Tensor":
         """The sub-tensor of the modes where `coord` is None; the fixed part moves the offset."""
-        if self.wide:
-            coord = _widen(coord)
-        kept, offset = slice_and_offset(coord, self._layout)
+        kept, offset = slice_and_offset(_widen(coord) if self.wide else coord, self._layout)
         return self.with_layout(kept, offset, divisibility(coord, self._layout.shape, self._layout.stride))
 
     # -- TensorSSA: whole tensors to and from registers ------------------------------------------
@@ -285,7 +286,7 @@ def _has_hole(coord) -> bool:
 def domain_offset(coord, tensor: Tensor) -> Tensor:
     """The tensor whose origin is `coord` of `tensor`: the same layout, the offset moved by
     layout(coord) (CuTe's domain_offset)."""
-    offset = tensor._layout(coord)
+    offset = tensor.offset_at(tensor._layout, coord)
     return tensor.with_layout(tensor._layout, offset, divisibility(coord, tensor.shape, tensor.stride))
 
 

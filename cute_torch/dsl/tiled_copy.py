@@ -131,7 +131,7 @@ class ThrCopy:
         shapes = (tv.shape[1],) + (tuple(rest.shape) if is_tuple(rest.shape) else (rest.shape,))
         strides = (tv.stride[1],) + (tuple(rest.stride) if is_tuple(rest.stride) else (rest.stride,))
         thread = tv[0]
-        return tensor.with_layout(Layout(shapes, strides), thread(self.thr_idx),
+        return tensor.with_layout(Layout(shapes, strides), tensor.offset_at(thread, self.thr_idx),
                                   divisibility(self.thr_idx, thread.shape, thread.stride))
 
 
@@ -203,7 +203,7 @@ def _issue(atom: CopyAtom, src: Tensor, dst: Tensor, coord, flag) -> None:
 
 def _chunk(t: Tensor, coord, n: int) -> Tensor:
     """The n elements of mode 0 from coord on, as a tensor (n):(1)."""
-    first = t._layout(coord)
+    first = t.offset_at(t._layout, coord)
     return t.with_layout(Layout(n, 1), first, divisibility(coord, t.shape, t.stride))
 
 
