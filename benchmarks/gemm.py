@@ -43,6 +43,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--only", default="", help="run the kernels whose label contains this")
     args = parser.parse_args()
     capability = torch.cuda.get_device_capability()
     print(f"{torch.cuda.get_device_name()}, bf16 inputs, median of {args.repeats}")
@@ -55,7 +56,7 @@ def main() -> None:
         cublas = median_ms(lambda: torch.mm(a, b.t(), out=c_bf16), args.repeats)
         tflop = 2 * size ** 3 / 1e9
         for label, load, out_dtype, needs in KERNELS:
-            if capability < needs or (needs == (9, 0) and capability != (9, 0)):
+            if capability < needs or (needs == (9, 0) and capability != (9, 0)) or args.only not in label:
                 continue
             gemm = load()
             c = torch.empty(size, size, device="cuda", dtype=out_dtype)

@@ -43,7 +43,8 @@ from cute_torch.pointwise.expr import parse
 
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
 
-BM, BN, BK, STAGES = 128, 256, 64, 3
+BM, BN, BK, STAGES = 128, 256, 64, 4
+EPI_N = 64                       # C leaves in 128 x 64 boxes, through two shared buffers
 GROUP_M = 8                      # tile rows per rasterization group
 CONSUMERS = 256                  # two consumer warpgroups
 THREADS = 128 + CONSUMERS
@@ -121,7 +122,11 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma: Constexpr, s
     smem = cute.SmemAllocator()
     sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, STAGES, k_major[0]), 1024)
     sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, STAGES, k_major[1]), 1024)
-    sC = smem.allocate_tensor(out_type, _swizzled(BM, BN), 1024)
+    sC = smem.allocate_tensor(out_type, _swizzled(BM, EPI_N, 2), 1024)
+    # The whole 128 x 256 tile seen over the two buffers (box s of 64 columns in buffer s % 2), so
+    # that the accumulators' stmatrix partition addresses them directly.
+    sC_tile = cute.composition(sC, cute.make_layout((BM, (EPI_N, 2, BN // (2 * EPI_N))),
+                                                    stride=(1, (BM, BM * EPI_N, 0))))
     bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * STAGES), 8)
     pipe = pipeline.PipelineTmaAsync.create(
         num_stages=STAGES, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
@@ -134,6 +139,7 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma: Constexpr, s
     gA = cute.local_tile(mA, (BM, BK), modes)
     gB = cute.local_tile(mB, (BN, BK), modes)
     gC = cute.local_tile(mC, (BM, BN), modes)
+    gE = cute.local_tile(mC, (BM, EPI_N), modes)             # the epilogue's boxes
     tiles_m, tiles_n, k_tiles = cute.size(gA, mode=[2]), cute.size(gB, mode=[2]), cute.size(gA, mode=[3])
     batches = cute.size(gA, mode=[4]) if cute.const_expr(len(mA.shape) == 3) else 1
     tiles = tiles_m * tiles_n * batches
@@ -160,10 +166,10 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma: Constexpr, s
         thr = tiled_mma.get_slice(ctid)
         tCrA = thr.make_fragment_A(thr.partition_A(sA))
         tCrB = thr.make_fragment_B(thr.partition_B(sB))
-        acc = thr.make_fragment_C(thr.partition_C(sC))
+        acc = thr.make_fragment_C(thr.partition_C(sC_tile))
         piece = cute.make_fragment(cute.make_layout((8, 1, 1)), out_type)   # one stmatrix's values
         st = stsm.get_slice(ctid)
-        tSsC = st.partition_D(sC)
+        tSsC = st.partition_D(sC_tile)
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
         released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
         for tile_id in range(first, tiles, step):
@@ -185,25 +191,27 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma: Constexpr, s
             warpgroup.wait_group(0)
             pipe.consumer_release(released)               # the tile's last stage
             released.advance()
-            # The epilogue: fused math in registers, 16-bit values to the shared tile, TMA out.
-            if ctid == 0:
-                cute.arch.cp_async_bulk_wait_group(0, read=True)   # the previous tile's store has read sC
-            cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
-            # Inputs are read where this thread's accumulators sit, at coordinates clamped inside
-            # the input (a tail tile's elements past the edge are never stored).
+            # The epilogue: fused math in registers, 16-bit values to shared memory, TMA out. Inputs
+            # are read where this thread's accumulators sit, at coordinates clamped inside the
+            # input (a tail tile's elements past the edge are never stored).
             coords = thr.partition_C(_tile(gC, m, n, l)) if cute.const_expr(bool(inputs)) else None
             readers = [_clamped_reader(x, coords) for x in inputs]
-            # 16 columns at a time (one stmatrix): the accumulators already stored are dead, so the
-            # epilogue's inputs and math fit in the registers the main loop used.
-            for j in cute.range_constexpr(BN // 16):
-                for e in cute.range_constexpr(8):
-                    piece[e] = _epilogue_value(epilogue, acc, 8 * j + e, readers, input_dtypes, out_type)
-                cute.copy(stsm, piece, tSsC[(None, j), None, None])
-            cute.arch.fence_proxy("async.shared", space="cta")    # stmatrix writes -> the TMA store
-            cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
-            if ctid == 0:
-                cute.copy(tma_c, sC, _tile(gC, m, n, l))
-                cute.arch.cp_async_bulk_commit_group()
+            for s in cute.range_constexpr(BN // EPI_N):
+                # Buffer s % 2 is free once the store issued from it two boxes ago has read it.
+                if ctid == 0:
+                    cute.arch.cp_async_bulk_wait_group(1, read=True)
+                cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
+                # 16 columns at a time (one stmatrix): the accumulators already stored are dead,
+                # so the epilogue's inputs and math fit in the registers the main loop used.
+                for j in cute.range_constexpr(s * EPI_N // 16, (s + 1) * EPI_N // 16):
+                    for e in cute.range_constexpr(8):
+                        piece[e] = _epilogue_value(epilogue, acc, 8 * j + e, readers, input_dtypes, out_type)
+                    cute.copy(stsm, piece, tSsC[(None, j), None, None])
+                cute.arch.fence_proxy("async.shared", space="cta")    # stmatrix writes -> the TMA store
+                cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
+                if ctid == 0:
+                    cute.copy(tma_c, sC[None, None, s % 2], _tile(gE, m, n * (BN // EPI_N) + s, l))
+                    cute.arch.cp_async_bulk_commit_group()
         if ctid == 0:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
 
@@ -219,7 +227,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, sms: cute.Int32, 
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     tma_a, mA = cpasync.make_tiled_tma_atom(load, a, _swizzled(BM, BK, None, k_major[0]), (BM, BK))
     tma_b, mB = cpasync.make_tiled_tma_atom(load, b, _swizzled(BN, BK, None, k_major[1]), (BN, BK))
-    tma_c, mC = cpasync.make_tiled_tma_atom(store, c, _swizzled(BM, BN), (BM, BN))
+    tma_c, mC = cpasync.make_tiled_tma_atom(store, c, _swizzled(BM, EPI_N), (BM, EPI_N))
     op = warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, BN, 16), a_major_mode=major[k_major[0]],
                                 b_major_mode=major[k_major[1]])
     tiled_mma = cute.make_tiled_mma(op, (2, 1, 1))
