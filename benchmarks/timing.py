@@ -23,3 +23,26 @@ def median_ms(fn, repeats: int, calls: int = 1) -> float:
         end.synchronize()
         samples.append(start.elapsed_time(end) / calls)
     return statistics.median(samples)
+
+
+def kernel_ms(fn, repeats: int) -> float:
+    """Median over `repeats` calls of the device time of the kernels one call launches (CUPTI,
+    through torch.profiler): the GPU's time alone, no host time in it, for comparing kernels
+    whose host paths differ (a Python launch path against a C++ one)."""
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
+        for _ in range(repeats):
+            fn()
+        torch.cuda.synchronize()
+    kernels = sorted((e for e in prof.profiler.kineto_results.events()
+                      if e.device_type() == torch.autograd.DeviceType.CUDA
+                      and not e.name().startswith(("Memcpy", "Memset"))),
+                     key=lambda e: e.start_ns())
+    if not kernels or len(kernels) % repeats:
+        raise RuntimeError(f"kernel_ms: {len(kernels)} kernels for {repeats} calls; each call must launch the same kernels")
+    per_call = len(kernels) // repeats
+    return statistics.median(sum(e.duration_ns() for e in kernels[i:i + per_call]) / 1e6
+                             for i in range(0, len(kernels), per_call))

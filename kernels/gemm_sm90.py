@@ -14,18 +14,20 @@ accumulator to a value (DSL code, applied in registers before the conversion to 
 
 One CTA per SM (384 threads) walks output tiles of 128 x 256:
   * warpgroup 0, the producer, keeps 40 registers; its first thread runs through every tile's
-    k-tiles, acquiring a free stage of a 3-stage ring and issuing the TMA loads of A (128 x 64)
+    k-tiles, acquiring a free stage of a 4-stage ring and issuing the TMA loads of A (128 x 64)
     and B (256 x 64) into it (128-byte swizzled, as wgmma reads them);
   * warpgroups 1 and 2, the consumers, ask for 232 registers (ptxas still budgets 168 for every
     thread of a 384-thread block) and own 64 rows of the tile each: per k-tile, wait for the
     stage, issue 4 wgmma 64x256x16, and once those are issued release the previous k-tile's stage
-    (wait_group(1)); at the end of a tile, apply the epilogue 16 columns at a time (an expression's
-    inputs and math reuse the registers of the accumulators already stored), convert, write each
-    group to a 128 x 256 shared tile with stmatrix, and one thread sends the tile out with TMA
-    stores (4 boxes of 128 x 64) while the next tile's k-loop starts.
+    (wait_group(1)); the consumers hold two stages, so 4 stages leave the producer two of lead;
+  * at the end of a tile, the epilogue goes 64 columns at a time through two 128 x 64 shared
+    buffers: 16 columns per stmatrix (an expression's inputs and math reuse the registers of the
+    accumulators already stored), then one thread sends the box out with a TMA store, and the
+    next box fills the other buffer while that store reads; the next tile's k-loop starts while
+    the last stores drain;
   * tiles are visited batch by batch, in groups of GROUP_M tile rows (grouped rasterization) so
     that CTAs running at the same time share A and B tiles in L2.
-Shared memory: 3 x 48 KB of operands + 64 KB of output tile + barriers = 208 KB.
+Shared memory: 4 x 48 KB of operands + 2 x 16 KB of output buffers + barriers = 224 KB.
 """
 
 from __future__ import annotations

@@ -23,4 +23,6 @@ TEST(PtxasReport, ParsesResourcesPerKernel) {
   EXPECT_EQ(kernels["vadd"].staticSmem, 1024);
   EXPECT_EQ(kernels["other"].registers, 32);
   EXPECT_EQ(kernels["other"].staticSmem, 0);
+  EXPECT_EQ(totalSpillStores(report), 4);
+  EXPECT_EQ(totalSpillStores("ptxas info    : Used 32 registers\n"), 0);
 }

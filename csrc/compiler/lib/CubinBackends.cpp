@@ -9,6 +9,7 @@
 
 #include "DeviceCodegen.h"
 #include "Failure.h"
+#include "PtxUtils.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -250,7 +251,21 @@ std::string assembleCubin(const std::string &ptx, const CodegenOptions &options,
   if (backend != "ptxas") {
     if (const NvJitLink *api = NvJitLink::load(options)) {
       backendUsed = "nvjitlink";
-      return assembleWithNvJitLink(*api, ptx, options, report);
+      std::string cubin = assembleWithNvJitLink(*api, ptx, options, report);
+      // nvJitLink assembles relocatable code, which can cost a large kernel registers that
+      // ptxas's whole-program mode keeps: when its cubin spills, `auto` takes ptxas's if that
+      // spills less (a few ms more, only for kernels that spill).
+      int spilled = totalSpillStores(report);
+      if (backend == "auto" && spilled > 0 && llvm::sys::fs::can_execute(ptxasPath(options))) {
+        std::string ptxasReport;
+        std::string whole = assembleWithPtxas(ptx, options, ptxasReport);
+        if (totalSpillStores(ptxasReport) < spilled) {
+          backendUsed = "ptxas";
+          report = ptxasReport;
+          return whole;
+        }
+      }
+      return cubin;
     }
     if (backend == "nvjitlink")
       throw CompileFailure{"toolkit",

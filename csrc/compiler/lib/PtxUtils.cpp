@@ -43,4 +43,11 @@ std::map<std::string, KernelResources> parsePtxasReport(const std::string &repor
   return kernels;
 }
 
+int totalSpillStores(const std::string &report) {
+  int total = 0;
+  for (const auto &[name, info] : parsePtxasReport(report))
+    total += info.spillStores;
+  return total;
+}
+
 } // namespace cute_torch

@@ -23,6 +23,9 @@ struct KernelResources {
 /// Parses the "Compiling entry function 'k'" / "Used N registers" / "spill stores" lines.
 std::map<std::string, KernelResources> parsePtxasReport(const std::string &report);
 
+/// The bytes of spill stores over every kernel of a ptxas (or nvJitLink) -v report.
+int totalSpillStores(const std::string &report);
+
 } // namespace cute_torch
 
 #endif // CUTE_TORCH_PTXUTILS_H
