@@ -45,8 +45,11 @@ from cute_torch.pointwise.expr import parse
 
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
 
-BM, BN, BK, STAGES = 128, 256, 64, 4
+BM, BN, BK = 128, 256, 64
 EPI_N = 64                       # C leaves in 128 x 64 boxes, through two shared buffers
+MAX_STAGES = 4                   # the consumers hold two stages: 4 give the producer two of lead
+SMEM_BYTES = 227 * 1024          # what one CTA may allocate on sm_90
+MAX_OUTPUTS = 4
 GROUP_M = 8                      # tile rows per rasterization group
 CONSUMERS = 256                  # two consumer warpgroups
 THREADS = 128 + CONSUMERS
@@ -93,17 +96,28 @@ def _expression(expr: str, dtypes: tuple):
     return parse(renamed, len(names)), node_types(renamed, names, (False,) * len(names))
 
 
-def _epilogue_value(epilogue, acc, i: int, inputs, input_dtypes: tuple, out_type):
-    """Accumulator i after the epilogue, in C's type: a DSL function of one accumulator, or an
-    expression string over `acc` and the inputs (`inputs` holds, per input, a function giving
-    its element for accumulator i)."""
-    if epilogue is None:
-        return acc[i].to(out_type)
-    if not isinstance(epilogue, str):
-        return epilogue(acc[i]).to(out_type)
-    tree, types = _expression(epilogue, input_dtypes)
-    env = [x(i).to(compute_type(getattr(torch, d))) for x, d in zip(inputs, input_dtypes)]
-    return emit(tree, env + [acc[i]], types).to(out_type)
+def _stages(outputs: int) -> int:
+    """Operand stages that fit beside the outputs' buffers (2 x 128 x 64 x 16 bits each)."""
+    epilogue = outputs * 2 * BM * EPI_N * 2
+    return min(MAX_STAGES, (SMEM_BYTES - epilogue - 1024) // ((BM + BN) * BK * 2))
+
+
+def _epilogue_values(epilogues: tuple, acc, i: int, inputs, input_dtypes: tuple, out_types: tuple) -> list:
+    """Accumulator i after each output's epilogue, in that output's type. An epilogue is None,
+    a DSL function of one accumulator, or an expression string over `acc` and the inputs
+    (`inputs` holds, per input, a function giving its element for accumulator i); the inputs
+    are read once for all outputs."""
+    env = [x(i).to(compute_type(getattr(torch, d))) for x, d in zip(inputs, input_dtypes)] + [acc[i]]
+    values = []
+    for epilogue, out_type in zip(epilogues, out_types):
+        if epilogue is None:
+            values.append(acc[i].to(out_type))
+        elif not isinstance(epilogue, str):
+            values.append(epilogue(acc[i]).to(out_type))
+        else:
+            tree, types = _expression(epilogue, input_dtypes)
+            values.append(emit(tree, env, types).to(out_type))
+    return values
 
 
 def _clamped_reader(x, coords):
@@ -118,20 +132,21 @@ def _tile(tiles, i, j, l):
 
 
 @cute.kernel
-def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma: Constexpr, stsm: Constexpr,
-                epilogue: Constexpr, input_dtypes: Constexpr, out_type: Constexpr, k_major: Constexpr):
+def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, stsms: Constexpr,
+                epilogues: Constexpr, input_dtypes: Constexpr, out_types: Constexpr, k_major: Constexpr,
+                stages: Constexpr):
     tid = cute.arch.thread_idx()[0]
     smem = cute.SmemAllocator()
-    sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, STAGES, k_major[0]), 1024)
-    sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, STAGES, k_major[1]), 1024)
-    sC = smem.allocate_tensor(out_type, _swizzled(BM, EPI_N, 2), 1024)
-    # The whole 128 x 256 tile seen over the two buffers (box s of 64 columns in buffer s % 2), so
-    # that the accumulators' stmatrix partition addresses them directly.
-    sC_tile = cute.composition(sC, cute.make_layout((BM, (EPI_N, 2, BN // (2 * EPI_N))),
-                                                    stride=(1, (BM, BM * EPI_N, 0))))
-    bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * STAGES), 8)
+    sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, stages, k_major[0]), 1024)
+    sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, stages, k_major[1]), 1024)
+    sCs = [smem.allocate_tensor(t, _swizzled(BM, EPI_N, 2), 1024) for t in out_types]   # per output
+    # Each output's whole 128 x 256 tile seen over its two buffers (box s of 64 columns in buffer
+    # s % 2), so that the accumulators' stmatrix partition addresses them directly.
+    over_buffers = cute.make_layout((BM, (EPI_N, 2, BN // (2 * EPI_N))), stride=(1, (BM, BM * EPI_N, 0)))
+    sC_tiles = [cute.composition(sC, over_buffers) for sC in sCs]
+    bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * stages), 8)
     pipe = pipeline.PipelineTmaAsync.create(
-        num_stages=STAGES, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
+        num_stages=stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
         consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS),
         tx_count=tma_a.size_in_bytes + tma_b.size_in_bytes, barrier_storage=bars.iterator)
 
@@ -153,7 +168,7 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma: Constexpr, s
         if tid == 0:
             cpasync.prefetch_descriptor(tma_a)
             cpasync.prefetch_descriptor(tma_b)
-            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, STAGES)
+            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, stages)
             for tile_id in range(first, tiles, step):
                 m, n, l = _tile_of(tile_id, tiles_m, tiles_n)
                 for kt in range(k_tiles):
@@ -168,12 +183,11 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma: Constexpr, s
         thr = tiled_mma.get_slice(ctid)
         tCrA = thr.make_fragment_A(thr.partition_A(sA))
         tCrB = thr.make_fragment_B(thr.partition_B(sB))
-        acc = thr.make_fragment_C(thr.partition_C(sC_tile))
-        piece = cute.make_fragment(cute.make_layout((8, 1, 1)), out_type)   # one stmatrix's values
-        st = stsm.get_slice(ctid)
-        tSsC = st.partition_D(sC_tile)
-        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
-        released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, STAGES)
+        acc = thr.make_fragment_C(thr.partition_C(sC_tiles[0]))
+        pieces = [cute.make_fragment(cute.make_layout((8, 1, 1)), t) for t in out_types]   # one stmatrix each
+        tSsCs = [stsm.get_slice(ctid).partition_D(sC_tile) for stsm, sC_tile in zip(stsms, sC_tiles)]
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
+        released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         for tile_id in range(first, tiles, step):
             m, n, l = _tile_of(tile_id, tiles_m, tiles_n)
             for kt in range(k_tiles):
@@ -207,39 +221,47 @@ def gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma: Constexpr, s
                 # so the epilogue's inputs and math fit in the registers the main loop used.
                 for j in cute.range_constexpr(s * EPI_N // 16, (s + 1) * EPI_N // 16):
                     for e in cute.range_constexpr(8):
-                        piece[e] = _epilogue_value(epilogue, acc, 8 * j + e, readers, input_dtypes, out_type)
-                    cute.copy(stsm, piece, tSsC[(None, j), None, None])
-                cute.arch.fence_proxy("async.shared", space="cta")    # stmatrix writes -> the TMA store
+                        values = _epilogue_values(epilogues, acc, 8 * j + e, readers, input_dtypes, out_types)
+                        for piece, value in zip(pieces, values):
+                            piece[e] = value
+                    for stsm, piece, tSsC in zip(stsms, pieces, tSsCs):
+                        cute.copy(stsm, piece, tSsC[(None, j), None, None])
+                cute.arch.fence_proxy("async.shared", space="cta")    # stmatrix writes -> the TMA stores
                 cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
                 if ctid == 0:
-                    cute.copy(tma_c, sC[None, None, s % 2], _tile(gE, m, n * (BN // EPI_N) + s, l))
+                    for tma_c, sC in zip(tma_cs, sCs):
+                        cute.copy(tma_c, sC[None, None, s % 2], _tile(gE, m, n * (BN // EPI_N) + s, l))
                     cute.arch.cp_async_bulk_commit_group()
         if ctid == 0:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
 @cute.jit
-def _gemm_host(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, sms: cute.Int32, epilogue: Constexpr,
-               input_dtypes: Constexpr, *inputs):
-    """a (M, K[, L]), b (N, K[, L]) (views: M/N or K may be the contiguous mode), c (M, N[, L])
-    with N contiguous."""
-    ab, out_type = a.element_type, c.element_type
+def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, epilogues: Constexpr, input_dtypes: Constexpr,
+               *tensors):
+    """a (M, K[, L]), b (N, K[, L]) (views: M/N or K may be the contiguous mode); `tensors` are
+    one output per epilogue, (M, N[, L]) with N contiguous, then the epilogues' inputs."""
+    outs, inputs = tensors[:len(epilogues)], tensors[len(epilogues):]
+    ab, c = a.element_type, outs[0]
     k_major = (_k_major(a), _k_major(b))
     major = {True: warpgroup.OperandMajorMode.K, False: warpgroup.OperandMajorMode.MN}
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     tma_a, mA = cpasync.make_tiled_tma_atom(load, a, _swizzled(BM, BK, None, k_major[0]), (BM, BK))
     tma_b, mB = cpasync.make_tiled_tma_atom(load, b, _swizzled(BN, BK, None, k_major[1]), (BN, BK))
-    tma_c, mC = cpasync.make_tiled_tma_atom(store, c, _swizzled(BM, EPI_N), (BM, EPI_N))
+    stores = [cpasync.make_tiled_tma_atom(store, out, _swizzled(BM, EPI_N), (BM, EPI_N)) for out in outs]
+    tma_cs, mC = tuple(atom for atom, _ in stores), stores[0][1]   # one coordinate tensor serves all
     op = warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, BN, 16), a_major_mode=major[k_major[0]],
                                 b_major_mode=major[k_major[1]])
     tiled_mma = cute.make_tiled_mma(op, (2, 1, 1))
-    stsm = cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), out_type), tiled_mma)
+    out_types = tuple(out.element_type for out in outs)
+    stsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), t), tiled_mma)
+                  for t in out_types)
     tiles = cute.ceil_div(cute.size(c, mode=[0]), BM) * cute.ceil_div(cute.size(c, mode=[1]), BN)
     if cute.const_expr(len(c.shape) == 3):
         tiles = tiles * cute.size(c, mode=[2])
     grid = cute.math.min(tiles, sms)
-    gemm_kernel(tma_a, tma_b, tma_c, mA, mB, mC, inputs, tiled_mma, stsm, epilogue, input_dtypes, out_type,
-                k_major).launch(
+    gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma, stsms, epilogues, input_dtypes, out_types,
+                k_major, _stages(len(outs))).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
 
 
@@ -259,32 +281,42 @@ def _check_tma_addressable(name: str, t: torch.Tensor) -> None:
                          f"({16 // size} elements); pad the leading dimension")
 
 
-def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, epilogue=None, inputs=()) -> torch.Tensor:
-    """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm (see host_arguments)."""
+def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()):
+    """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm (see host_arguments);
+    with a tuple of outputs and one epilogue per output, every output from the same GEMM."""
+    outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
     if a.dim() == 3 and b.dim() == 2 and not inputs:   # one weight for all: a single GEMM over the rows
         try:
-            rows_a, rows_c = a.view(-1, a.shape[-1]), c.view(-1, c.shape[-1])
-        except RuntimeError:              # a or c is not viewable as rows: broadcast b over the batch
+            rows_a, rows = a.view(-1, a.shape[-1]), tuple(out.view(-1, out.shape[-1]) for out in outs)
+        except RuntimeError:              # a or an output is not viewable as rows: broadcast b
             rows_a = None
         if rows_a is not None:
-            gemm(rows_a, b, rows_c, epilogue)
+            gemm(rows_a, b, rows if isinstance(c, (tuple, list)) else rows[0], epilogue)
             return c
     _gemm_host(*host_arguments(a, b, c, epilogue, inputs))
     return c
 
 
-def host_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, epilogue=None, inputs=()) -> tuple:
+def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()) -> tuple:
     """The arguments of _gemm_host for c = epilogue(a @ b): a (M, K) or (L, M, K), b (K, N) or
     (L, K, N), c (M, N) or (L, M, N) with N contiguous. a and b may each be row- or
     column-major, with any batch strides (no copies: an operand's shared layout and the wgmma's
     major mode follow its contiguous mode).
 
-    `epilogue` is a DSL function of one fp32 accumulator, or an expression in the pointwise
-    language over `acc` and x0..xN, the tensors of `inputs` broadcast to c's shape (a bias
-    `acc + x0` with x0 of shape (N,), a residual of shape (M, N), ...)."""
-    if inputs and not isinstance(epilogue, str):
+    `epilogue` is None, a DSL function of one fp32 accumulator, or an expression in the
+    pointwise language over `acc` and x0..xN, the tensors of `inputs` broadcast to c's shape (a
+    bias `acc + x0` with x0 of shape (N,), a residual of shape (M, N), ...). `c` may be a tuple
+    of up to MAX_OUTPUTS outputs with `epilogue` a tuple of as many epilogues, all computed from
+    the same accumulators (e.g. the pre-activation and the activation for autograd)."""
+    outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
+    epilogues = tuple(epilogue) if isinstance(epilogue, (tuple, list)) else (epilogue,)
+    if len(epilogues) != len(outs) or not 1 <= len(outs) <= MAX_OUTPUTS:
+        raise ValueError(f"gemm: {len(outs)} outputs and {len(epilogues)} epilogues; give one epilogue per "
+                         f"output, 1 to {MAX_OUTPUTS} of them")
+    if inputs and not any(isinstance(e, str) for e in epilogues):
         raise ValueError("gemm: inputs= go with an expression epilogue over acc and x0..xN")
-    for name, t in (("a", a), ("b", b), ("c", c)):
+    _check_shapes(a, b, outs, inputs)
+    for name, t in (("a", a), ("b", b)) + tuple((f"output {i}", out) for i, out in enumerate(outs)):
         _check_tma_addressable(name, t)
     batched = a.dim() == 3 or b.dim() == 3
     if batched:
@@ -292,14 +324,44 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, epilogue=N
         if max(a.shape[-2], a.shape[-1], b.shape[-1]) >= limit:
             raise ValueError(f"batched gemm: M, N and K must be below {limit}, got a {tuple(a.shape)}, b "
                              f"{tuple(b.shape)}")
+    shape = outs[0].shape
 
     def mkl(t):  # (L, rows, cols) -> a (rows, cols, L) view; (rows, cols) stays
         if not batched:
             return t
-        return (t if t.dim() == 3 else t.unsqueeze(0).expand(c.shape[0], *t.shape)).permute(1, 2, 0)
-    views = (mkl(a), mkl(b.transpose(-1, -2)), mkl(c))
-    extra = [mkl(x.expand(c.shape)) for x in inputs]
+        return (t if t.dim() == 3 else t.unsqueeze(0).expand(shape[0], *t.shape)).permute(1, 2, 0)
+    views = (mkl(a), mkl(b.transpose(-1, -2)))
+    tensors = [mkl(out) for out in outs] + [mkl(x.expand(shape)) for x in inputs]
     dtypes = tuple(str(x.dtype).removeprefix("torch.") for x in inputs)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
-    return (*(cute.from_dlpack(x).mark_layout_dynamic() for x in views), sms, epilogue, dtypes,
-            *(cute.from_dlpack(x).mark_layout_dynamic() for x in extra))
+    dynamic = [cute.from_dlpack(x).mark_layout_dynamic() for x in views + tuple(tensors)]
+    return (*dynamic[:2], sms, epilogues, dtypes, *dynamic[2:])
+
+
+def _check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs) -> None:
+    """Errors naming the operand for shapes that do not make a GEMM."""
+    if a.dim() not in (2, 3) or b.dim() not in (2, 3):
+        raise ValueError(f"gemm: a and b are (M, K) / (L, M, K) and (K, N) / (L, K, N), got a {tuple(a.shape)} "
+                         f"and b {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"gemm: a {tuple(a.shape)} and b {tuple(b.shape)} disagree on K ({a.shape[-1]} vs "
+                         f"{b.shape[-2]})")
+    batch = [t.shape[0] for t in (a, b) if t.dim() == 3]
+    if len(set(batch)) > 1:
+        raise ValueError(f"gemm: a {tuple(a.shape)} and b {tuple(b.shape)} have different batch sizes")
+    want = (*batch[:1], a.shape[-2], b.shape[-1])
+    for i, out in enumerate(outs):
+        if tuple(out.shape) != want:
+            raise ValueError(f"gemm: output {i} is {tuple(out.shape)}; a {tuple(a.shape)} @ b {tuple(b.shape)} "
+                             f"is {want}")
+        if out.stride(-1) != 1 and out.shape[-1] > 1:
+            raise ValueError(f"gemm: output {i} (strides {out.stride()}) must have N contiguous")
+    for t in (a, b, *outs, *inputs):
+        if t.device != a.device:
+            raise ValueError(f"gemm: every tensor must be on {a.device}, got one on {t.device}")
+    for i, x in enumerate(inputs):
+        try:
+            x.expand(want)
+        except RuntimeError:
+            raise ValueError(f"gemm: input x{i} of shape {tuple(x.shape)} does not broadcast to the output's "
+                             f"{want}") from None

@@ -28,9 +28,9 @@ def _operands(m, n, k, dtype, a_row_major=True, b_row_major=True, device="cpu", 
 
 
 def _compile(epilogue=None, dtype=torch.bfloat16, a_row_major=True, b_row_major=True):
-    a, b = _operands(300, 520, 448, dtype, a_row_major, b_row_major)
-    args = [cute.from_dlpack(x).mark_layout_dynamic() for x in (a, b.t(), torch.empty(300, 520).to(dtype))]
-    return cute.compile(_gemm_host, *args, 132, epilogue, (), options={"arch": "sm_90a"})
+    a, b = _operands(304, 520, 448, dtype, a_row_major, b_row_major)    # TMA: rows of 16-byte multiples
+    args = host_arguments(a, b, torch.empty(304, 520).to(dtype), epilogue)
+    return cute.compile(_gemm_host, *args, options={"arch": "sm_90a"})
 
 
 @pytest.mark.parametrize("a_row_major,b_row_major", [(True, True), (True, False), (False, True), (False, False)])
@@ -50,9 +50,8 @@ def test_the_kernel_is_warp_specialized_with_tma_in_and_out(recwarn, a_row_major
 
 def test_a_batched_gemm_uses_three_dimensional_boxes():
     a, b = torch.randn(3, 200, 320).bfloat16(), torch.randn(3, 264, 320).bfloat16()   # b as (L, N, K)
-    views = [t.permute(1, 2, 0) for t in (a, b, torch.empty(3, 200, 264).bfloat16())]
-    args = [cute.from_dlpack(x).mark_layout_dynamic() for x in views]
-    ptx = cute.compile(_gemm_host, *args, 132, None, (), options={"arch": "sm_90a"}).__ptx__
+    args = host_arguments(a, b.transpose(1, 2), torch.empty(3, 200, 264).bfloat16())
+    ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
     assert ptx.count("cp.async.bulk.tensor.3d.shared::cluster.global") == 2
     assert ptx.count("cp.async.bulk.tensor.3d.global.shared::cta") == 4
 
@@ -153,6 +152,45 @@ def test_the_grouped_order_visits_every_tile_once(tiles_m, tiles_n, batches):
     assert sorted(seen) == [(m, n, l) for m in range(tiles_m) for n in range(tiles_n) for l in range(batches)]
     for t, (m, _, _) in enumerate(seen[: tiles_m * tiles_n]):
         assert m // GROUP_M == t // (GROUP_M * tiles_n)      # a group's tiles come together
+
+
+def test_several_outputs_come_from_one_gemm_with_the_stages_that_fit():
+    from cute_torch.kernels.gemm_sm90 import _stages
+    a, b = _operands(300, 520, 448, torch.bfloat16)
+    outs = (torch.empty(300, 520).bfloat16(), torch.empty(300, 520).half())
+    args = host_arguments(a, b, outs, ("acc + x0", "gelu_tanh(acc + x0)"), (torch.randn(520),))
+    ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 32       # 16 per output
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 8      # 4 boxes per output
+    assert ptx.count("ld.global.f32") == 128                                 # the bias read once for both
+    assert (_stages(1), _stages(2), _stages(4)) == (4, 3, 2)                 # 227 KB of shared memory
+
+
+def test_shapes_that_make_no_gemm_are_errors_naming_the_operand():
+    a, b, c = torch.randn(64, 128).bfloat16(), torch.randn(128, 96).bfloat16(), torch.empty(64, 96).bfloat16()
+    cases = [((a, torch.randn(120, 96).bfloat16(), c), "disagree on K"),
+             ((a, b, torch.empty(64, 64).bfloat16()), r"output 0 is \(64, 64\)"),
+             ((a, b, (c, c), "acc"), "2 outputs and 1 epilogues"),
+             ((a, b, c, "acc + x0", (torch.randn(64),)), r"x0 of shape \(64,\) does not broadcast"),
+             ((a, b, c.t().contiguous().t()), "must have N contiguous"),
+             ((torch.randn(2, 64, 128).bfloat16(), torch.randn(3, 128, 96).bfloat16(), c), "different batch sizes")]
+    for args, message in cases:
+        with pytest.raises(ValueError, match=message):
+            host_arguments(*args)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_the_pre_activation_and_the_activation_from_one_gemm_match_torch():
+    a, b = _operands(300, 520, 448, torch.bfloat16, device="cuda", seed=12)
+    bias = torch.randn(520, generator=torch.Generator().manual_seed(13)).cuda()
+    pre, act = (torch.full((300, 520), float("nan"), dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    gemm(a, b, (pre, act), ("acc + x0", "gelu_tanh(acc + x0)"), (bias,))
+    torch.cuda.synchronize()
+    want = a.double() @ b.double() + bias.double()
+    torch.testing.assert_close(pre.cpu().double(), want.to(torch.bfloat16).cpu().double(), rtol=2e-2, atol=2e-2)
+    want_act = torch.nn.functional.gelu(want, approximate="tanh")
+    torch.testing.assert_close(act.cpu().double(), want_act.to(torch.bfloat16).cpu().double(), rtol=2e-2, atol=2e-2)
 
 
 def test_operands_tma_cannot_address_are_errors_before_any_launch():
