@@ -2,16 +2,21 @@
 tensor-core example GEMMs (examples/gemm_sm80.py, gemm_sm90.py, gemm_sm90_ws.py) against cuBLAS,
 in the same run.
 
-    python benchmarks/gemm.py [--sizes 4096 8192 --repeats 50]
+    python benchmarks/gemm.py [--sections square llm fp16 fused] [--sizes 2048 4096 8192]
+                              [--only LABEL] [--repeats 50] [--plot gemm.png]
 
-C = A @ B^T with bf16 A (M, K) and B (N, K) (F.linear's layout), fp32 accumulation; FLOPs =
+C = A @ B^T with A (M, K) and B (N, K) (F.linear's layout, "TN"), fp32 accumulation; FLOPs =
 2 M N K. "GPU ms" is the median over `repeats` calls of the kernels' device time (CUPTI through
-torch.profiler; benchmarks/timing.py), and TFLOP/s and the ratio come from it; "call ms" is the
+torch.profiler; benchmarks/timing.py), and TFLOP/s and every ratio come from it; "call ms" is the
 median CUDA-event time of one call from Python, host path included (ours is the @cute.jit host
-function today; the C++ op of issue 17 replaces it). cuBLAS is torch.mm into a preallocated bf16
-output, its GPU time measured the same way once per size; the Hopper kernels write bf16 too, the
-Ampere example writes fp32 (twice the output bytes), and every ratio is against that bf16 cuBLAS
-time. "first s" is our kernel's trace + compile + first launch.
+function today; the C++ op of issue 17 replaces it). cuBLAS is torch.mm into a preallocated
+output, measured the same way in the same run. "first s" is our kernel's trace + compile + first
+launch. Every output of ours is checked against cuBLAS's in the same run ("max err": the largest
+|ours - cuBLAS| over the largest |cuBLAS|); a wrong result is printed as WRONG.
+
+Sections: `square` (every kernel, bf16), `llm` (M = 8192 tokens and the (N, K) of LLM layers,
+TN and NN, library only), `fp16` (the library in fp16), `fused` (linear + bias + GELU(tanh) and
+linear + bias + residual: ours fused against our plain GEMM, eager and Inductor).
 """
 
 import argparse
@@ -23,6 +28,10 @@ import torch
 from timing import kernel_ms, median_ms
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+LLM_SHAPES = [(4096, 4096), (12288, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336),
+              (128256, 4096)]
+HEADER = (f"{'kernel':40} {'M':>6} {'N':>6} {'K':>6} {'first s':>8} {'call ms':>8} {'GPU ms':>8} {'TFLOP/s':>8} "
+          f"{'cuBLAS ms':>9} {'cuBLAS TF/s':>11} {'ratio':>6} {'max err':>8}")
 
 
 def _library():
@@ -35,41 +44,167 @@ def _example(name):
     return lambda: runpy.run_path(str(EXAMPLES / f"{name}.py"))["gemm"]
 
 
-KERNELS = [("kernels/gemm_sm90 (persistent WS)", _library, torch.bfloat16, (9, 0)),
-           ("example gemm_sm90 (TMA + wgmma)", _example("gemm_sm90"), torch.bfloat16, (9, 0)),
-           ("example gemm_sm90_ws", _example("gemm_sm90_ws"), torch.bfloat16, (9, 0)),
+KERNELS = [("kernels/gemm_sm90 (persistent WS)", _library, None, (9, 0)),
+           ("example gemm_sm90 (TMA + wgmma)", _example("gemm_sm90"), None, (9, 0)),
+           ("example gemm_sm90_ws", _example("gemm_sm90_ws"), None, (9, 0)),
            ("example gemm_sm80 (cp.async + ldmatrix)", _example("gemm_sm80"), torch.float32, (8, 0))]
+
+
+def _runs_here(needs) -> bool:
+    capability = torch.cuda.get_device_capability()
+    return capability >= needs and (needs != (9, 0) or capability == (9, 0))
+
+
+def _error(ours: torch.Tensor, reference: torch.Tensor) -> float:
+    return ((ours.float() - reference.float()).abs().max() / reference.float().abs().max()).item()
+
+
+def _row(label, m, n, k, gemm, a, b, c, cublas_ms, reference, repeats) -> dict:
+    """Times gemm(a, b, c) (b as (N, K)), checks c against the reference, prints one row."""
+    start = time.perf_counter()
+    gemm(a, b, c)
+    torch.cuda.synchronize()
+    first = time.perf_counter() - start
+    call = median_ms(lambda: gemm(a, b, c), repeats)
+    ours = kernel_ms(lambda: gemm(a, b, c), repeats)
+    err = _error(c, reference)
+    tflop = 2 * m * n * k / 1e9
+    flag = "  WRONG" if err > 2e-2 else ""
+    print(f"{label:40} {m:6} {n:6} {k:6} {first:8.2f} {call:8.3f} {ours:8.3f} {tflop / ours:8.0f} {cublas_ms:9.3f} "
+          f"{tflop / cublas_ms:11.0f} {cublas_ms / ours:6.2f} {err:8.1e}{flag}", flush=True)
+    return {"label": label, "size": (m, n, k), "tflops": tflop / ours, "cublas_tflops": tflop / cublas_ms}
+
+
+def _cublas(a, b, dtype, repeats):
+    """(GPU ms, output) of torch.mm(a, b.t()) into a preallocated output."""
+    out = torch.empty(a.shape[0], b.shape[0], device="cuda", dtype=dtype)
+    ms = kernel_ms(lambda: torch.mm(a, b.t(), out=out), repeats)
+    return ms, out
+
+
+def square(args) -> list:
+    rows = []
+    for size in args.sizes:
+        a = torch.randn(size, size, device="cuda").bfloat16()
+        b = torch.randn(size, size, device="cuda").bfloat16()
+        cublas, reference = _cublas(a, b, torch.bfloat16, args.repeats)
+        for label, load, out_dtype, needs in KERNELS:
+            if not _runs_here(needs) or args.only not in label:
+                continue
+            c = torch.empty(size, size, device="cuda", dtype=out_dtype or torch.bfloat16)
+            rows.append(_row(label, size, size, size, load(), a, b, c, cublas, reference, args.repeats))
+    return rows
+
+
+def llm(args, dtype=torch.bfloat16, label="kernels/gemm_sm90") -> list:
+    """M = 8192 tokens through LLM layers' (N, K): TN (b as (N, K), F.linear's weight) and NN."""
+    from cute_torch.kernels.gemm_sm90 import gemm
+    rows, m = [], 8192
+    for n, k in LLM_SHAPES:
+        a = torch.randn(m, k, device="cuda").to(dtype)
+        w = torch.randn(n, k, device="cuda").to(dtype)
+        cublas, reference = _cublas(a, w, dtype, args.repeats)
+        c = torch.empty(m, n, device="cuda", dtype=dtype)
+        rows.append(_row(f"{label} TN", m, n, k, lambda a, b, c: gemm(a, b.t(), c), a, w, c, cublas, reference,
+                         args.repeats))
+        b_nn = w.t().contiguous()                       # (K, N) row-major: B is MN-major
+        cublas_nn = kernel_ms(lambda: torch.mm(a, b_nn, out=c), args.repeats)
+        rows.append(_row(f"{label} NN", m, n, k, lambda a, b, c: gemm(a, b_nn, c), a, w, c, cublas_nn, reference,
+                         args.repeats))
+        del a, w, b_nn, c, reference
+    return rows
+
+
+def fp16(args) -> list:
+    from cute_torch.kernels.gemm_sm90 import gemm
+    rows = []
+    for size in args.sizes:
+        a = torch.randn(size, size, device="cuda").half()
+        b = torch.randn(size, size, device="cuda").half()
+        cublas, reference = _cublas(a, b, torch.half, args.repeats)
+        c = torch.empty(size, size, device="cuda", dtype=torch.half)
+        rows.append(_row("kernels/gemm_sm90 fp16", size, size, size, lambda a, b, c: gemm(a, b.t(), c), a, b, c,
+                         cublas, reference, args.repeats))
+    return rows
+
+
+def fused(args, m=8192, n=8192, k=4096) -> None:
+    """linear + bias + GELU(tanh) and linear + bias + residual, bf16: ours (one GEMM, the epilogue
+    fused) against our plain GEMM, eager and Inductor, all checked against eager."""
+    from cute_torch.kernels.gemm_sm90 import gemm
+    F = torch.nn.functional
+    x = torch.randn(m, k, device="cuda").bfloat16()
+    w = torch.randn(n, k, device="cuda").bfloat16() / k ** 0.5
+    bias = torch.randn(n, device="cuda").bfloat16()
+    residual = torch.randn(m, n, device="cuda").bfloat16()
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    plain = kernel_ms(lambda: gemm(x, w.t(), c), args.repeats)
+    cases = [("linear+bias+gelu_tanh", "gelu_tanh(acc + x0)", (bias,),
+              lambda x, w, bias, r: F.gelu(F.linear(x, w, bias), approximate="tanh")),
+             ("linear+bias+residual", "acc + x0 + x1", (bias, residual), lambda x, w, bias, r: F.linear(x, w, bias) + r)]
+    print(f"\nfused epilogues, M={m} N={n} K={k}, bf16; GPU ms (all kernels of a call), median of {args.repeats}")
+    print(f"{'case':24} {'ours fused':>10} {'ours plain':>10} {'eager':>8} {'Inductor':>9} {'vs plain':>9} "
+          f"{'vs eager':>9} {'vs Inductor':>11} {'max err':>8}")
+    for name, expr, inputs, eager in cases:
+        ours = kernel_ms(lambda: gemm(x, w.t(), c, expr, inputs), args.repeats)
+        reference = eager(x, w, bias, residual)
+        err = _error(c, reference)
+        eager_ms = kernel_ms(lambda: eager(x, w, bias, residual), args.repeats)
+        compiled = torch.compile(eager)
+        compiled(x, w, bias, residual)
+        inductor = kernel_ms(lambda: compiled(x, w, bias, residual), args.repeats)
+        print(f"{name:24} {ours:10.3f} {plain:10.3f} {eager_ms:8.3f} {inductor:9.3f} {ours / plain:9.3f} "
+              f"{eager_ms / ours:9.2f} {inductor / ours:11.2f} {err:8.1e}{'  WRONG' if err > 2e-2 else ''}",
+              flush=True)
+
+
+def plot(rows: list, path: str) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"(no matplotlib: {path} not written)")
+        return
+    lib = [r for r in rows if r["label"].startswith("kernels/gemm_sm90 (")]
+    if not lib:
+        return
+    sizes = [r["size"][0] for r in lib]
+    plt.figure(figsize=(6, 4))
+    plt.plot(sizes, [r["tflops"] for r in lib], "o-", label="cute_torch kernels/gemm_sm90")
+    plt.plot(sizes, [r["cublas_tflops"] for r in lib], "s--", label="cuBLAS (torch.mm)")
+    plt.xscale("log", base=2)
+    plt.xlabel("M = N = K")
+    plt.ylabel("TFLOP/s (bf16, GPU time)")
+    plt.title(torch.cuda.get_device_name())
+    plt.legend()
+    plt.grid(alpha=0.3)
+    plt.tight_layout()
+    plt.savefig(path, dpi=120)
+    print(f"plot: {path}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
-    parser.add_argument("--repeats", type=int, default=50)
-    parser.add_argument("--only", default="", help="run the kernels whose label contains this")
+    parser.add_argument("--sections", nargs="+", default=["square", "llm", "fp16", "fused"])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--only", default="", help="in the square section, the kernels whose label contains this")
+    parser.add_argument("--plot", default="", help="write TFLOP/s against size (square section) to this PNG")
     args = parser.parse_args()
-    capability = torch.cuda.get_device_capability()
-    print(f"{torch.cuda.get_device_name()}, bf16 inputs, median of {args.repeats}")
-    print(f"{'kernel':40} {'M=N=K':>6} {'first s':>8} {'call ms':>8} {'GPU ms':>8} {'TFLOP/s':>8} {'cuBLAS ms':>9} "
-          f"{'cuBLAS TF/s':>11} {'ratio':>6}")
-    for size in args.sizes:
-        a = torch.randn(size, size, device="cuda").bfloat16()
-        b = torch.randn(size, size, device="cuda").bfloat16()
-        c_bf16 = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
-        cublas = kernel_ms(lambda: torch.mm(a, b.t(), out=c_bf16), args.repeats)
-        tflop = 2 * size ** 3 / 1e9
-        for label, load, out_dtype, needs in KERNELS:
-            if capability < needs or (needs == (9, 0) and capability != (9, 0)) or args.only not in label:
-                continue
-            gemm = load()
-            c = torch.empty(size, size, device="cuda", dtype=out_dtype)
-            start = time.perf_counter()
-            gemm(a, b, c)
-            torch.cuda.synchronize()
-            first = time.perf_counter() - start
-            call = median_ms(lambda: gemm(a, b, c), args.repeats)
-            ours = kernel_ms(lambda: gemm(a, b, c), args.repeats)
-            print(f"{label:40} {size:6} {first:8.2f} {call:8.3f} {ours:8.3f} {tflop / ours:8.0f} {cublas:9.3f} "
-                  f"{tflop / cublas:11.0f} {cublas / ours:6.2f}")
+    print(f"{torch.cuda.get_device_name()}, median of {args.repeats}")
+    print(HEADER)
+    rows = []
+    if "square" in args.sections:
+        rows += square(args)
+    if "llm" in args.sections and _runs_here((9, 0)):
+        rows += llm(args)
+    if "fp16" in args.sections and _runs_here((9, 0)):
+        rows += fp16(args)
+    if "fused" in args.sections and _runs_here((9, 0)):
+        fused(args)
+    if args.plot:
+        plot(rows, args.plot)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,12 @@ Rows must be multiples of 16 bytes (TMA's rule); M, N, K are otherwise any size 
 out-of-bounds tails with zeros and does not store them). `epilogue` maps one fp32
 accumulator to a value (DSL code, applied in registers before the conversion to C's type).
 
-One CTA per SM (384 threads) walks output tiles of 128 x 256:
+One CTA per SM (384 threads) walks output tiles of 128 x 256 (128 x 128 when 256-wide tiles
+would leave more than half the SMs idle: choose_tile_n):
   * warpgroup 0, the producer, keeps 40 registers; its first thread runs through every tile's
-    k-tiles, acquiring a free stage of a 4-stage ring and issuing the TMA loads of A (128 x 64)
-    and B (256 x 64) into it (128-byte swizzled, as wgmma reads them);
+    k-tiles, acquiring a free stage of a ring of 4 (6 for 128-wide tiles: as many as shared
+    memory holds) and issuing the TMA loads of A (128 x 64) and B (256 x 64) into it (128-byte
+    swizzled, as wgmma reads them);
   * warpgroups 1 and 2, the consumers, ask for 232 registers (ptxas still budgets 168 for every
     thread of a 384-thread block) and own 64 rows of the tile each: per k-tile, wait for the
     stage, issue 4 wgmma 64x256x16, and once those are issued release the previous k-tile's stage
@@ -27,7 +29,8 @@ One CTA per SM (384 threads) walks output tiles of 128 x 256:
     the last stores drain;
   * tiles are visited batch by batch, in groups of GROUP_M tile rows (grouped rasterization) so
     that CTAs running at the same time share A and B tiles in L2.
-Shared memory: 4 x 48 KB of operands + 2 x 16 KB of output buffers + barriers = 224 KB.
+Shared memory (one output, 256-wide tiles): 4 x 48 KB of operands + 2 x 16 KB of output buffers +
+barriers = 224 KB.
 """
 
 from __future__ import annotations
@@ -45,9 +48,9 @@ from cute_torch.pointwise.expr import parse
 
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
 
-BM, BN, BK = 128, 256, 64
+BM, BK = 128, 64                 # tile rows and k-tile depth; tile columns: choose_tile_n
 EPI_N = 64                       # C leaves in 128 x 64 boxes, through two shared buffers
-MAX_STAGES = 4                   # the consumers hold two stages: 4 give the producer two of lead
+MAX_STAGES = 6                   # the consumers hold two stages; the rest are the producer's lead
 SMEM_BYTES = 227 * 1024          # what one CTA may allocate on sm_90
 MAX_OUTPUTS = 4
 GROUP_M = 8                      # tile rows per rasterization group
@@ -96,10 +99,17 @@ def _expression(expr: str, dtypes: tuple):
     return parse(renamed, len(names)), node_types(renamed, names, (False,) * len(names))
 
 
-def _stages(outputs: int) -> int:
+def _stages(outputs: int, tile_n: int) -> int:
     """Operand stages that fit beside the outputs' buffers (2 x 128 x 64 x 16 bits each)."""
     epilogue = outputs * 2 * BM * EPI_N * 2
-    return min(MAX_STAGES, (SMEM_BYTES - epilogue - 1024) // ((BM + BN) * BK * 2))
+    return min(MAX_STAGES, (SMEM_BYTES - epilogue - 1024) // ((BM + tile_n) * BK * 2))
+
+
+def choose_tile_n(m: int, n: int, batches: int, sms: int) -> int:
+    """Tile columns: 256 (the most work per byte of shared memory read) unless 128 x 256 tiles
+    would leave more than half the SMs idle or N is narrow, then 128 (twice the tiles)."""
+    tiles = -(-m // BM) * -(-n // 256) * batches
+    return 128 if n <= 128 or 2 * tiles <= sms else 256
 
 
 def _epilogue_values(epilogues: tuple, acc, i: int, inputs, input_dtypes: tuple, out_types: tuple) -> list:
@@ -134,7 +144,7 @@ def _tile(tiles, i, j, l):
 @cute.kernel
 def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, stsms: Constexpr,
                 epilogues: Constexpr, input_dtypes: Constexpr, out_types: Constexpr, k_major: Constexpr,
-                stages: Constexpr):
+                stages: Constexpr, BN: Constexpr):
     tid = cute.arch.thread_idx()[0]
     smem = cute.SmemAllocator()
     sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, stages, k_major[0]), 1024)
@@ -237,8 +247,8 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
 
 
 @cute.jit
-def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, epilogues: Constexpr, input_dtypes: Constexpr,
-               *tensors):
+def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, BN: Constexpr, epilogues: Constexpr,
+               input_dtypes: Constexpr, *tensors):
     """a (M, K[, L]), b (N, K[, L]) (views: M/N or K may be the contiguous mode); `tensors` are
     one output per epilogue, (M, N[, L]) with N contiguous, then the epilogues' inputs."""
     outs, inputs = tensors[:len(epilogues)], tensors[len(epilogues):]
@@ -261,7 +271,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, epilogues: Const
         tiles = tiles * cute.size(c, mode=[2])
     grid = cute.math.min(tiles, sms)
     gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma, stsms, epilogues, input_dtypes, out_types,
-                k_major, _stages(len(outs))).launch(
+                k_major, _stages(len(outs), BN), BN).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
 
 
@@ -281,7 +291,7 @@ def _check_tma_addressable(name: str, t: torch.Tensor) -> None:
                          f"({16 // size} elements); pad the leading dimension")
 
 
-def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()):
+def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None):
     """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm (see host_arguments);
     with a tuple of outputs and one epilogue per output, every output from the same GEMM."""
     outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
@@ -291,13 +301,13 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()):
         except RuntimeError:              # a or an output is not viewable as rows: broadcast b
             rows_a = None
         if rows_a is not None:
-            gemm(rows_a, b, rows if isinstance(c, (tuple, list)) else rows[0], epilogue)
+            gemm(rows_a, b, rows if isinstance(c, (tuple, list)) else rows[0], epilogue, tile_n=tile_n)
             return c
-    _gemm_host(*host_arguments(a, b, c, epilogue, inputs))
+    _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n))
     return c
 
 
-def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()) -> tuple:
+def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None) -> tuple:
     """The arguments of _gemm_host for c = epilogue(a @ b): a (M, K) or (L, M, K), b (K, N) or
     (L, K, N), c (M, N) or (L, M, N) with N contiguous. a and b may each be row- or
     column-major, with any batch strides (no copies: an operand's shared layout and the wgmma's
@@ -307,7 +317,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     pointwise language over `acc` and x0..xN, the tensors of `inputs` broadcast to c's shape (a
     bias `acc + x0` with x0 of shape (N,), a residual of shape (M, N), ...). `c` may be a tuple
     of up to MAX_OUTPUTS outputs with `epilogue` a tuple of as many epilogues, all computed from
-    the same accumulators (e.g. the pre-activation and the activation for autograd)."""
+    the same accumulators (e.g. the pre-activation and the activation for autograd). `tile_n`
+    (128 or 256) overrides choose_tile_n."""
     outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
     epilogues = tuple(epilogue) if isinstance(epilogue, (tuple, list)) else (epilogue,)
     if len(epilogues) != len(outs) or not 1 <= len(outs) <= MAX_OUTPUTS:
@@ -335,7 +346,11 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     dtypes = tuple(str(x.dtype).removeprefix("torch.") for x in inputs)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
     dynamic = [cute.from_dlpack(x).mark_layout_dynamic() for x in views + tuple(tensors)]
-    return (*dynamic[:2], sms, epilogues, dtypes, *dynamic[2:])
+    if tile_n is None:
+        tile_n = choose_tile_n(shape[-2], shape[-1], shape[0] if batched else 1, sms)
+    elif tile_n not in (128, 256):
+        raise ValueError(f"gemm: tile_n is 128 or 256, got {tile_n!r}")
+    return (*dynamic[:2], sms, tile_n, epilogues, dtypes, *dynamic[2:])
 
 
 def _check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs) -> None:

@@ -29,7 +29,7 @@ def _operands(m, n, k, dtype, a_row_major=True, b_row_major=True, device="cpu", 
 
 def _compile(epilogue=None, dtype=torch.bfloat16, a_row_major=True, b_row_major=True):
     a, b = _operands(304, 520, 448, dtype, a_row_major, b_row_major)    # TMA: rows of 16-byte multiples
-    args = host_arguments(a, b, torch.empty(304, 520).to(dtype), epilogue)
+    args = host_arguments(a, b, torch.empty(304, 520).to(dtype), epilogue, tile_n=256)
     return cute.compile(_gemm_host, *args, options={"arch": "sm_90a"})
 
 
@@ -50,7 +50,7 @@ def test_the_kernel_is_warp_specialized_with_tma_in_and_out(recwarn, a_row_major
 
 def test_a_batched_gemm_uses_three_dimensional_boxes():
     a, b = torch.randn(3, 200, 320).bfloat16(), torch.randn(3, 264, 320).bfloat16()   # b as (L, N, K)
-    args = host_arguments(a, b.transpose(1, 2), torch.empty(3, 200, 264).bfloat16())
+    args = host_arguments(a, b.transpose(1, 2), torch.empty(3, 200, 264).bfloat16(), tile_n=256)
     ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
     assert ptx.count("cp.async.bulk.tensor.3d.shared::cluster.global") == 2
     assert ptx.count("cp.async.bulk.tensor.3d.global.shared::cta") == 4
@@ -59,7 +59,7 @@ def test_a_batched_gemm_uses_three_dimensional_boxes():
 def test_an_expression_epilogue_reads_its_inputs_at_each_accumulator():
     a, b = _operands(300, 520, 448, torch.bfloat16)
     c, bias, residual = torch.empty(300, 520).bfloat16(), torch.randn(520), torch.randn(300, 520).bfloat16()
-    args = host_arguments(a, b, c, "gelu(acc + x0) + x1", (bias, residual))
+    args = host_arguments(a, b, c, "gelu(acc + x0) + x1", (bias, residual), tile_n=256)
     ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
     # Each thread reads its 128 accumulators' bias (fp32) and residual (bf16) elements.
     assert ptx.count("ld.global.f32") >= 128 and ptx.count("ld.global.b16") + ptx.count("ld.global.u16") >= 128
@@ -73,10 +73,11 @@ def test_the_epilogue_is_traced_into_the_kernel():
     assert fused.count("max.f32") + fused.count("selp.f32") > plain.count("max.f32") + plain.count("selp.f32")
 
 
-def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0, a_row_major=True, b_row_major=True):
+def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0, a_row_major=True, b_row_major=True,
+           tile_n=None):
     a, b = _operands(m, n, k, dtype, a_row_major, b_row_major, "cuda", seed)
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-    gemm(a, b, c, epilogue)
+    gemm(a, b, c, epilogue, tile_n=tile_n)
     torch.cuda.synchronize()
     want = reference(a.double() @ b.double()).to(dtype)
     torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
@@ -86,15 +87,17 @@ def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0, a_row_m
 @needs_sm90a
 @pytest.mark.parametrize("m,n,k", [(128, 256, 64), (300, 520, 448), (1024, 768, 1000), (64, 1000, 2056)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_gemm_matches_matmul(m, n, k, dtype):
-    _check(m, n, k, dtype, seed=m + n + k)
+@pytest.mark.parametrize("tile_n", [128, 256])
+def test_gemm_matches_matmul(m, n, k, dtype, tile_n):
+    _check(m, n, k, dtype, seed=m + n + k, tile_n=tile_n)
 
 
 @pytest.mark.gpu
 @needs_sm90a
 @pytest.mark.parametrize("a_row_major,b_row_major", [(True, False), (False, True), (False, False)])
-def test_every_operand_layout_matches_matmul(a_row_major, b_row_major):
-    _check(384, 512, 576, torch.bfloat16, seed=5, a_row_major=a_row_major, b_row_major=b_row_major)
+@pytest.mark.parametrize("tile_n", [128, 256])
+def test_every_operand_layout_matches_matmul(a_row_major, b_row_major, tile_n):
+    _check(384, 512, 576, torch.bfloat16, seed=5, a_row_major=a_row_major, b_row_major=b_row_major, tile_n=tile_n)
 
 
 @pytest.mark.gpu
@@ -105,7 +108,8 @@ def test_a_fused_epilogue_matches_torch():
 
 
 def run_small():
-    _check(300, 520, 448, torch.bfloat16)
+    for tile_n in (128, 256):
+        _check(300, 520, 448, torch.bfloat16, tile_n=tile_n)
 
 
 @pytest.mark.gpu
@@ -158,12 +162,23 @@ def test_several_outputs_come_from_one_gemm_with_the_stages_that_fit():
     from cute_torch.kernels.gemm_sm90 import _stages
     a, b = _operands(300, 520, 448, torch.bfloat16)
     outs = (torch.empty(300, 520).bfloat16(), torch.empty(300, 520).half())
-    args = host_arguments(a, b, outs, ("acc + x0", "gelu_tanh(acc + x0)"), (torch.randn(520),))
+    args = host_arguments(a, b, outs, ("acc + x0", "gelu_tanh(acc + x0)"), (torch.randn(520),), tile_n=256)
     ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
     assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 32       # 16 per output
     assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 8      # 4 boxes per output
     assert ptx.count("ld.global.f32") == 128                                 # the bias read once for both
-    assert (_stages(1), _stages(2), _stages(4)) == (4, 3, 2)                 # 227 KB of shared memory
+    assert (_stages(1, 256), _stages(2, 256), _stages(4, 256), _stages(1, 128)) == (4, 3, 2, 6)   # in 227 KB
+
+
+def test_small_problems_get_narrower_tiles():
+    from cute_torch.kernels.gemm_sm90 import choose_tile_n
+    assert choose_tile_n(4096, 4096, 1, 132) == 256 and choose_tile_n(2048, 2048, 1, 132) == 256
+    assert choose_tile_n(1024, 1024, 1, 132) == 128 and choose_tile_n(8192, 96, 1, 132) == 128
+    a, b = _operands(256, 256, 128, torch.bfloat16)
+    ptx = cute.compile(_gemm_host, *host_arguments(a, b, torch.empty(256, 256).bfloat16()),
+                       options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 4
+    assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 8
 
 
 def test_shapes_that_make_no_gemm_are_errors_naming_the_operand():
