@@ -345,7 +345,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     tensors = [mkl(out) for out in outs] + [mkl(x.expand(shape)) for x in inputs]
     dtypes = tuple(str(x.dtype).removeprefix("torch.") for x in inputs)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
-    dynamic = [cute.from_dlpack(x).mark_layout_dynamic() for x in views + tuple(tensors)]
+    # Broadcast inputs keep their static stride 0: a bias is then read once per column.
+    dynamic = [cute.from_dlpack(x).mark_layout_dynamic(keep_broadcast=True) for x in views + tuple(tensors)]
     if tile_n is None:
         tile_n = choose_tile_n(shape[-2], shape[-1], shape[0] if batched else 1, sms)
     elif tile_n not in (128, 256):

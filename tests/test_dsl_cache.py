@@ -41,6 +41,11 @@ def test_key_is_computed_without_tracing_and_separates_specializations():
     assert _arg_key(unaligned, None) != _arg_key(torch.zeros(100), None)  # 16-byte alignment does
     dyn = cute.from_dlpack(torch.zeros(100)).mark_layout_dynamic()
     assert _arg_key(dyn, None) == _arg_key(cute.from_dlpack(torch.zeros(7)).mark_layout_dynamic(), None)
+    # keep_broadcast: a stride-0 (expanded) mode stays static, so broadcasting is a specialization.
+    bias = cute.from_dlpack(torch.zeros(64).expand(32, 64)).mark_layout_dynamic(keep_broadcast=True)
+    assert bias.dynamic_values() == [32, 64] and bias.key(0).stride == (0, 1)
+    plain = cute.from_dlpack(torch.zeros(32, 64)).mark_layout_dynamic(keep_broadcast=True)
+    assert _arg_key(bias, None) != _arg_key(plain, None) and plain.dynamic_values() == [32, 64, 64]
 
 
 def test_memory_cache_compiles_each_specialization_once(monkeypatch):

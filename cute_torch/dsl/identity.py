@@ -59,7 +59,14 @@ class IdentityTensor(Tensor):
     def __getitem__(self, coord):
         if _has_hole(coord):
             return self._slice(coord)
-        return self._coordinate(add_offsets(self.offset, self.offset_at(self._layout, coord)))
+        extra = self.offset_at(self._layout, coord)
+        if isinstance(extra, int) and not isinstance(self.offset, int):
+            # The run-time base and the static part unpacked apart (the fields never carry into
+            # each other): the code then shows that elements of a partition share a row or a
+            # column, so reads indexed by it are computed and loaded once.
+            base, static = leaves(self._coordinate(self.offset)), leaves(self._coordinate(extra))
+            return rebuild(self.domain, [b + s if s else b for b, s in zip(base, static)])
+        return self._coordinate(add_offsets(self.offset, extra))
 
     def __setitem__(self, coord, value) -> None:
         raise DSLError(UNSUPPORTED_TYPE, "an identity tensor holds coordinates; it cannot be written", user_location())

@@ -387,9 +387,11 @@ class TensorArg:
     def data_ptr(self) -> int:
         return self.tensor.data_ptr()
 
-    def mark_layout_dynamic(self, leading_dim: int | None = None) -> "TensorArg":
+    def mark_layout_dynamic(self, leading_dim: int | None = None, keep_broadcast: bool = False) -> "TensorArg":
         """Shape and strides become run-time values, except the unit stride of `leading_dim`
-        (found automatically when omitted)."""
+        (found automatically when omitted). With `keep_broadcast` (a cute_torch extension),
+        modes of stride 0 (an `expand`ed view) keep their static 0: the kernel is specialized
+        for the broadcast and reads each distinct element once where the code lets it."""
         if leading_dim is None:
             units = [i for i, s in enumerate(self.stride) if s == 1 and self.shape[i] != 1]
             leading_dim = units[0] if len(units) == 1 else None
@@ -397,7 +399,8 @@ class TensorArg:
             raise DSLError(ARGUMENT_MISMATCH, f"leading_dim={leading_dim} has stride {self.stride[leading_dim]}, not 1",
                            user_location())
         self.dynamic_shape = set(range(len(self.shape)))
-        self.dynamic_stride = {i for i in range(len(self.shape)) if i != leading_dim}
+        self.dynamic_stride = {i for i in range(len(self.shape))
+                               if i != leading_dim and not (keep_broadcast and self.stride[i] == 0)}
         return self
 
     def mark_compact_shape_dynamic(self, mode: int, stride_order: Sequence[int] | None = None,
