@@ -34,17 +34,20 @@ HEADER = (f"{'kernel':40} {'M':>6} {'N':>6} {'K':>6} {'first s':>8} {'call ms':>
           f"{'cuBLAS ms':>9} {'cuBLAS TF/s':>11} {'ratio':>6} {'max err':>8}")
 
 
-def _library():
+def _library(schedule=None):
     """The library takes b as (K, N) like torch.mm; b.t() of the (N, K) operand is its K-major form."""
-    from cute_torch.kernels.gemm_sm90 import gemm
-    return lambda a, b, c: gemm(a, b.t(), c)
+    def load():
+        from cute_torch.kernels.gemm_sm90 import gemm
+        return lambda a, b, c: gemm(a, b.t(), c, schedule=schedule)
+    return load
 
 
 def _example(name):
     return lambda: runpy.run_path(str(EXAMPLES / f"{name}.py"))["gemm"]
 
 
-KERNELS = [("kernels/gemm_sm90 (persistent WS)", _library, None, (9, 0)),
+KERNELS = [("kernels/gemm_sm90 (persistent WS)", _library(), None, (9, 0)),
+           ("kernels/gemm_sm90 ping-pong", _library("pingpong"), None, (9, 0)),
            ("example gemm_sm90 (TMA + wgmma)", _example("gemm_sm90"), None, (9, 0)),
            ("example gemm_sm90_ws", _example("gemm_sm90_ws"), None, (9, 0)),
            ("example gemm_sm80 (cp.async + ldmatrix)", _example("gemm_sm80"), torch.float32, (8, 0))]
@@ -139,23 +142,26 @@ def fused(args, m=8192, n=8192, k=4096) -> None:
     residual = torch.randn(m, n, device="cuda").bfloat16()
     c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     plain = kernel_ms(lambda: gemm(x, w.t(), c), args.repeats)
+    plain_pp = kernel_ms(lambda: gemm(x, w.t(), c, schedule="pingpong"), args.repeats)
     cases = [("linear+bias+gelu_tanh", "gelu_tanh(acc + x0)", (bias,),
               lambda x, w, bias, r: F.gelu(F.linear(x, w, bias), approximate="tanh")),
              ("linear+bias+residual", "acc + x0 + x1", (bias, residual), lambda x, w, bias, r: F.linear(x, w, bias) + r)]
     print(f"\nfused epilogues, M={m} N={n} K={k}, bf16; GPU ms (all kernels of a call), median of {args.repeats}")
-    print(f"{'case':24} {'ours fused':>10} {'ours plain':>10} {'eager':>8} {'Inductor':>9} {'vs plain':>9} "
-          f"{'vs eager':>9} {'vs Inductor':>11} {'max err':>8}")
+    print(f"{'case':24} {'schedule':>11} {'ours fused':>10} {'ours plain':>10} {'eager':>8} {'Inductor':>9} "
+          f"{'vs plain':>9} {'vs eager':>9} {'vs Inductor':>11} {'max err':>8}")
     for name, expr, inputs, eager in cases:
-        ours = kernel_ms(lambda: gemm(x, w.t(), c, expr, inputs), args.repeats)
         reference = eager(x, w, bias, residual)
-        err = _error(c, reference)
         eager_ms = kernel_ms(lambda: eager(x, w, bias, residual), args.repeats)
         compiled = torch.compile(eager)
         compiled(x, w, bias, residual)
         inductor = kernel_ms(lambda: compiled(x, w, bias, residual), args.repeats)
-        print(f"{name:24} {ours:10.3f} {plain:10.3f} {eager_ms:8.3f} {inductor:9.3f} {ours / plain:9.3f} "
-              f"{eager_ms / ours:9.2f} {inductor / ours:11.2f} {err:8.1e}{'  WRONG' if err > 2e-2 else ''}",
-              flush=True)
+        for schedule, base in (("cooperative", plain), ("pingpong", plain_pp)):
+            c.fill_(float("nan"))
+            ours = kernel_ms(lambda: gemm(x, w.t(), c, expr, inputs, schedule=schedule), args.repeats)
+            err = _error(c, reference)
+            print(f"{name:24} {schedule:>11} {ours:10.3f} {base:10.3f} {eager_ms:8.3f} {inductor:9.3f} "
+                  f"{ours / base:9.3f} {eager_ms / ours:9.2f} {inductor / ours:11.2f} {err:8.1e}"
+                  f"{'  WRONG' if err > 2e-2 else ''}", flush=True)
 
 
 def plot(rows: list, path: str) -> None:
@@ -167,11 +173,14 @@ def plot(rows: list, path: str) -> None:
         print(f"(no matplotlib: {path} not written)")
         return
     lib = [r for r in rows if r["label"].startswith("kernels/gemm_sm90 (")]
+    pingpong = [r for r in rows if r["label"] == "kernels/gemm_sm90 ping-pong"]
     if not lib:
         return
     sizes = [r["size"][0] for r in lib]
     plt.figure(figsize=(6, 4))
     plt.plot(sizes, [r["tflops"] for r in lib], "o-", label="cute_torch kernels/gemm_sm90")
+    if len(pingpong) == len(lib):
+        plt.plot(sizes, [r["tflops"] for r in pingpong], "^-", label="cute_torch, ping-pong schedule")
     plt.plot(sizes, [r["cublas_tflops"] for r in lib], "s--", label="cuBLAS (torch.mm)")
     plt.xscale("log", base=2)
     plt.xlabel("M = N = K")

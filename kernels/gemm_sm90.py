@@ -99,9 +99,10 @@ def _expression(expr: str, dtypes: tuple):
     return parse(renamed, len(names)), node_types(renamed, names, (False,) * len(names))
 
 
-def _stages(outputs: int, tile_n: int) -> int:
-    """Operand stages that fit beside the outputs' buffers (2 x 128 x 64 x 16 bits each)."""
-    epilogue = outputs * 2 * BM * EPI_N * 2
+def _stages(outputs: int, tile_n: int, owners: int = 1) -> int:
+    """Operand stages that fit beside the outputs' buffers (2 x 128 x 64 x 16 bits per output
+    and per tile owner: one cooperative pair of warpgroups, or two ping-pong warpgroups)."""
+    epilogue = owners * outputs * 2 * BM * EPI_N * 2
     return min(MAX_STAGES, (SMEM_BYTES - epilogue - 1024) // ((BM + tile_n) * BK * 2))
 
 
@@ -144,20 +145,21 @@ def _tile(tiles, i, j, l):
 @cute.kernel
 def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, stsms: Constexpr,
                 epilogues: Constexpr, input_dtypes: Constexpr, out_types: Constexpr, k_major: Constexpr,
-                stages: Constexpr, BN: Constexpr):
+                stages: Constexpr, BN: Constexpr, pingpong: Constexpr):
     tid = cute.arch.thread_idx()[0]
+    # Cooperative: both consumer warpgroups work on every tile (64 rows each). Ping-pong: each owns
+    # every other tile of the CTA (all 128 rows), so one's epilogue runs during the other's main
+    # loop; each then has its own output buffers and epilogue barrier.
+    owners = 2 if pingpong else 1
+    per_tile = 128 if pingpong else CONSUMERS               # consumer threads on one tile
     smem = cute.SmemAllocator()
     sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, stages, k_major[0]), 1024)
     sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, stages, k_major[1]), 1024)
-    sCs = [smem.allocate_tensor(t, _swizzled(BM, EPI_N, 2), 1024) for t in out_types]   # per output
-    # Each output's whole 128 x 256 tile seen over its two buffers (box s of 64 columns in buffer
-    # s % 2), so that the accumulators' stmatrix partition addresses them directly.
-    over_buffers = cute.make_layout((BM, (EPI_N, 2, BN // (2 * EPI_N))), stride=(1, (BM, BM * EPI_N, 0)))
-    sC_tiles = [cute.composition(sC, over_buffers) for sC in sCs]
+    sCs = [smem.allocate_tensor(t, _swizzled(BM, EPI_N, 2 * owners), 1024) for t in out_types]   # per output
     bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * stages), 8)
     pipe = pipeline.PipelineTmaAsync.create(
         num_stages=stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
-        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMERS),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, per_tile),
         tx_count=tma_a.size_in_bytes + tma_b.size_in_bytes, barrier_storage=bars.iterator)
 
     # Coordinates of the tiles: (BM, BK, tiles_m, k_tiles[, L]); a batch mode only when batched (a
@@ -189,16 +191,26 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                     state.advance()
     else:                                                 # the consumers
         cute.arch.warpgroup_reg_alloc(232)
-        ctid = tid - 128
+        owner = warp_group - 1 if cute.const_expr(pingpong) else 0   # which tiles: every owners-th
+        ctid = tid % 128 if cute.const_expr(pingpong) else tid - 128
+        # This owner's two output buffers, and its whole 128 x BN tile seen over them (box s of 64
+        # columns in buffer s % 2), so that the accumulators' stmatrix partition addresses them.
+        mine = [cute.domain_offset((0, 0, 2 * owner), sC) for sC in sCs]
+        over_buffers = cute.make_layout((BM, (EPI_N, 2, BN // (2 * EPI_N))), stride=(1, (BM, BM * EPI_N, 0)))
+        sC_tiles = [cute.composition(sC, over_buffers) for sC in mine]
         thr = tiled_mma.get_slice(ctid)
         tCrA = thr.make_fragment_A(thr.partition_A(sA))
         tCrB = thr.make_fragment_B(thr.partition_B(sB))
-        acc = thr.make_fragment_C(thr.partition_C(sC_tiles[0]))
-        pieces = [cute.make_fragment(cute.make_layout((8, 1, 1)), t) for t in out_types]   # one stmatrix each
+        acc = thr.make_fragment_C(thr.partition_C(sC_tiles[0]))   # (values, FrgM, FrgN)
+        values_per_m = cute.size(acc, mode=[0])
+        pieces = [cute.make_fragment(cute.make_layout((8, 1)), t) for t in out_types]   # one stmatrix each
         tSsCs = [stsm.get_slice(ctid).partition_D(sC_tile) for stsm, sC_tile in zip(stsms, sC_tiles)]
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
-        for tile_id in range(first, tiles, step):
+        if cute.const_expr(pingpong):                     # the second owner starts at the second tile
+            state.advance_by(owner * k_tiles)
+            released.advance_by(owner * k_tiles)
+        for tile_id in range(first + owner * step, tiles, owners * step):
             m, n, l = _tile_of(tile_id, tiles_m, tiles_n)
             for kt in range(k_tiles):
                 pipe.consumer_wait(state)
@@ -217,6 +229,9 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
             warpgroup.wait_group(0)
             pipe.consumer_release(released)               # the tile's last stage
             released.advance()
+            if cute.const_expr(pingpong):                 # the other owner's tile comes next in the ring
+                state.advance_by(k_tiles)
+                released.advance_by(k_tiles)
             # The epilogue: fused math in registers, 16-bit values to shared memory, TMA out. Inputs
             # are read where this thread's accumulators sit, at coordinates clamped inside the
             # input (a tail tile's elements past the edge are never stored).
@@ -226,29 +241,31 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                 # Buffer s % 2 is free once the store issued from it two boxes ago has read it.
                 if ctid == 0:
                     cute.arch.cp_async_bulk_wait_group(1, read=True)
-                cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
-                # 16 columns at a time (one stmatrix): the accumulators already stored are dead,
-                # so the epilogue's inputs and math fit in the registers the main loop used.
+                cute.arch.barrier(barrier_id=EPILOGUE_BARRIER + owner, number_of_threads=per_tile)
+                # 16 columns at a time (one stmatrix per 64-row atom): the accumulators already
+                # stored are dead, so the epilogue's inputs and math reuse the main loop's registers.
                 for j in cute.range_constexpr(s * EPI_N // 16, (s + 1) * EPI_N // 16):
-                    for e in cute.range_constexpr(8):
-                        values = _epilogue_values(epilogues, acc, 8 * j + e, readers, input_dtypes, out_types)
-                        for piece, value in zip(pieces, values):
-                            piece[e] = value
-                    for stsm, piece, tSsC in zip(stsms, pieces, tSsCs):
-                        cute.copy(stsm, piece, tSsC[(None, j), None, None])
+                    for fm in cute.range_constexpr(cute.size(acc, mode=[1])):
+                        for e in cute.range_constexpr(8):
+                            i = 8 * j + e + values_per_m * fm
+                            values = _epilogue_values(epilogues, acc, i, readers, input_dtypes, out_types)
+                            for piece, value in zip(pieces, values):
+                                piece[e] = value
+                        for stsm, piece, tSsC in zip(stsms, pieces, tSsCs):
+                            cute.copy(stsm, piece, tSsC[(None, j), fm, None])
                 cute.arch.fence_proxy("async.shared", space="cta")    # stmatrix writes -> the TMA stores
-                cute.arch.barrier(barrier_id=EPILOGUE_BARRIER, number_of_threads=CONSUMERS)
+                cute.arch.barrier(barrier_id=EPILOGUE_BARRIER + owner, number_of_threads=per_tile)
                 if ctid == 0:
                     for tma_c, sC in zip(tma_cs, sCs):
-                        cute.copy(tma_c, sC[None, None, s % 2], _tile(gE, m, n * (BN // EPI_N) + s, l))
+                        cute.copy(tma_c, sC[None, None, s % 2 + 2 * owner], _tile(gE, m, n * (BN // EPI_N) + s, l))
                     cute.arch.cp_async_bulk_commit_group()
         if ctid == 0:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
 @cute.jit
-def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, BN: Constexpr, epilogues: Constexpr,
-               input_dtypes: Constexpr, *tensors):
+def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, BN: Constexpr, pingpong: Constexpr,
+               epilogues: Constexpr, input_dtypes: Constexpr, *tensors):
     """a (M, K[, L]), b (N, K[, L]) (views: M/N or K may be the contiguous mode); `tensors` are
     one output per epilogue, (M, N[, L]) with N contiguous, then the epilogues' inputs."""
     outs, inputs = tensors[:len(epilogues)], tensors[len(epilogues):]
@@ -262,7 +279,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, BN: Constexpr, e
     tma_cs, mC = tuple(atom for atom, _ in stores), stores[0][1]   # one coordinate tensor serves all
     op = warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, BN, 16), a_major_mode=major[k_major[0]],
                                 b_major_mode=major[k_major[1]])
-    tiled_mma = cute.make_tiled_mma(op, (2, 1, 1))
+    tiled_mma = cute.make_tiled_mma(op, (1, 1, 1) if pingpong else (2, 1, 1))   # 1 or 2 warpgroups per tile
     out_types = tuple(out.element_type for out in outs)
     stsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), t), tiled_mma)
                   for t in out_types)
@@ -271,7 +288,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, BN: Constexpr, e
         tiles = tiles * cute.size(c, mode=[2])
     grid = cute.math.min(tiles, sms)
     gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma, stsms, epilogues, input_dtypes, out_types,
-                k_major, _stages(len(outs), BN), BN).launch(
+                k_major, _stages(len(outs), BN, 2 if pingpong else 1), BN, pingpong).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
 
 
@@ -291,7 +308,8 @@ def _check_tma_addressable(name: str, t: torch.Tensor) -> None:
                          f"({16 // size} elements); pad the leading dimension")
 
 
-def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None):
+def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None,
+         schedule: str | None = None):
     """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm (see host_arguments);
     with a tuple of outputs and one epilogue per output, every output from the same GEMM."""
     outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
@@ -301,13 +319,15 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: 
         except RuntimeError:              # a or an output is not viewable as rows: broadcast b
             rows_a = None
         if rows_a is not None:
-            gemm(rows_a, b, rows if isinstance(c, (tuple, list)) else rows[0], epilogue, tile_n=tile_n)
+            gemm(rows_a, b, rows if isinstance(c, (tuple, list)) else rows[0], epilogue, tile_n=tile_n,
+                 schedule=schedule)
             return c
-    _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n))
+    _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n, schedule))
     return c
 
 
-def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None) -> tuple:
+def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None,
+                   schedule: str | None = None) -> tuple:
     """The arguments of _gemm_host for c = epilogue(a @ b): a (M, K) or (L, M, K), b (K, N) or
     (L, K, N), c (M, N) or (L, M, N) with N contiguous. a and b may each be row- or
     column-major, with any batch strides (no copies: an operand's shared layout and the wgmma's
@@ -318,7 +338,9 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     bias `acc + x0` with x0 of shape (N,), a residual of shape (M, N), ...). `c` may be a tuple
     of up to MAX_OUTPUTS outputs with `epilogue` a tuple of as many epilogues, all computed from
     the same accumulators (e.g. the pre-activation and the activation for autograd). `tile_n`
-    (128 or 256) overrides choose_tile_n."""
+    (128 or 256) overrides choose_tile_n; `schedule` is "cooperative" (the default: both consumer
+    warpgroups on each tile) or "pingpong" (each on its own 128 x 128 tile, the epilogue of one
+    overlapping the other's main loop)."""
     outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
     epilogues = tuple(epilogue) if isinstance(epilogue, (tuple, list)) else (epilogue,)
     if len(epilogues) != len(outs) or not 1 <= len(outs) <= MAX_OUTPUTS:
@@ -347,11 +369,15 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
     # Broadcast inputs keep their static stride 0: a bias is then read once per column.
     dynamic = [cute.from_dlpack(x).mark_layout_dynamic(keep_broadcast=True) for x in views + tuple(tensors)]
+    if schedule not in (None, "cooperative", "pingpong"):
+        raise ValueError(f"gemm: schedule is 'cooperative' or 'pingpong', got {schedule!r}")
+    pingpong = schedule == "pingpong"
     if tile_n is None:
-        tile_n = choose_tile_n(shape[-2], shape[-1], shape[0] if batched else 1, sms)
-    elif tile_n not in (128, 256):
-        raise ValueError(f"gemm: tile_n is 128 or 256, got {tile_n!r}")
-    return (*dynamic[:2], sms, tile_n, epilogues, dtypes, *dynamic[2:])
+        tile_n = 128 if pingpong else choose_tile_n(shape[-2], shape[-1], shape[0] if batched else 1, sms)
+    elif tile_n not in (128, 256) or (pingpong and tile_n != 128):
+        raise ValueError(f"gemm: tile_n is 128 or 256 (128 for ping-pong: one warpgroup's accumulators), got "
+                         f"{tile_n!r}")
+    return (*dynamic[:2], sms, tile_n, pingpong, epilogues, dtypes, *dynamic[2:])
 
 
 def _check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs) -> None:

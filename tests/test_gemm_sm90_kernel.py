@@ -75,10 +75,10 @@ def test_the_epilogue_is_traced_into_the_kernel():
 
 
 def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0, a_row_major=True, b_row_major=True,
-           tile_n=None):
+           tile_n=None, schedule=None):
     a, b = _operands(m, n, k, dtype, a_row_major, b_row_major, "cuda", seed)
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-    gemm(a, b, c, epilogue, tile_n=tile_n)
+    gemm(a, b, c, epilogue, tile_n=tile_n, schedule=schedule)
     torch.cuda.synchronize()
     want = reference(a.double() @ b.double()).to(dtype)
     torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
@@ -111,6 +111,49 @@ def test_a_fused_epilogue_matches_torch():
 def run_small():
     for tile_n in (128, 256):
         _check(300, 520, 448, torch.bfloat16, tile_n=tile_n)
+    _few_ctas(3, "pingpong")
+
+
+def _few_ctas(ctas: int, schedule: str):
+    """A GEMM with a bias epilogue on only `ctas` CTAs: each walks many tiles (both ping-pong
+    owners several each), tails in M, N and K."""
+    a, b = _operands(700, 1000, 200, torch.bfloat16, device="cuda", seed=31)
+    bias = torch.randn(1000, generator=torch.Generator().manual_seed(32)).cuda()
+    c = torch.full((700, 1000), float("nan"), dtype=torch.bfloat16, device="cuda")
+    args = list(host_arguments(a, b, c, "acc + x0", (bias,), schedule=schedule))
+    args[2] = ctas                                        # the SM count the grid is sized from
+    _gemm_host(*args)
+    torch.cuda.synchronize()
+    want = (a.double() @ b.double() + bias.double()).to(torch.bfloat16)
+    torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("schedule", ["cooperative", "pingpong"])
+@pytest.mark.parametrize("ctas", [1, 3, 4])
+def test_a_few_ctas_walk_every_tile_in_either_schedule(schedule, ctas):
+    _few_ctas(ctas, schedule)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("m,n,k", [(300, 520, 448), (1024, 768, 1000)])
+def test_the_ping_pong_schedule_matches_matmul(m, n, k):
+    _check(m, n, k, torch.bfloat16, seed=m + k, schedule="pingpong")
+
+
+def test_the_ping_pong_schedule_gives_each_warpgroup_its_own_tile():
+    a, b = _operands(304, 520, 448, torch.bfloat16)
+    k = cute.compile(_gemm_host, *host_arguments(a, b, torch.empty(304, 520).bfloat16(), schedule="pingpong"),
+                     options={"arch": "sm_90a"})
+    ptx = k.__ptx__
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 8    # 128 rows = 2 atoms
+    assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 16
+    assert re.search(r"bar\.sync\s+%r\d+, %r\d+;", ptx)                 # an epilogue barrier per warpgroup
+    assert all(kernel["spill_stores"] == 0 for kernel in k.metadata["kernels"])
+    with pytest.raises(ValueError, match="128 for ping-pong"):
+        host_arguments(a, b, torch.empty(304, 520).bfloat16(), tile_n=256, schedule="pingpong")
 
 
 @pytest.mark.gpu

@@ -30,6 +30,11 @@ def _walk_states(out: cute.Tensor, steps: cute.Int32, stages: cute.Constexpr):
     out[3] = consumer.index
     out[4] = consumer.phase
     out[5] = consumer.count
+    jumper = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
+    jumper.advance_by(steps * 2 + 1)   # a run-time jump, as a ping-pong consumer skips the other's tiles
+    out[6] = jumper.index
+    out[7] = jumper.phase
+    out[8] = jumper.count
 
 
 @cute.jit
@@ -40,11 +45,11 @@ def _walk_host(out: cute.Tensor, steps: cute.Int32, stages: cute.Constexpr):
 def _model(steps, stages):
     def walk(n, phase):
         return [n % stages, phase ^ ((n // stages) % 2), n]
-    return walk(steps, 1) + walk(len(range(0, steps, 3)), 0)
+    return walk(steps, 1) + walk(len(range(0, steps, 3)), 0) + walk(2 * steps + 1, 0)
 
 
 def test_states_changed_in_place_become_loop_carried_values():
-    text = cute.compile(_walk_host, torch.zeros(6, dtype=torch.int32), 5, 4, options={"arch": "sm_80"}).__mlir__
+    text = cute.compile(_walk_host, torch.zeros(9, dtype=torch.int32), 5, 4, options={"arch": "sm_80"}).__mlir__
     loop = re.search(r"scf\.for .* iter_args\((.*)\) -> \((.*)\)", text)
     assert loop and loop.group(2).count("i32") == 6     # two states of (count, index, phase)
     assert "scf.if" in text
@@ -53,7 +58,7 @@ def test_states_changed_in_place_become_loop_carried_values():
 @pytest.mark.gpu
 @pytest.mark.parametrize("steps,stages", [(0, 4), (1, 4), (7, 4), (13, 3), (40, 5)])
 def test_states_match_a_python_model(steps, stages):
-    out = torch.full((6,), -1, dtype=torch.int32, device="cuda")
+    out = torch.full((9,), -1, dtype=torch.int32, device="cuda")
     _walk_host(out, steps, stages)
     torch.cuda.synchronize()
     assert out.tolist() == _model(steps, stages)

@@ -78,6 +78,14 @@ class PipelineState:
         self.index = where(wrapped, Int32(0), following)
         self.phase = where(wrapped, self.phase ^ 1, self.phase)
 
+    def advance_by(self, n) -> None:
+        """`n` stages on at once (`n` may be a run-time value; CUTLASS's `operator+=`): a
+        consumer that skips the stages of tiles another consumer owns (a ping-pong schedule)."""
+        self.count = self.count + n
+        total = self.index + n
+        self.index = total % self.stages
+        self.phase = self.phase ^ ((total // self.stages) & 1)
+
     def clone(self) -> "PipelineState":
         return dataclasses.replace(self)
 
