@@ -52,6 +52,14 @@ class IdentityTensor(Tensor):
         super().__init__(None, Int32, Layout(domain, strides), "coord", 1, wide=len(leaves(domain)) > 1)
         self.domain = domain
 
+    def _fields(self, index: int) -> list[int]:
+        """The per-mode fields of a static offset, the last taking the rest (never wrapped by a
+        static extent: a tail tile's offsets reach past it)."""
+        bits = _field_bits(len(self._unpack))
+        mask = (1 << bits) - 1
+        return [(index >> (bits * i)) & mask for i in range(len(self._unpack) - 1)] + [
+            index >> (bits * (len(self._unpack) - 1))]
+
     def _coordinate(self, index):
         flat = idx2crd(index, self._unpack) if len(self._unpack) > 1 else index
         return rebuild(self.domain, list(flat) if isinstance(flat, tuple) else [flat])
@@ -64,8 +72,8 @@ class IdentityTensor(Tensor):
             # The run-time base and the static part unpacked apart (the fields never carry into
             # each other): the code then shows that elements of a partition share a row or a
             # column, so reads indexed by it are computed and loaded once.
-            base, static = leaves(self._coordinate(self.offset)), leaves(self._coordinate(extra))
-            return rebuild(self.domain, [b + s if s else b for b, s in zip(base, static)])
+            base = leaves(self._coordinate(self.offset))
+            return rebuild(self.domain, [b + s if s else b for b, s in zip(base, self._fields(extra))])
         return self._coordinate(add_offsets(self.offset, extra))
 
     def __setitem__(self, coord, value) -> None:
