@@ -145,7 +145,8 @@ def fused(args, m=8192, n=8192, k=4096) -> None:
     plain_pp = kernel_ms(lambda: gemm(x, w.t(), c, schedule="pingpong"), args.repeats)
     cases = [("linear+bias+gelu_tanh", "gelu_tanh(acc + x0)", (bias,),
               lambda x, w, bias, r: F.gelu(F.linear(x, w, bias), approximate="tanh")),
-             ("linear+bias+residual", "acc + x0 + x1", (bias, residual), lambda x, w, bias, r: F.linear(x, w, bias) + r)]
+             ("linear+bias+residual", "acc + x0 + x1", (bias, residual),
+              lambda x, w, bias, r: F.linear(x, w, bias) + r)]
     print(f"\nfused epilogues, M={m} N={n} K={k}, bf16; GPU ms (all kernels of a call), median of {args.repeats}")
     print(f"{'case':24} {'schedule':>11} {'ours fused':>10} {'ours plain':>10} {'eager':>8} {'Inductor':>9} "
           f"{'vs plain':>9} {'vs eager':>9} {'vs Inductor':>11} {'max err':>8}")

@@ -42,7 +42,8 @@ def kernel_ms(fn, repeats: int) -> float:
                       and not e.name().startswith(("Memcpy", "Memset"))),
                      key=lambda e: e.start_ns())
     if not kernels or len(kernels) % repeats:
-        raise RuntimeError(f"kernel_ms: {len(kernels)} kernels for {repeats} calls; each call must launch the same kernels")
+        raise RuntimeError(f"kernel_ms: {len(kernels)} kernels for {repeats} calls; each call must launch the "
+                           "same kernels")
     per_call = len(kernels) // repeats
     return statistics.median(sum(e.duration_ns() for e in kernels[i:i + per_call]) / 1e6
                              for i in range(0, len(kernels), per_call))

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Gemm.h"
 #include "Pointwise.h"
 #include "cute_torch/runtime.h"
 
@@ -34,14 +35,24 @@ TORCH_LIBRARY(cute, m) {
   m.def("scalar_type_code(ScalarType dtype) -> int", &scalarTypeCode);
   m.def("pointwise(str expr, Tensor[] inputs, ScalarType? out_dtype=None) -> Tensor");
   m.def("pointwise.multi(str[] exprs, Tensor[] inputs, ScalarType[]? out_dtypes=None) -> Tensor[]");
+  // Tensor[] takes no default in a schema: cute_torch.ops.gemm gives epilogue and inputs theirs.
+  m.def("gemm(Tensor a, Tensor b, str epilogue, Tensor[] inputs, ScalarType? out_dtype=None) -> "
+        "Tensor");
+  m.def("gemm.multi(Tensor a, Tensor b, str[] epilogues, Tensor[] inputs, ScalarType[]? "
+        "out_dtypes=None) "
+        "-> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(cute, CUDA, m) {
   m.impl("pointwise", &cute_torch::ops::pointwiseCuda);
   m.impl("pointwise.multi", &cute_torch::ops::pointwiseMultiCuda);
+  m.impl("gemm", &cute_torch::ops::gemmCuda);
+  m.impl("gemm.multi", &cute_torch::ops::gemmMultiCuda);
 }
 TORCH_LIBRARY_IMPL(cute, CPU, m) {
   m.impl("pointwise", &cute_torch::ops::pointwiseCpu);
   m.impl("pointwise.multi", &cute_torch::ops::pointwiseMultiCpu);
+  m.impl("gemm", &cute_torch::ops::gemmCpu);
+  m.impl("gemm.multi", &cute_torch::ops::gemmMultiCpu);
 }
 TORCH_LIBRARY_IMPL(cute, Autograd, m) { m.impl("pointwise", &cute_torch::ops::pointwiseAutograd); }

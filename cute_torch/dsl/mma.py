@@ -138,7 +138,8 @@ class ThrMma:
                            user_location())
         thread_mode, kept = _thread_modes(_partition_layout(self.tiled, operand, tensor._layout, tv))
         coord = self._coords[operand]
-        return tensor.with_layout(kept, tensor.offset_at(thread_mode, coord), divisibility(coord, thread_mode.shape, thread_mode.stride))
+        return tensor.with_layout(kept, tensor.offset_at(thread_mode, coord),
+                                  divisibility(coord, thread_mode.shape, thread_mode.stride))
 
     def make_fragment_A(self, partitioned):
         return self.tiled.make_fragment_A(partitioned)

@@ -13,6 +13,7 @@ import torch
 from ..pointwise.dtypes import dtype_name, result_dtype
 from ..pointwise.grad import gradient
 from ..pointwise.kernel import SEPARATOR, Plan, build
+from . import gemm_build
 
 LIBRARY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lib", "libcute_torch_ops.so")
 
@@ -27,7 +28,8 @@ def _dtypes(names: str) -> tuple:
 
 
 def _builder(kind: str, *args):
-    """What the C++ side asks on a cache miss (see csrc/torch/Pointwise.cpp)."""
+    """What the C++ side asks on a cache miss (see csrc/torch/Pointwise.cpp and Gemm.cpp)."""
+    global kernel_builds
     if kind == "dtype":  # one name per expression, joined by ","
         expr, names, zero_dims, out = args
         exprs = expr.split(SEPARATOR)
@@ -36,7 +38,6 @@ def _builder(kind: str, *args):
         return ",".join(dtype_name(result_dtype(e, _dtypes(names), zeros, o))
                         for e, o in zip(exprs, outs))
     if kind == "kernel":
-        global kernel_builds
         kernel_builds += 1
         expr, names, zero_dims, out, rank, inner, vec, wide, device = args
         plan = Plan(expr, tuple(names.split(",")), tuple(z == "1" for z in zero_dims), out, rank, inner, vec, wide)
@@ -44,6 +45,11 @@ def _builder(kind: str, *args):
     if kind == "grad":
         expr, n, index = args
         return gradient(expr, n, index)
+    if kind == "gemm":
+        kernel_builds += 1
+        return gemm_build.build(*args)
+    if kind == "sms":
+        return (gemm_build.sm_count(*args),)
     raise ValueError(f"unknown builder request {kind!r}")
 
 
@@ -83,6 +89,36 @@ def _pointwise_multi_fake(exprs: list, inputs: list, out_dtypes: list | None = N
             for e, o in zip(exprs, [_as_dtype(o) for o in out_dtypes] if out_dtypes else [None] * len(exprs))]
 
 
+def _gemm_multi_fake(a, b, epilogues: list, inputs: list = (), out_dtypes: list | None = None) -> list:
+    """Shapes and dtypes of cute::gemm.multi (the checks of Gemm.cpp that need no data)."""
+    if a.dim() not in (2, 3) or b.dim() not in (2, 3):
+        raise ValueError(f"cute::gemm: a and b are (M, K) / (L, M, K) and (K, N) / (L, K, N), got a "
+                         f"{list(a.shape)} and b {list(b.shape)}")
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"cute::gemm: a {list(a.shape)} and b {list(b.shape)} disagree on K")
+    if a.dtype != b.dtype or a.dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"cute::gemm: a and b are both bfloat16 or both float16, got {a.dtype} and {b.dtype}")
+    if not 1 <= len(epilogues) <= 4 or (out_dtypes is not None and len(out_dtypes) != len(epilogues)):
+        raise ValueError(f"cute::gemm.multi: {len(epilogues)} epilogues (1 to 4) and out_dtypes {out_dtypes}")
+    batch = [t.shape[0] for t in (a, b) if t.dim() == 3]
+    if len(set(batch)) > 1:
+        raise ValueError(f"cute::gemm: a {list(a.shape)} and b {list(b.shape)} have different batch sizes")
+    shape = (*batch[:1], a.shape[-2], b.shape[-1])
+    for i, x in enumerate(inputs):
+        try:
+            torch.broadcast_shapes(x.shape, shape)
+        except RuntimeError:
+            raise ValueError(f"cute::gemm: input x{i} of shape {list(x.shape)} does not broadcast to the output's "
+                             f"{list(shape)}") from None
+    dtypes = [_as_dtype(d) for d in out_dtypes] if out_dtypes else [a.dtype] * len(epilogues)
+    return [a.new_empty(shape, dtype=d) for d in dtypes]
+
+
+def _gemm_fake(a, b, epilogue: str = "acc", inputs: list = (), out_dtype: torch.dtype | None = None):
+    (out,) = _gemm_multi_fake(a, b, [epilogue], inputs, None if out_dtype is None else [out_dtype])
+    return out
+
+
 def load() -> None:
     """Makes torch.ops.cute.* usable; idempotent and thread-safe."""
     global _loaded, fast_pointwise
@@ -98,4 +134,6 @@ def load() -> None:
         fast_pointwise = library.cute_torch_pointwise_entry()
         torch.library.register_fake("cute::pointwise")(_pointwise_fake)
         torch.library.register_fake("cute::pointwise.multi")(_pointwise_multi_fake)
+        torch.library.register_fake("cute::gemm")(_gemm_fake)
+        torch.library.register_fake("cute::gemm.multi")(_gemm_multi_fake)
         _loaded = True

@@ -1,0 +1,385 @@
+//===- Gemm.cpp - cute::gemm: views, key, cache, launch --------------------===//
+//
+// The hot path of a call, all in C++: check shapes and dtypes, allocate the outputs, describe
+// every operand as the (rows, cols[, L]) view the kernel reads (the same views as
+// kernels/gemm_sm90.py's host_arguments), pick the compiled kernel from a C++ cache by the
+// views' static pattern, and run its host entry on the current stream. A miss asks the Python
+// builder (cute_torch/ops/gemm_build.py), which compiles the kernel for the views and returns
+// its host entry and its argument recipe: which view's pointer, extent or stride goes into
+// each argument slot.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gemm.h"
+
+#include "PythonBuilder.h"
+#include "cute_torch/runtime.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <array>
+#include <mutex>
+#include <unordered_map>
+
+namespace cute_torch::ops {
+namespace {
+
+constexpr char kSeparator = '\x1e';
+constexpr size_t kMaxOutputs = 4;
+
+/// One operand as the kernel reads it: (rows, cols) or (rows, cols, L) extents and strides in
+/// elements (a: (M, K), b: (N, K), outputs and inputs: (M, N)).
+struct View {
+  at::Tensor tensor;
+  int rank = 2;
+  std::array<int64_t, 3> sizes{1, 1, 1};
+  std::array<int64_t, 3> strides{0, 0, 0};
+};
+
+/// The compiled kernel of one key: its host entry, the runtime that runs it, and the slot
+/// recipe (kind * 1000 + view * 10 + dim; kinds: 0 pointer, 1 extent, 2 stride, 3 SM count).
+struct GemmKernel {
+  void (*entry)(void **) = nullptr;
+  runtime::LoadedArtifact *runtime = nullptr;
+  std::vector<int64_t> recipe;
+};
+
+std::mutex cacheMutex;
+std::unordered_map<std::string, GemmKernel> kernelCache;
+std::unordered_map<int, int64_t> smCounts;
+
+const char *dtypeName(c10::ScalarType type) {
+  switch (type) {
+  case c10::kBFloat16:
+    return "bfloat16";
+  case c10::kHalf:
+    return "float16";
+  case c10::kFloat:
+    return "float32";
+  case c10::kDouble:
+    return "float64";
+  case c10::kInt:
+    return "int32";
+  case c10::kLong:
+    return "int64";
+  case c10::kChar:
+    return "int8";
+  case c10::kByte:
+    return "uint8";
+  case c10::kBool:
+    return "bool";
+  default:
+    TORCH_CHECK_VALUE(false, "cute::gemm: an epilogue input of dtype ", c10::toString(type),
+                      " is not supported");
+  }
+  return "";
+}
+
+std::string shapeText(c10::IntArrayRef sizes) { return c10::str(sizes); }
+
+/// The view of a matrix operand: `rowDim` and `colDim` of `t`, its batch dim (or none: the
+/// batch broadcast with stride 0 when the GEMM is batched).
+View matrixView(const at::Tensor &t, int rowDim, int colDim, int batchDim, int64_t batches,
+                bool batched) {
+  View v;
+  v.tensor = t;
+  v.rank = batched ? 3 : 2;
+  v.sizes = {t.size(rowDim), t.size(colDim), batches};
+  v.strides = {t.stride(rowDim), t.stride(colDim), batchDim >= 0 ? t.stride(batchDim) : 0};
+  return v;
+}
+
+/// An epilogue input broadcast to the output's (rows, cols[, L]) view.
+View inputView(const at::Tensor &x, size_t index, c10::IntArrayRef outShape, bool batched,
+               bool rows) {
+  // The output's dims, outermost first, as (L, M, N), (M, N), or the rows path's (L * M, N).
+  std::vector<int64_t> shape(outShape.begin(), outShape.end());
+  if (rows)
+    shape = {outShape[0] * outShape[1], outShape[2]};
+  const int64_t outRank = static_cast<int64_t>(shape.size());
+  // (The rows path takes only inputs whose sizes but the last are 1: they may have more dims.)
+  TORCH_CHECK_VALUE(x.dim() <= outRank || rows, "cute::gemm: input x", index, " of shape ",
+                    shapeText(x.sizes()), " does not broadcast to the output's ",
+                    shapeText(outShape));
+  std::vector<int64_t> strides(outRank, 0);
+  for (int64_t i = 0; i < outRank; ++i) {
+    const int64_t j = i - (outRank - x.dim());
+    if (j < 0 || x.size(j) == 1)
+      continue;
+    TORCH_CHECK_VALUE(x.size(j) == shape[i], "cute::gemm: input x", index, " of shape ",
+                      shapeText(x.sizes()), " does not broadcast to the output's ",
+                      shapeText(outShape));
+    strides[i] = x.stride(j);
+  }
+  View v;
+  v.tensor = x;
+  v.rank = outRank;
+  if (outRank == 3) {
+    v.sizes = {shape[1], shape[2], shape[0]};
+    v.strides = {strides[1], strides[2], strides[0]};
+  } else {
+    v.sizes = {shape[0], shape[1], 1};
+    v.strides = {strides[0], strides[1], 0};
+  }
+  return v;
+}
+
+/// Whether TMA can read `v` in place: a 16-byte aligned address and strides, and rows or
+/// columns contiguous.
+bool tmaAddressable(const View &v) {
+  const int64_t size = v.tensor.element_size();
+  if (reinterpret_cast<uintptr_t>(v.tensor.data_ptr()) % 16)
+    return false;
+  if (v.strides[0] != 1 && v.strides[1] != 1)
+    return false;
+  for (int d = 0; d < v.rank; ++d)
+    if (v.strides[d] != 1 && v.sizes[d] > 1 && (v.strides[d] * size) % 16)
+      return false;
+  return true;
+}
+
+/// The static pattern of a view that the compiled kernel depends on: dtype, rank, per dim
+/// whether the stride is 1 (and the extent not), 0, or other; whether offsets need 64 bits.
+void appendPattern(std::string &key, const View &v) {
+  key += static_cast<char>('A' + static_cast<int>(v.tensor.scalar_type()));
+  int64_t extent = 1;
+  for (int d = 0; d < v.rank; ++d) {
+    key += v.strides[d] == 0 ? '0' : (v.strides[d] == 1 && v.sizes[d] != 1 ? '1' : 's');
+    if (v.sizes[d] > 0)
+      extent += (v.sizes[d] - 1) * std::abs(v.strides[d]);
+  }
+  key += extent >= (int64_t(1) << 31) ? 'w' : 'n';
+}
+
+std::string viewText(const View &v) {
+  std::string text = dtypeName(v.tensor.scalar_type());
+  for (int d = 0; d < v.rank; ++d)
+    text += (d ? "," : ";") + std::to_string(v.sizes[d]);
+  for (int d = 0; d < v.rank; ++d)
+    text += (d ? "," : ";") + std::to_string(v.strides[d]);
+  return text;
+}
+
+int64_t smCount(int device) {
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    auto found = smCounts.find(device);
+    if (found != smCounts.end())
+      return found->second;
+  }
+  BuilderResult result = callBuilder("sms", {BuilderArg(device)});
+  TORCH_CHECK(!result.ints.empty(), "cute::gemm: the builder returned no SM count");
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  return smCounts[device] = static_cast<int64_t>(result.ints[0]);
+}
+
+/// 256-column tiles unless 128 x 256 tiles would leave more than half the SMs idle or N is
+/// narrow (kernels/gemm_sm90.py's choose_tile_n).
+int64_t chooseTileN(int64_t m, int64_t n, int64_t batches, int64_t sms) {
+  const int64_t tiles = (m + 127) / 128 * ((n + 255) / 256) * batches;
+  return n <= 128 || 2 * tiles <= sms ? 128 : 256;
+}
+
+const GemmKernel &kernelFor(const std::string &key, const std::vector<View> &views,
+                            const std::string &epilogues, size_t outputs, int64_t tileN,
+                            int device) {
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    auto found = kernelCache.find(key);
+    if (found != kernelCache.end())
+      return found->second;
+  }
+  std::string described;
+  for (const View &v : views)
+    described += (described.empty() ? "" : "|") + viewText(v);
+  BuilderResult built =
+      callBuilder("gemm", {BuilderArg(epilogues), BuilderArg(static_cast<int64_t>(outputs)),
+                           BuilderArg(described), BuilderArg(tileN), BuilderArg(device)});
+  TORCH_CHECK(built.ints.size() >= 2, "cute::gemm: the builder returned no kernel");
+  GemmKernel kernel{reinterpret_cast<void (*)(void **)>(built.ints[0]),
+                    reinterpret_cast<runtime::LoadedArtifact *>(built.ints[1]),
+                    {built.ints.begin() + 2, built.ints.end()}};
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  return kernelCache.emplace(key, std::move(kernel)).first->second;
+}
+
+void run(const GemmKernel &kernel, const std::vector<View> &views, int64_t sms) {
+  c10::SmallVector<int64_t, 48> slots;
+  for (int64_t code : kernel.recipe) {
+    const int64_t kind = code / 1000, view = code / 10 % 100, dim = code % 10;
+    TORCH_INTERNAL_ASSERT(kind == 3 || static_cast<size_t>(view) < views.size());
+    switch (kind) {
+    case 0:
+      slots.push_back(
+          static_cast<int64_t>(reinterpret_cast<uintptr_t>(views[view].tensor.data_ptr())));
+      break;
+    case 1:
+      slots.push_back(views[view].sizes[dim]);
+      break;
+    case 2:
+      slots.push_back(views[view].strides[dim]);
+      break;
+    default:
+      slots.push_back(sms);
+    }
+  }
+  // i32 arguments are read from the low half of their 8-byte slot (little-endian).
+  c10::SmallVector<void *, 48> pointers;
+  for (int64_t &slot : slots)
+    pointers.push_back(&slot);
+  const c10::Device device = views[0].tensor.device();
+  c10::DeviceGuard guard(device);
+  const c10::Stream stream = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
+  try {
+    kernel.runtime->call(kernel.entry, pointers.data(), device.index(),
+                         reinterpret_cast<uintptr_t>(stream.native_handle()));
+  } catch (const runtime::CudaError &e) {
+    TORCH_CHECK(false, "cute::gemm: ", e.what());
+  }
+}
+
+void checkOperands(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs) {
+  TORCH_CHECK_VALUE((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3),
+                    "cute::gemm: a and b are (M, K) / (L, M, K) and (K, N) / (L, K, N), got a ",
+                    shapeText(a.sizes()), " and b ", shapeText(b.sizes()));
+  TORCH_CHECK_VALUE(a.size(-1) == b.size(-2), "cute::gemm: a ", shapeText(a.sizes()), " and b ",
+                    shapeText(b.sizes()), " disagree on K (", a.size(-1), " vs ", b.size(-2), ")");
+  TORCH_CHECK_VALUE(a.dim() == 2 || b.dim() == 2 || a.size(0) == b.size(0), "cute::gemm: a ",
+                    shapeText(a.sizes()), " and b ", shapeText(b.sizes()),
+                    " have different batch sizes");
+  TORCH_CHECK_VALUE(a.scalar_type() == b.scalar_type() &&
+                        (a.scalar_type() == c10::kBFloat16 || a.scalar_type() == c10::kHalf),
+                    "cute::gemm: a and b are both bfloat16 or both float16, got ",
+                    c10::toString(a.scalar_type()), " and ", c10::toString(b.scalar_type()));
+  for (const at::Tensor &t : inputs)
+    TORCH_CHECK(t.device() == a.device(), "cute::gemm: every tensor must be on ", a.device(),
+                ", got one on ", t.device());
+  TORCH_CHECK(b.device() == a.device(), "cute::gemm: a is on ", a.device(), " and b on ",
+              b.device());
+  TORCH_CHECK(a.device().is_cuda(), "cute::gemm runs on CUDA tensors; a is on ", a.device());
+}
+
+std::vector<at::Tensor> gemmImpl(const at::Tensor &aIn, const at::Tensor &bIn,
+                                 const std::vector<std::string> &epilogues, at::TensorList inputs,
+                                 c10::ArrayRef<c10::ScalarType> outDtypes) {
+  checkOperands(aIn, bIn, inputs);
+  TORCH_CHECK_VALUE(!epilogues.empty() && epilogues.size() <= kMaxOutputs,
+                    "cute::gemm.multi takes 1 to ", kMaxOutputs, " epilogues, got ",
+                    epilogues.size());
+  TORCH_CHECK_VALUE(outDtypes.empty() || outDtypes.size() == epilogues.size(),
+                    "cute::gemm: ", epilogues.size(), " epilogues but ", outDtypes.size(),
+                    " out_dtypes");
+  for (c10::ScalarType t : outDtypes)
+    TORCH_CHECK_VALUE(t == c10::kBFloat16 || t == c10::kHalf,
+                      "cute::gemm writes bfloat16 or float16 outputs, got ", c10::toString(t));
+  // Operands TMA cannot read in place (unaligned, or neither rows nor columns contiguous) are
+  // copied once: the documented slower path.
+  at::Tensor a = aIn, b = bIn;
+  const bool batched = a.dim() == 3 || b.dim() == 3;
+  const int64_t batches = a.dim() == 3 ? a.size(0) : (b.dim() == 3 ? b.size(0) : 1);
+  const int64_t m = a.size(-2), n = b.size(-1), k = a.size(-1);
+  std::vector<int64_t> outShape =
+      batched ? std::vector<int64_t>{batches, m, n} : std::vector<int64_t>{m, n};
+  std::vector<at::Tensor> outs;
+  for (size_t i = 0; i < epilogues.size(); ++i)
+    outs.push_back(
+        at::empty(outShape, a.options().dtype(outDtypes.empty() ? a.scalar_type() : outDtypes[i])));
+  if (m == 0 || n == 0 || batches == 0)
+    return outs;
+  TORCH_CHECK_VALUE(k > 0, "cute::gemm: K is 0 (a ", shapeText(a.sizes()), ")");
+
+  // One weight for a batch of rows: a single GEMM over L * M rows when a and the inputs allow.
+  bool rows = a.dim() == 3 && b.dim() == 2 && a.stride(0) == a.size(1) * a.stride(1);
+  for (const at::Tensor &x : inputs)
+    for (int64_t d = 0; rows && d + 1 < x.dim(); ++d)
+      rows = x.size(d) == 1;
+  std::vector<View> views;
+  auto addOperands = [&]() {
+    views.clear();
+    if (rows) {
+      View va;
+      va.tensor = a;
+      va.sizes = {batches * m, k, 1};
+      va.strides = {a.stride(1), a.stride(2), 0};
+      views.push_back(va);
+      views.push_back(matrixView(b, 1, 0, -1, 1, false));
+    } else {
+      views.push_back(
+          matrixView(a, a.dim() - 2, a.dim() - 1, a.dim() == 3 ? 0 : -1, batches, batched));
+      views.push_back(
+          matrixView(b, b.dim() - 1, b.dim() - 2, b.dim() == 3 ? 0 : -1, batches, batched));
+    }
+  };
+  addOperands();
+  if (!tmaAddressable(views[0]) || !tmaAddressable(views[1])) {
+    if (!tmaAddressable(views[0]))
+      a = a.contiguous();
+    if (!tmaAddressable(views[1]))
+      b = b.contiguous();
+    rows = rows && a.stride(0) == a.size(1) * a.stride(1);
+    addOperands();
+    TORCH_CHECK_VALUE(tmaAddressable(views[0]) && tmaAddressable(views[1]), "cute::gemm: a ",
+                      shapeText(a.sizes()), " or b ", shapeText(b.sizes()),
+                      " has rows TMA cannot address even contiguous: their length in bytes ",
+                      "must be a multiple of 16");
+  }
+  for (const at::Tensor &out : outs) {
+    View v = rows ? matrixView(out.view({batches * m, n}), 0, 1, -1, 1, false)
+                  : matrixView(out, out.dim() - 2, out.dim() - 1, out.dim() == 3 ? 0 : -1, batches,
+                               batched);
+    TORCH_CHECK_VALUE(tmaAddressable(v), "cute::gemm: an output row of ", n,
+                      " elements is not a multiple of 16 bytes (TMA stores it); pad N");
+    views.push_back(v);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    views.push_back(inputView(inputs[i], i, outShape, batched, rows));
+
+  const int device = a.device().index();
+  const int64_t sms = smCount(device);
+  const int64_t tileN = chooseTileN(views[2].sizes[0], n, batched && !rows ? batches : 1, sms);
+  std::string joined;
+  for (const std::string &e : epilogues)
+    joined += (joined.empty() ? "" : std::string(1, kSeparator)) + e;
+  std::string key = joined + '\x1f' + static_cast<char>('0' + device) + (tileN == 256 ? 'W' : 'N') +
+                    static_cast<char>('0' + epilogues.size());
+  for (const View &v : views)
+    appendPattern(key, v);
+  const GemmKernel &kernel = kernelFor(key, views, joined, epilogues.size(), tileN, device);
+  run(kernel, views, sms);
+  return outs;
+}
+
+} // namespace
+
+at::Tensor gemmCuda(const at::Tensor &a, const at::Tensor &b, c10::string_view epilogue,
+                    at::TensorList inputs, std::optional<c10::ScalarType> outDtype) {
+  std::vector<c10::ScalarType> dtypes;
+  if (outDtype)
+    dtypes.push_back(*outDtype);
+  return gemmImpl(a, b, {std::string(epilogue)}, inputs, dtypes)[0];
+}
+
+std::vector<at::Tensor> gemmMultiCuda(const at::Tensor &a, const at::Tensor &b,
+                                      std::vector<std::string> epilogues, at::TensorList inputs,
+                                      std::optional<std::vector<c10::ScalarType>> outDtypes) {
+  return gemmImpl(a, b, epilogues, inputs,
+                  outDtypes ? c10::ArrayRef<c10::ScalarType>(*outDtypes)
+                            : c10::ArrayRef<c10::ScalarType>());
+}
+
+at::Tensor gemmCpu(const at::Tensor &a, const at::Tensor &b, c10::string_view,
+                   at::TensorList inputs, std::optional<c10::ScalarType>) {
+  checkOperands(a, b, inputs);
+  return {};
+}
+
+std::vector<at::Tensor> gemmMultiCpu(const at::Tensor &a, const at::Tensor &b,
+                                     std::vector<std::string>, at::TensorList inputs,
+                                     std::optional<std::vector<c10::ScalarType>>) {
+  checkOperands(a, b, inputs);
+  return {};
+}
+
+} // namespace cute_torch::ops

@@ -1,0 +1,34 @@
+//===- Gemm.h - cute::gemm kernels for the dispatcher --------------*- C++ -*-===//
+
+#ifndef CUTE_TORCH_OPS_GEMM_H
+#define CUTE_TORCH_OPS_GEMM_H
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cute_torch::ops {
+
+/// cute::gemm(Tensor a, Tensor b, str epilogue, Tensor[] inputs, ScalarType? out_dtype=None)
+/// -> Tensor: epilogue(a @ b) with a (M, K) or (L, M, K) and b (K, N) or
+/// (L, K, N), the epilogue an expression over `acc` and x0..xN (`inputs`, broadcast to the
+/// output), on the library's Hopper GEMM (kernels/gemm_sm90.py).
+at::Tensor gemmCuda(const at::Tensor &a, const at::Tensor &b, c10::string_view epilogue,
+                    at::TensorList inputs, std::optional<c10::ScalarType> outDtype);
+/// cute::gemm.multi(Tensor a, Tensor b, str[] epilogues, Tensor[] inputs, ScalarType[]?
+/// out_dtypes=None) -> Tensor[]: one output per epilogue, all from the same accumulators.
+std::vector<at::Tensor> gemmMultiCuda(const at::Tensor &a, const at::Tensor &b,
+                                      std::vector<std::string> epilogues, at::TensorList inputs,
+                                      std::optional<std::vector<c10::ScalarType>> outDtypes);
+/// CPU tensors get a clear error (the op runs on CUDA only).
+at::Tensor gemmCpu(const at::Tensor &a, const at::Tensor &b, c10::string_view epilogue,
+                   at::TensorList inputs, std::optional<c10::ScalarType> outDtype);
+std::vector<at::Tensor> gemmMultiCpu(const at::Tensor &a, const at::Tensor &b,
+                                     std::vector<std::string> epilogues, at::TensorList inputs,
+                                     std::optional<std::vector<c10::ScalarType>> outDtypes);
+
+} // namespace cute_torch::ops
+
+#endif // CUTE_TORCH_OPS_GEMM_H

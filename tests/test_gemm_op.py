@@ -1,0 +1,168 @@
+"""torch.ops.cute.gemm and gemm.multi (csrc/torch/Gemm.cpp, cute_torch/ops/gemm_build.py): the
+library GEMM as a dispatcher op with a C++ fast path. CPU tier: schemas, fake kernels, errors,
+the builder's argument recipe. GPU tier: against float64 references (outputs are fresh, every
+element checked), batched and rows paths, epilogues with inputs, several outputs, linear with
+each activation, operands TMA cannot read in place, no rebuild for a new size, streams, CUDA
+graphs, torch.compile and opcheck."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import cute_torch.ops as cops
+from cute_torch.ops import gemm_build, registration
+
+needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                                 reason="needs an sm_90 GPU")
+
+
+def test_schemas():
+    assert str(torch.ops.cute.gemm.default._schema) == (
+        "cute::gemm(Tensor a, Tensor b, str epilogue, Tensor[] inputs, ScalarType? out_dtype=None) -> Tensor")
+    assert str(torch.ops.cute.gemm.multi._schema) == (
+        "cute::gemm.multi(Tensor a, Tensor b, str[] epilogues, Tensor[] inputs, ScalarType[]? out_dtypes=None) "
+        "-> Tensor[]")
+
+
+def test_fake_kernels_give_shapes_and_dtypes():
+    with FakeTensorMode():
+        a, w = torch.empty(8, 64, 32, dtype=torch.bfloat16), torch.empty(32, 48, dtype=torch.bfloat16)
+        assert torch.ops.cute.gemm(a, w, "acc + x0", [torch.empty(48)], None).shape == (8, 64, 48)
+        outs = torch.ops.cute.gemm.multi(a, w, ["acc", "relu(acc)"], [], [torch.float16, torch.bfloat16])
+        assert [(o.shape, o.dtype) for o in outs] == [((8, 64, 48), torch.float16), ((8, 64, 48), torch.bfloat16)]
+        b3 = torch.empty(8, 32, 16, dtype=torch.bfloat16)
+        assert torch.ops.cute.gemm(a, b3, "acc", [], None).shape == (8, 64, 16)
+        with pytest.raises(ValueError, match="disagree on K"):
+            torch.ops.cute.gemm(a, torch.empty(31, 48, dtype=torch.bfloat16), "acc", [], None)
+        with pytest.raises(ValueError, match="x0 of shape \\[64\\] does not broadcast"):
+            torch.ops.cute.gemm(a, w, "acc + x0", [torch.empty(64)], None)
+
+
+def test_bad_operands_are_errors_naming_the_problem():
+    a, b = torch.randn(64, 32).bfloat16(), torch.randn(32, 48).bfloat16()
+    with pytest.raises(RuntimeError, match="runs on CUDA tensors; a is on cpu"):
+        torch.ops.cute.gemm(a, b, "acc", [], None)
+    with pytest.raises(ValueError, match=r"disagree on K \(32 vs 31\)"):
+        torch.ops.cute.gemm(a, torch.randn(31, 48).bfloat16(), "acc", [], None)
+    with pytest.raises(ValueError, match="both bfloat16 or both float16"):
+        torch.ops.cute.gemm(a, b.half(), "acc", [], None)
+    with pytest.raises(ValueError, match="activation is one of"):
+        cops.linear(a, b.t(), activation="tanh")
+
+
+def test_the_builder_says_where_each_argument_comes_from():
+    """a (M, K) row-major, b (N, K) K-major, one output, a bias broadcast over rows: each view's
+    pointer, its run-time extents, its run-time strides (not the unit one, not a broadcast 0)."""
+    views = "|".join(["bfloat16;300,448;448,1", "bfloat16;520,448;1,520", "bfloat16;300,520;520,1",
+                      "float32;300,520;0,1"])
+    built = gemm_build.build("acc + x0", 1, views, 128, 0, arch="sm_90a")
+    entry, runtime, *recipe = [x for x in built if isinstance(x, int)]
+    assert entry and runtime
+    assert recipe == [0, 1000, 1001, 2000,           # a: pointer, M, K, row stride
+                      10, 1010, 1011, 2011,          # b: pointer, N, K, the stride of K
+                      3000,                          # the SM count
+                      20, 1020, 1021, 2020,          # the output
+                      30, 1030, 1031]                # the bias: its strides are static (0, 1)
+
+
+def _operands(m, n, k, seed, batch=None, dtype=torch.bfloat16):
+    g = torch.Generator().manual_seed(seed)
+    lead = (batch,) if batch else ()
+    a = torch.randn(*lead, m, k, generator=g).to(dtype).cuda()
+    b = torch.randn(*lead, k, n, generator=g).to(dtype).cuda()
+    return a, b
+
+
+def _close(got, want):
+    torch.testing.assert_close(got.cpu().double(), want.to(got.dtype).cpu().double(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("m,n,k", [(128, 256, 64), (300, 520, 448), (1000, 96, 1000), (1, 64, 512)])
+def test_gemm_matches_matmul(m, n, k):
+    a, b = _operands(m, n, k, seed=m + n)
+    _close(cops.gemm(a, b), a.double() @ b.double())
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_batched_broadcast_and_rows_paths_match_matmul():
+    a, b = _operands(200, 264, 320, seed=3, batch=3)
+    _close(cops.gemm(a, b), a.double() @ b.double())                       # (L, M, K) x (L, K, N)
+    w = b[0]
+    _close(cops.gemm(a, w), a.double() @ w.double())                       # one weight: the rows path
+    strided = a.transpose(0, 1).contiguous().transpose(0, 1)              # rows not mergeable
+    _close(cops.gemm(strided, w), strided.double() @ w.double())           # the weight broadcast
+    residual = torch.randn(3, 200, 264, generator=torch.Generator().manual_seed(4)).cuda()
+    _close(cops.gemm(a, w, "acc + x0", residual), a.double() @ w.double() + residual.double())
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_epilogues_with_inputs_and_several_outputs_match_torch():
+    a, b = _operands(300, 520, 448, seed=7)
+    g = torch.Generator().manual_seed(8)
+    bias, scale = torch.randn(520, generator=g).cuda(), torch.randn(300, 1, generator=g).cuda()
+    acc = a.double() @ b.double()
+    _close(cops.gemm(a, b, "gelu_tanh(acc * x1 + x0)", bias, scale),
+           F.gelu(acc * scale.double() + bias.double(), approximate="tanh"))
+    pre, act = cops.gemm_multi(a, b, ["acc + x0", "silu(acc + x0)"], bias, out_dtypes=[torch.float16, torch.bfloat16])
+    assert (pre.dtype, act.dtype) == (torch.float16, torch.bfloat16)
+    _close(pre, acc + bias.double())
+    _close(act, F.silu(acc + bias.double()))
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_tanh", "silu", "sigmoid"])
+def test_linear_matches_f_linear(activation):
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(4, 100, 256, generator=g).bfloat16().cuda()
+    weight, bias = torch.randn(384, 256, generator=g).bfloat16().cuda(), torch.randn(384, generator=g).cuda()
+    want = F.linear(x.double(), weight.double(), bias.double())
+    act = {None: lambda t: t, "relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+           "silu": F.silu, "sigmoid": torch.sigmoid}[activation]
+    _close(cops.linear(x, weight, bias, activation), act(want))
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_operands_tma_cannot_read_in_place_are_copied_not_refused():
+    a, b = _operands(64, 96, 100, seed=12)             # rows of 100 bf16 = 200 bytes: not a multiple of 16
+    _close(cops.gemm(a, b.t().contiguous().t()), a.double() @ b.double())
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_a_new_size_builds_no_new_kernel():
+    a, b = _operands(256, 384, 192, seed=13)
+    cops.gemm(a, b)
+    builds = registration.kernel_builds
+    a2, b2 = _operands(320, 392, 200, seed=14)          # same pattern, other extents
+    _close(cops.gemm(a2, b2), a2.double() @ b2.double())
+    assert registration.kernel_builds == builds
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_streams_graphs_compile_and_opcheck():
+    a, b = _operands(256, 256, 128, seed=15)
+    want = a.double() @ b.double()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        out = cops.gemm(a, b)
+    stream.synchronize()
+    _close(out, want)
+    cops.gemm(a, b)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = cops.gemm(a, b, "relu(acc)")
+    graph.replay()
+    torch.cuda.synchronize()
+    _close(captured, torch.relu(want))
+    compiled = torch.compile(lambda x, w, bias: cops.linear(x, w, bias, "gelu"), fullgraph=True)
+    bias = torch.randn(256, generator=torch.Generator().manual_seed(16)).cuda()
+    _close(compiled(a, b.t(), bias), F.gelu(want + bias.double()))
+    torch.library.opcheck(torch.ops.cute.gemm.default, (a, b, "acc + x0", [bias], None))
