@@ -166,3 +166,67 @@ def test_streams_graphs_compile_and_opcheck():
     bias = torch.randn(256, generator=torch.Generator().manual_seed(16)).cuda()
     _close(compiled(a, b.t(), bias), F.gelu(want + bias.double()))
     torch.library.opcheck(torch.ops.cute.gemm.default, (a, b, "acc + x0", [bias], None))
+
+
+# -- cute_torch.nn.Linear and the differentiable linear --------------------------------------------
+
+def test_nn_linear_is_a_drop_in_nn_linear():
+    import cute_torch.nn as cnn
+    torch.manual_seed(0)
+    reference = torch.nn.Linear(32, 48)
+    layer = cnn.Linear(32, 48, activation="gelu_tanh")
+    layer.load_state_dict(reference.state_dict())            # checkpoints load both ways
+    reference.load_state_dict(layer.state_dict())
+    x = torch.randn(5, 7, 32, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(layer(x), F.gelu(reference(x), approximate="tanh"))   # CPU: computed by torch
+    assert "activation='gelu_tanh'" in repr(layer) and isinstance(layer, torch.nn.Linear)
+    with pytest.raises(ValueError, match="activation is one of"):
+        cnn.Linear(4, 4, activation="tanh")
+
+
+def test_the_activation_derivatives_follow_torch():
+    from cute_torch.ops.linear import _derivative
+    from cute_torch.pointwise.dtypes import reference
+    pre = torch.linspace(-4, 4, 101, dtype=torch.float64)
+    g = torch.linspace(0.5, 1.5, 101, dtype=torch.float64)
+    for name, fn in [("relu", F.relu), ("gelu", F.gelu), ("gelu_tanh", lambda t: F.gelu(t, approximate="tanh")),
+                     ("silu", F.silu), ("sigmoid", torch.sigmoid)]:
+        leaf = pre.clone().requires_grad_()
+        (want,) = torch.autograd.grad(fn(leaf), leaf, g)
+        torch.testing.assert_close(reference(_derivative(name), [pre, g]), want)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("activation", [None, "relu", "gelu_tanh", "silu"])
+def test_linear_gradients_match_eager_autograd(activation):
+    g = torch.Generator().manual_seed(21)
+    x32 = torch.randn(3, 80, 192, generator=g)
+    w32, b32 = torch.randn(256, 192, generator=g) / 14, torch.randn(256, generator=g)
+    grad = torch.randn(3, 80, 256, generator=g)
+    act = {None: lambda t: t, "relu": F.relu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+           "silu": F.silu}[activation]
+    ref = [t.double().requires_grad_() for t in (x32, w32, b32)]
+    act(F.linear(*ref)).backward(grad.double())
+    ours = [t.bfloat16().cuda().requires_grad_() for t in (x32, w32)] + [b32.cuda().requires_grad_()]
+    y = cops.linear(*ours, activation)
+    y.backward(grad.bfloat16().cuda())
+    _close(y.detach(), act(F.linear(*[t.detach() for t in ref])))
+    for got, want in zip(ours, ref):
+        # bf16 operands and gradients: compare against the fp64 gradient scaled to its size.
+        err = (got.grad.double().cpu() - want.grad).abs().max() / want.grad.abs().max()
+        assert err < 3e-2, (activation, err)
+    assert ours[2].grad.dtype == torch.float32
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_nn_linear_trains_on_the_gpu_through_cute_gemm():
+    import cute_torch.nn as cnn
+    torch.manual_seed(2)
+    layer = cnn.Linear(128, 256, activation="silu").cuda().bfloat16()
+    builds = registration.kernel_builds
+    x = torch.randn(64, 128, device="cuda").bfloat16()
+    layer(x).float().square().mean().backward()
+    assert registration.kernel_builds > builds                # our kernels ran, not F.linear
+    assert layer.weight.grad is not None and torch.isfinite(layer.weight.grad).all()

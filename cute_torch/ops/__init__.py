@@ -15,6 +15,7 @@ import torch
 from ..pointwise.dtypes import reference
 from ..pointwise.expr import ExpressionError
 from . import registration
+from .linear import linear
 from .registration import load
 
 load()
@@ -23,10 +24,6 @@ _op = torch.ops.cute.pointwise.default
 
 __all__ = ["ExpressionError", "add", "gelu", "gemm", "gemm_multi", "linear", "load", "mul", "pointwise",
            "pointwise_multi", "reference", "relu", "sigmoid", "silu", "tanh"]
-
-# linear's activations, as epilogues over the pre-activation `acc + x0` (or `acc`).
-ACTIVATIONS = {None: "{}", "relu": "relu({})", "gelu": "gelu({})", "gelu_tanh": "gelu_tanh({})",
-               "silu": "silu({})", "sigmoid": "sigmoid({})"}
 
 
 def pointwise(expr: str, *inputs: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -60,17 +57,6 @@ def gemm_multi(a: torch.Tensor, b: torch.Tensor, epilogues: list, *inputs: torch
                out_dtypes: list | None = None) -> list:
     """torch.ops.cute.gemm.multi: one output per epilogue, all from the same accumulators."""
     return torch.ops.cute.gemm.multi(a, b, list(epilogues), list(inputs), out_dtypes)
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-           activation: str | None = None) -> torch.Tensor:
-    """activation(F.linear(x, weight, bias)) in one GEMM, `weight` (out, in) like F.linear's."""
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"linear: activation is one of {sorted(a for a in ACTIVATIONS if a)} or None, got "
-                         f"{activation!r}")
-    pre = "acc + x0" if bias is not None else "acc"
-    inputs = [bias] if bias is not None else []
-    return torch.ops.cute.gemm(x, weight.t(), ACTIVATIONS[activation].format(pre), inputs, None)
 
 
 def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
