@@ -298,3 +298,57 @@ def test_cute_backend_runs_on_cpu_tensors_without_fusing():
     f = lambda x: torch.relu(x) * 2  # noqa: E731
     x = randn(4, 8)
     torch.testing.assert_close(torch.compile(f, backend="cute")(x), f(x))
+
+
+# -- matmuls with their epilogues (cute::gemm) ------------------------------------------------------
+
+GEMM_OPS = (torch.ops.cute.gemm.default, torch.ops.cute.gemm.multi)
+
+
+def gemm_calls(gm):
+    return [n for n in gm.graph.nodes if n.target in GEMM_OPS]
+
+
+def bf16(*shape, seed):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).bfloat16()
+
+
+def test_a_linear_with_its_activation_becomes_one_gemm():
+    def f(x, w, b):
+        return F.gelu(F.linear(x, w, b), approximate="tanh") * 2
+    graphs = check_same(f, bf16(32, 64, seed=1), bf16(48, 64, seed=2), bf16(48, seed=3), grad=False,
+                        rtol=2e-2, atol=2e-2)
+    gm, result = graphs["inference"]
+    (call,) = gemm_calls(gm)
+    assert call.target is torch.ops.cute.gemm.default and "gelu_tanh" in call.args[2] and "acc + x0" in call.args[2]
+    assert not cute_calls(gm) and torch.ops.aten.addmm.default not in aten_targets(gm)
+    assert len(result["gemms"]) == 1 and "addmm" in result["gemms"][0]
+
+
+def test_a_linear_on_three_dimensional_inputs_fuses_through_the_row_view():
+    def f(x, w, b, r):
+        return torch.relu(F.linear(x, w, b)) + r
+    graphs = check_same(f, bf16(2, 16, 64, seed=4), bf16(32, 64, seed=5), bf16(32, seed=6), bf16(2, 16, 32, seed=7),
+                        grad=False, rtol=2e-2, atol=2e-2)
+    gm, _ = graphs["inference"]
+    (call,) = gemm_calls(gm)
+    assert [fake.shape for fake in (call.meta["val"],)] == [(32, 32)]          # rows of the matmul
+    assert not cute_calls(gm)
+
+
+def test_the_training_forward_keeps_the_pre_activation_from_the_same_gemm():
+    def f(x, w, b):
+        return F.silu(x @ w.t() + b).sum()
+    graphs = check_same(f, bf16(32, 64, seed=8), bf16(48, 64, seed=9), bf16(48, seed=10), rtol=3e-2, atol=3e-1)
+    gm, result = graphs["forward"]
+    calls = gemm_calls(gm)
+    assert calls, [str(n.target) for n in gm.graph.nodes]
+    assert result["gemms"]
+
+
+def test_matmuls_that_cannot_take_an_epilogue_stay_aten():
+    # fp32 operands, and an output row of 20 bf16 (40 bytes: TMA stores 16-byte multiples)
+    for x, w in ((randn(16, 32), randn(24, 32)), (bf16(16, 32, seed=11), bf16(20, 32, seed=12))):
+        graphs = check_same(lambda x, w: torch.relu(x @ w.t()), x, w, grad=False, rtol=2e-2, atol=2e-2)
+        gm, result = graphs["inference"]
+        assert not gemm_calls(gm) and not result["gemms"]

@@ -30,6 +30,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 import cute_torch.ops
 
 from .fusion import find_regions
+from .gemm import fuse_gemms
 from .options import Options
 from .report import emit, graph_text
 from .rewrite import BackendError, apply
@@ -44,21 +45,23 @@ def _pointwise(gm: fx.GraphModule, fake_mode, options: Options) -> dict:
     return apply(gm, regions, fake_mode, options.strict, options.check_builds)
 
 
-# The graph rewrites, in order. A pattern that consumes pointwise ops (a GEMM with its epilogue,
-# a norm) goes before "pointwise", so that the fusion sees only what is left.
-REWRITES = [("pointwise", _pointwise)]
+# The graph rewrites, in order. A pattern that consumes pointwise ops (a norm) goes before
+# "pointwise", so that the fusion sees only what is left; "gemm" takes the pointwise calls that
+# read a matmul and makes the matmul's epilogue of them.
+REWRITES = [("pointwise", _pointwise), ("gemm", fuse_gemms)]
 
 
 def rewrite_graph(gm: fx.GraphModule, example_inputs, options: Options | None = None, name: str = "graph") -> dict:
-    """Applies REWRITES to an ATen graph in place; returns what the pointwise fusion did."""
+    """Applies REWRITES to an ATen graph in place; returns what they did: the pointwise regions
+    fused and fallen back, and the matmuls that took an epilogue ("gemms")."""
     options = options or Options()
     before = graph_text(gm) if options.log_graphs or options.debug_dir else ""
     fake_mode = detect_fake_mode(example_inputs)
-    result = {"fused": [], "fallback": []}
+    result = {"fused": [], "fallback": [], "gemms": []}
     for _, rewrite in REWRITES:
         step = rewrite(gm, fake_mode, options)
-        result["fused"] += step["fused"]
-        result["fallback"] += step["fallback"]
+        for key in result:
+            result[key] += step.get(key, [])
     emit(options, name, before, gm, result)
     return result
 

@@ -1,8 +1,11 @@
-"""The backend's graphs without a GPU: each cute::pointwise call evaluated on CPU in torch
-(pointwise/dtypes.py `reference`, op by op). The CPU tests and examples/mlp_block.py use it to
-check that a rewritten graph computes what the original one did, forward and backward."""
+"""The backend's graphs without a GPU: each cute::pointwise and cute::gemm call evaluated on CPU
+in torch (pointwise/dtypes.py `reference`, op by op; a GEMM's product in fp32). The CPU tests
+and examples/mlp_block.py use it to check that a rewritten graph computes what the original one
+did, forward and backward."""
 
 from __future__ import annotations
+
+import re
 
 import torch
 import torch.fx as fx
@@ -23,7 +26,20 @@ class ReferenceInterpreter(fx.Interpreter):
         if target is torch.ops.cute.pointwise.multi:
             exprs, inputs, dtypes = args
             return [reference(e, inputs).to(d) for e, d in zip(exprs, dtypes)]
+        if target is torch.ops.cute.gemm.default:
+            a, b, epilogue, inputs, dtype = args
+            return gemm_reference(a, b, epilogue, inputs, dtype)
+        if target is torch.ops.cute.gemm.multi:
+            a, b, epilogues, inputs, dtypes = args
+            return [gemm_reference(a, b, e, inputs, d) for e, d in zip(epilogues, dtypes or [None] * len(epilogues))]
         return super().call_function(target, args, kwargs)
+
+
+def gemm_reference(a, b, epilogue: str, inputs: list, dtype=None) -> torch.Tensor:
+    """cute::gemm in torch: the fp32 product, the epilogue with `acc` as one more input."""
+    acc = torch.matmul(a.float(), b.float())
+    expr = re.sub(r"\bacc\b", f"x{len(inputs)}", epilogue)
+    return reference(expr, list(inputs) + [acc]).to(dtype or a.dtype)
 
 
 def reference_backend(options: Options | None = None, seen: list | None = None):

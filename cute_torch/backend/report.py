@@ -24,13 +24,16 @@ def summary(name: str, result: dict, gm: fx.GraphModule) -> str:
                                for n in gm.graph.nodes if n.op == "call_function" and
                                not str(n.target).startswith("cute.") and n.target.__name__ != "getitem")
     kept_text = ", ".join(f"{t} x{c}" for t, c in kept.most_common(8)) or "none"
+    gemms = len(result.get("gemms", []))
+    gemm_text = f", {gemms} of them into a matmul's epilogue (cute::gemm)" if gemms else ""
     return (f"cute backend [{name}]: {nodes} ops fused into {len(fused)} kernels ({multi} multi-output), "
-            f"{len(fallback)} regions fell back to ATen; ATen ops left: {kept_text}")
+            f"{len(fallback)} regions fell back to ATen{gemm_text}; ATen ops left: {kept_text}")
 
 
 def regions_text(result: dict) -> str:
     lines = [f"fused: {describe(r)}" for r in result["fused"]]
     lines += [f"fallback: {describe(r)}: {type(e).__name__}: {e}" for r, e in result["fallback"]]
+    lines += [f"gemm: {g}" for g in result.get("gemms", [])]
     return "\n".join(lines) + "\n"
 
 

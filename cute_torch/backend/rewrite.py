@@ -108,7 +108,7 @@ def apply(gm: fx.GraphModule, regions: list, fake_mode, strict: bool, check: boo
             old.replace_all_uses_with(new, delete_user_cb=lambda user: user not in region.nodes)
             replaced[old] = new
         fused.append(region)
-    _stable_topological_sort(graph)
+    stable_topological_sort(graph)
     graph.eliminate_dead_code()
     graph.lint()
     gm.recompile()
@@ -134,7 +134,7 @@ def describe(region: Region) -> str:
     return f"[{names}] = {' ; '.join(region.exprs)}"
 
 
-def _stable_topological_sort(graph: fx.Graph) -> None:
+def stable_topological_sort(graph: fx.Graph) -> None:
     """Moves nodes only where an input comes after its user (a kernel was placed before its
     first user, and one of its inputs may be computed later in the original order)."""
     placed: set = set()
