@@ -346,6 +346,14 @@ def test_the_training_forward_keeps_the_pre_activation_from_the_same_gemm():
     assert result["gemms"]
 
 
+def test_the_gemm_rewrite_can_be_turned_off():
+    compiled, seen = compile_cpu(lambda x, w: torch.relu(x @ w.t()), Options(devices=("cpu",), check_builds=False,
+                                                                          gemm=False))
+    compiled(bf16(16, 32, seed=13), bf16(24, 32, seed=14))
+    (_, gm, result), = seen
+    assert not gemm_calls(gm) and cute_calls(gm) and not result["gemms"]
+
+
 def test_matmuls_that_cannot_take_an_epilogue_stay_aten():
     # fp32 operands, and an output row of 20 bf16 (40 bytes: TMA stores 16-byte multiples)
     for x, w in ((randn(16, 32), randn(24, 32)), (bf16(16, 32, seed=11), bf16(20, 32, seed=12))):

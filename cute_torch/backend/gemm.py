@@ -171,6 +171,8 @@ def fuse_gemms(gm: fx.GraphModule, fake_mode, options: Options) -> dict:
     """Rewrites `gm` in place; returns {"fused": [], "fallback": [], "gemms": [descriptions]}."""
     graph = gm.graph
     done = []
+    if not options.gemm:
+        return {"fused": [], "fallback": [], "gemms": done}
     for call in list(graph.nodes):
         if call.op != "call_function" or call.target not in POINTWISE:
             continue

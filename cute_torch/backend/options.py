@@ -17,6 +17,7 @@ class Options:
     log_graphs: bool = False      # print the same to stderr (also CUTE_TORCH_LOG_GRAPHS=1)
     devices: tuple = ("cuda",)    # device types whose tensors are fused (tests add "cpu")
     check_builds: bool = True     # build each region's kernel at compile time (fallback on failure)
+    gemm: bool = True             # matmuls take their pointwise epilogue (cute::gemm, backend/gemm.py)
 
     @classmethod
     def parse(cls, options: dict | None) -> "Options":
