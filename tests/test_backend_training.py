@@ -102,3 +102,32 @@ def test_pointwise_heavy_inference_matches_eager(dtype):
     # Half types: computed in fp32, rounded once (eager rounds after every op).
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(got.double(), expected, **tol)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="needs an sm_90 GPU (the library GEMM)")
+def test_a_bf16_linear_gelu_block_trains_with_its_gemm_epilogues(tmp_path):
+    """bf16 linear + bias + GELU: the forward's matmul takes the epilogue (and writes the
+    pre-activation for backward); 10 AdamW steps against eager within bf16 tolerance."""
+    torch.manual_seed(3)
+    torch._dynamo.reset()
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(approximate="tanh"),
+                                torch.nn.Linear(512, 256)).cuda().bfloat16()
+    twin = copy.deepcopy(model)
+    x, target = randn(128, 256, dtype=torch.bfloat16), randn(128, 256, dtype=torch.bfloat16)
+    options = {"debug_dir": str(tmp_path)}
+    compiled = torch.compile(twin, backend=lambda gm, inputs: cute_torch.backend.cute_backend(gm, inputs, options))
+    losses = []
+    for module, fn in ((model, model), (twin, compiled)):
+        opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
+        run = []
+        for _ in range(10):
+            opt.zero_grad()
+            loss = F.mse_loss(fn(x).float(), target.float())
+            loss.backward()
+            opt.step()
+            run.append(loss.item())
+        losses.append(run)
+    torch.testing.assert_close(torch.tensor(losses[1]), torch.tensor(losses[0]), rtol=3e-2, atol=3e-3)
+    forward = "".join(p.read_text() for p in tmp_path.glob("*forward.after.py"))
+    assert "torch.ops.cute.gemm" in forward
