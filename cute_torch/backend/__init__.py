@@ -129,9 +129,13 @@ def aot_backend(make_compiler):
 @functools.lru_cache(maxsize=1)
 def decompositions() -> dict:
     """Core ATen: composite ops (silu, the activations' backward, mse_loss, ...) arrive as the
-    pointwise ops they are made of. gelu is core ATen and fused as one function."""
+    pointwise ops they are made of. gelu is core ATen and fused as one function. Attention is
+    kept whole: it is no pointwise work, and the decomposition of the CPU flash attention gives
+    wrong gradients with is_causal=True in torch 2.13 (the q/k/v weights of a transformer block
+    off by 10x; examples/transformer_block.py found it)."""
     from torch._decomp import core_aten_decompositions
-    return dict(core_aten_decompositions())
+    kept = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default}
+    return {op: fn for op, fn in core_aten_decompositions().items() if op not in kept}
 
 
 def _register() -> None:

@@ -22,10 +22,10 @@ class ReferenceInterpreter(fx.Interpreter):
     def call_function(self, target, args, kwargs):
         if target is torch.ops.cute.pointwise.default:
             expr, inputs, dtype = args
-            return reference(expr, inputs).to(dtype)
+            return reference(expr, inputs).to(dtype).contiguous()   # the op's outputs are contiguous
         if target is torch.ops.cute.pointwise.multi:
             exprs, inputs, dtypes = args
-            return [reference(e, inputs).to(d) for e, d in zip(exprs, dtypes)]
+            return [reference(e, inputs).to(d).contiguous() for e, d in zip(exprs, dtypes)]
         if target is torch.ops.cute.gemm.default:
             a, b, epilogue, inputs, dtype = args
             return gemm_reference(a, b, epilogue, inputs, dtype)
@@ -39,7 +39,7 @@ def gemm_reference(a, b, epilogue: str, inputs: list, dtype=None) -> torch.Tenso
     """cute::gemm in torch: the fp32 product, the epilogue with `acc` as one more input."""
     acc = torch.matmul(a.float(), b.float())
     expr = re.sub(r"\bacc\b", f"x{len(inputs)}", epilogue)
-    return reference(expr, list(inputs) + [acc]).to(dtype or a.dtype)
+    return reference(expr, list(inputs) + [acc]).to(dtype or a.dtype).contiguous()
 
 
 def reference_backend(options: Options | None = None, seen: list | None = None):
