@@ -44,7 +44,7 @@ import cute_torch as cute
 from cute_torch import Constexpr
 from cute_torch.pointwise.dtypes import node_types
 from cute_torch.pointwise.emit import compute_type, emit
-from cute_torch.pointwise.expr import parse
+from cute_torch.pointwise.expr import ExpressionError, parse
 
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
 
@@ -93,10 +93,20 @@ def _tile_of(tile_id, tiles_m, tiles_n):
 @functools.lru_cache(maxsize=256)
 def _expression(expr: str, dtypes: tuple):
     """(tree, node types) of an epilogue in the pointwise language over `acc` (the fp32
-    accumulator) and x0..xN (the extra inputs): `acc` becomes the input after the others."""
-    renamed = re.sub(r"\bacc\b", f"x{len(dtypes)}", expr)
+    accumulator) and x0..xN (the extra inputs): `acc` becomes the input after the others.
+    Errors show the user's text and position."""
+    n = len(dtypes)
+    for stray in re.finditer(r"\bx(\d+)\b", expr):
+        if int(stray.group(1)) >= n:
+            has = {0: "no inputs", 1: "one input, x0"}.get(n, f"{n} inputs, x0..x{n - 1}")
+            raise ExpressionError(f"{stray.group(0)} is not an input: the epilogue has acc and {has}, at position "
+                                  f"{stray.start()}:\n  {expr}\n  {' ' * stray.start()}^")
+    renamed = re.sub(r"\bacc\b", f"x{n}".ljust(3), expr)   # the same length: positions stay right
     names = tuple(getattr(torch, d) for d in dtypes) + (torch.float32,)
-    return parse(renamed, len(names)), node_types(renamed, names, (False,) * len(names))
+    try:
+        return parse(renamed, n + 1), node_types(renamed, names, (False,) * (n + 1))
+    except ExpressionError as e:
+        raise ExpressionError(str(e).replace(renamed, expr)) from None
 
 
 def _stages(outputs: int, tile_n: int, owners: int = 1) -> int:

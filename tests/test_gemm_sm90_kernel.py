@@ -225,6 +225,21 @@ def test_small_problems_get_narrower_tiles():
     assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 8
 
 
+@pytest.mark.parametrize("expr,message,column", [
+    ("gelu(acc + x0", "was never closed", 4),
+    ("acc + x1", "x1 is not an input: the epilogue has acc and one input, x0", 6),
+    ("foo(acc)", "unknown function 'foo'", 0),
+])
+def test_epilogue_errors_show_the_users_text_and_position(expr, message, column):
+    from cute_torch.pointwise.expr import ExpressionError
+    a, b = _operands(128, 128, 64, torch.bfloat16)
+    args = host_arguments(a, b, torch.empty(128, 128).bfloat16(), expr, (torch.randn(128),))
+    with pytest.raises(ExpressionError) as error:
+        cute.compile(_gemm_host, *args, options={"arch": "sm_90a"})
+    lines = str(error.value).splitlines()
+    assert message in lines[0] and lines[1] == f"  {expr}" and lines[2] == "  " + " " * column + "^"
+
+
 def test_shapes_that_make_no_gemm_are_errors_naming_the_operand():
     a, b, c = torch.randn(64, 128).bfloat16(), torch.randn(128, 96).bfloat16(), torch.empty(64, 96).bfloat16()
     cases = [((a, torch.randn(120, 96).bfloat16(), c), "disagree on K"),
