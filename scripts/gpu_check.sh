@@ -39,12 +39,15 @@ fi
 [[ $PART == tests ]] && exit $tests_rc
 
 for bench in benchmarks/pointwise.py benchmarks/copy_kernels.py benchmarks/compile_latency.py benchmarks/launch_overhead.py \
-             benchmarks/backend.py benchmarks/gemm.py; do
+             benchmarks/backend.py benchmarks/gemm.py benchmarks/training.py; do
   echo "== $bench"
   "$PYTHON" "$bench" 2>&1 | tee -a "$LOG/benchmarks.log"
 done
 for example in examples/*.py; do
   echo "== $example"
-  "$PYTHON" "$example" 2>&1 | tail -5
+  case $example in   # the training example at a size that fits beside the rest
+    */transformer_block.py) "$PYTHON" "$example" --steps 30 --d-model 1024 2>&1 | tail -6 ;;
+    *) "$PYTHON" "$example" 2>&1 | tail -5 ;;
+  esac
 done
 exit $tests_rc
