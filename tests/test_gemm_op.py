@@ -54,8 +54,8 @@ def test_bad_operands_are_errors_naming_the_problem():
 def test_the_builder_says_where_each_argument_comes_from():
     """a (M, K) row-major, b (N, K) K-major, one output, a bias broadcast over rows: each view's
     pointer, its run-time extents, its run-time strides (not the unit one, not a broadcast 0)."""
-    views = "|".join(["bfloat16;300,448;448,1", "bfloat16;520,448;1,520", "bfloat16;300,520;520,1",
-                      "float32;300,520;0,1"])
+    views = "|".join(["bfloat16;300,448;448,1;16", "bfloat16;520,448;1,520;16", "bfloat16;300,520;520,1;16",
+                      "float32;300,520;0,1;16"])
     built = gemm_build.build("acc + x0", 1, views, 128, 0, arch="sm_90a")
     entry, runtime, *recipe = [x for x in built if isinstance(x, int)]
     assert entry and runtime
@@ -64,6 +64,55 @@ def test_the_builder_says_where_each_argument_comes_from():
                       3000,                          # the SM count
                       20, 1020, 1021, 2020,          # the output
                       30, 1030, 1031]                # the bias: its strides are static (0, 1)
+
+
+def _layout_case(rng):
+    """Random operands of one GEMM: 2-D or 3-D a and b, each row- or column-major, batch modes
+    anywhere in memory, and inputs that broadcast in every way an epilogue sees."""
+    m, n, k = (int(rng.integers(1, 9)) * 8 for _ in range(3))
+    batch = int(rng.integers(2, 4)) if rng.random() < 0.6 else None
+
+    def matrix(rows, cols, batched):
+        shape = ((batch,) if batched else ()) + (rows, cols)
+        t = torch.randn(*shape).bfloat16()
+        if rng.random() < 0.5:      # column-major
+            t = t.transpose(-1, -2).contiguous().transpose(-1, -2)
+        if batched and rng.random() < 0.5:   # the batch mode inside the others in memory
+            t = t.permute(1, 0, 2).contiguous().permute(1, 0, 2) if rng.random() < 0.5 else t
+        return t
+    a = matrix(m, k, batch is not None and rng.random() < 0.8)
+    b = matrix(k, n, batch is not None and (a.dim() == 2 or rng.random() < 0.5))
+    out = (batch,) if a.dim() == 3 or b.dim() == 3 else ()
+    choices = [(n,), (m, 1), (m, n), (1, n)] + ([(batch, 1, n), (batch, m, n), (1, 1, n)] if out else [])
+    inputs = [torch.randn(*choices[int(rng.integers(len(choices)))]) for _ in range(int(rng.integers(0, 3)))]
+    return a, b, inputs, out + (m, n)
+
+
+def test_the_cpp_views_are_the_python_ones():
+    """cute::gemm_plan (the views Gemm.cpp passes) against kernels/gemm_sm90.host_arguments (the
+    GPU-tested Python path), on 60 random layouts: the same extents, strides and dtypes, and the
+    same specialization (which leaves are run-time values)."""
+    import numpy as np
+    from cute_torch.kernels.gemm_sm90 import host_arguments
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        a, b, inputs, shape = _layout_case(rng)
+        plan = torch.ops.cute.gemm_plan(a, b, inputs, 1).split("|")
+        c = torch.empty(shape).bfloat16()
+        rows = a.dim() == 3 and b.dim() == 2 and plan[0].split(";")[1].count(",") == 1
+        if rows:    # one GEMM over the L * M rows, as gemm() does for a weight shared by a batch
+            a, c = a.reshape(-1, a.shape[-1]), c.reshape(-1, c.shape[-1])
+            inputs = [x.reshape(-1, x.shape[-1]) if x.dim() > 1 else x for x in inputs]
+        args = host_arguments(a, b, c, "acc" + "".join(f" + x{i}" for i in range(len(inputs))), inputs)
+        expected = [x for x in args if hasattr(x, "dynamic_values")]
+        assert len(expected) == len(plan)
+        for described, arg in zip(plan, expected):
+            dtype, sizes, strides, _, pattern = described.split(";")
+            assert dtype == str(arg.tensor.dtype).removeprefix("torch.")
+            assert tuple(int(x) for x in sizes.split(",")) == arg.shape, (described, arg.shape)
+            assert tuple(int(x) for x in strides.split(",")) == arg.stride, (described, arg.stride)
+            static = "".join("s" if d in arg.dynamic_stride else str(arg.stride[d]) for d in range(len(arg.shape)))
+            assert pattern[1:1 + len(arg.shape)] == static and pattern[-2] == "wn"[not arg.wide], (described, static)
 
 
 def _operands(m, n, k, seed, batch=None, dtype=torch.bfloat16):

@@ -142,24 +142,38 @@ bool tmaAddressable(const View &v) {
 
 /// The static pattern of a view that the compiled kernel depends on: dtype, rank, per dim
 /// whether the stride is 1 (and the extent not), 0, or other; whether offsets need 64 bits.
-void appendPattern(std::string &key, const View &v) {
-  key += static_cast<char>('A' + static_cast<int>(v.tensor.scalar_type()));
-  int64_t extent = 1;
-  for (int d = 0; d < v.rank; ++d) {
-    key += v.strides[d] == 0 ? '0' : (v.strides[d] == 1 && v.sizes[d] != 1 ? '1' : 's');
-    if (v.sizes[d] > 0)
-      extent += (v.sizes[d] - 1) * std::abs(v.strides[d]);
-  }
-  key += extent >= (int64_t(1) << 31) ? 'w' : 'n';
+int64_t alignment(const View &v) {
+  return reinterpret_cast<uintptr_t>(v.tensor.data_ptr()) % 16 ? v.tensor.element_size() : 16;
 }
 
+/// Whether offsets into `v` can reach 2**31 elements (TensorArg's `wide`, _needs_64bit).
+bool wide(const View &v) {
+  int64_t extent = 1;
+  bool huge = false;
+  for (int d = 0; d < v.rank; ++d) {
+    if (v.sizes[d] > 0)
+      extent += (v.sizes[d] - 1) * std::abs(v.strides[d]);
+    huge |= v.sizes[d] >= (int64_t(1) << 31);
+  }
+  return huge || extent >= (int64_t(1) << 31);
+}
+
+void appendPattern(std::string &key, const View &v) {
+  key += static_cast<char>('A' + static_cast<int>(v.tensor.scalar_type()));
+  for (int d = 0; d < v.rank; ++d)
+    key += v.strides[d] == 0 ? '0' : (v.strides[d] == 1 && v.sizes[d] != 1 ? '1' : 's');
+  key += wide(v) ? 'w' : 'n';
+  key += alignment(v) == 16 ? 'a' : 'u';
+}
+
+/// "dtype;sizes;strides;alignment", what the builder describes the view's TensorArg from.
 std::string viewText(const View &v) {
   std::string text = dtypeName(v.tensor.scalar_type());
   for (int d = 0; d < v.rank; ++d)
     text += (d ? "," : ";") + std::to_string(v.sizes[d]);
   for (int d = 0; d < v.rank; ++d)
     text += (d ? "," : ";") + std::to_string(v.strides[d]);
-  return text;
+  return text + ";" + std::to_string(alignment(v));
 }
 
 int64_t smCount(int device) {
@@ -258,19 +272,27 @@ void checkOperands(const at::Tensor &a, const at::Tensor &b, at::TensorList inpu
                 ", got one on ", t.device());
   TORCH_CHECK(b.device() == a.device(), "cute::gemm: a is on ", a.device(), " and b on ",
               b.device());
+}
+
+void checkCuda(const at::Tensor &a) {
   TORCH_CHECK(a.device().is_cuda(), "cute::gemm runs on CUDA tensors; a is on ", a.device());
 }
 
-std::vector<at::Tensor> gemmImpl(const at::Tensor &aIn, const at::Tensor &bIn,
-                                 const std::vector<std::string> &epilogues, at::TensorList inputs,
-                                 c10::ArrayRef<c10::ScalarType> outDtypes) {
+/// The outputs and every operand's view for one call; `views` is empty when there is nothing
+/// to compute (an empty output).
+struct Plan {
+  std::vector<at::Tensor> outs;
+  std::vector<View> views;
+  int64_t batches = 1; // tiles of a batched GEMM (1 on the rows path)
+};
+
+Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::TensorList inputs,
+              c10::ArrayRef<c10::ScalarType> outDtypes) {
   checkOperands(aIn, bIn, inputs);
-  TORCH_CHECK_VALUE(!epilogues.empty() && epilogues.size() <= kMaxOutputs,
-                    "cute::gemm.multi takes 1 to ", kMaxOutputs, " epilogues, got ",
-                    epilogues.size());
-  TORCH_CHECK_VALUE(outDtypes.empty() || outDtypes.size() == epilogues.size(),
-                    "cute::gemm: ", epilogues.size(), " epilogues but ", outDtypes.size(),
-                    " out_dtypes");
+  TORCH_CHECK_VALUE(outputs >= 1 && outputs <= kMaxOutputs, "cute::gemm.multi takes 1 to ",
+                    kMaxOutputs, " epilogues, got ", outputs);
+  TORCH_CHECK_VALUE(outDtypes.empty() || outDtypes.size() == outputs, "cute::gemm: ", outputs,
+                    " epilogues but ", outDtypes.size(), " out_dtypes");
   for (c10::ScalarType t : outDtypes)
     TORCH_CHECK_VALUE(t == c10::kBFloat16 || t == c10::kHalf,
                       "cute::gemm writes bfloat16 or float16 outputs, got ", c10::toString(t));
@@ -282,12 +304,13 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &aIn, const at::Tensor &bIn,
   const int64_t m = a.size(-2), n = b.size(-1), k = a.size(-1);
   std::vector<int64_t> outShape =
       batched ? std::vector<int64_t>{batches, m, n} : std::vector<int64_t>{m, n};
-  std::vector<at::Tensor> outs;
-  for (size_t i = 0; i < epilogues.size(); ++i)
+  Plan plan;
+  std::vector<at::Tensor> &outs = plan.outs;
+  for (size_t i = 0; i < outputs; ++i)
     outs.push_back(
         at::empty(outShape, a.options().dtype(outDtypes.empty() ? a.scalar_type() : outDtypes[i])));
   if (m == 0 || n == 0 || batches == 0)
-    return outs;
+    return plan;
   TORCH_CHECK_VALUE(k > 0, "cute::gemm: K is 0 (a ", shapeText(a.sizes()), ")");
 
   // One weight for a batch of rows: a single GEMM over L * M rows when a and the inputs allow.
@@ -295,7 +318,7 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &aIn, const at::Tensor &bIn,
   for (const at::Tensor &x : inputs)
     for (int64_t d = 0; rows && d + 1 < x.dim(); ++d)
       rows = x.size(d) == 1;
-  std::vector<View> views;
+  std::vector<View> &views = plan.views;
   auto addOperands = [&]() {
     views.clear();
     if (rows) {
@@ -335,10 +358,21 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &aIn, const at::Tensor &bIn,
   }
   for (size_t i = 0; i < inputs.size(); ++i)
     views.push_back(inputView(inputs[i], i, outShape, batched, rows));
+  plan.batches = batched && !rows ? batches : 1;
+  return plan;
+}
 
+std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
+                                 const std::vector<std::string> &epilogues, at::TensorList inputs,
+                                 c10::ArrayRef<c10::ScalarType> outDtypes) {
+  checkCuda(a);
+  Plan plan = makePlan(a, b, epilogues.size(), inputs, outDtypes);
+  if (plan.views.empty())
+    return plan.outs;
+  const std::vector<View> &views = plan.views;
   const int device = a.device().index();
   const int64_t sms = smCount(device);
-  const int64_t tileN = chooseTileN(views[2].sizes[0], n, batched && !rows ? batches : 1, sms);
+  const int64_t tileN = chooseTileN(views[2].sizes[0], views[2].sizes[1], plan.batches, sms);
   std::string joined;
   for (const std::string &e : epilogues)
     joined += (joined.empty() ? "" : std::string(1, kSeparator)) + e;
@@ -348,7 +382,7 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &aIn, const at::Tensor &bIn,
     appendPattern(key, v);
   const GemmKernel &kernel = kernelFor(key, views, joined, epilogues.size(), tileN, device);
   run(kernel, views, sms);
-  return outs;
+  return plan.outs;
 }
 
 } // namespace
@@ -372,6 +406,7 @@ std::vector<at::Tensor> gemmMultiCuda(const at::Tensor &a, const at::Tensor &b,
 at::Tensor gemmCpu(const at::Tensor &a, const at::Tensor &b, c10::string_view,
                    at::TensorList inputs, std::optional<c10::ScalarType>) {
   checkOperands(a, b, inputs);
+  checkCuda(a);
   return {};
 }
 
@@ -379,7 +414,19 @@ std::vector<at::Tensor> gemmMultiCpu(const at::Tensor &a, const at::Tensor &b,
                                      std::vector<std::string>, at::TensorList inputs,
                                      std::optional<std::vector<c10::ScalarType>>) {
   checkOperands(a, b, inputs);
+  checkCuda(a);
   return {};
+}
+
+std::string gemmPlan(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs,
+                     int64_t outputs) {
+  Plan plan = makePlan(a, b, static_cast<size_t>(outputs), inputs, {});
+  std::string text;
+  for (const View &v : plan.views) {
+    text += (text.empty() ? "" : "|") + viewText(v) + ";";
+    appendPattern(text, v);
+  }
+  return text;
 }
 
 } // namespace cute_torch::ops

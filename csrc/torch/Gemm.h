@@ -29,6 +29,12 @@ std::vector<at::Tensor> gemmMultiCpu(const at::Tensor &a, const at::Tensor &b,
                                      std::vector<std::string> epilogues, at::TensorList inputs,
                                      std::optional<std::vector<c10::ScalarType>> outDtypes);
 
+/// cute::gemm_plan(Tensor a, Tensor b, Tensor[] inputs, int outputs) -> str: the views a call
+/// would pass (each "dtype;sizes;strides;alignment;pattern", joined by "|"), on any device; the
+/// CPU tests compare them with kernels/gemm_sm90.py's host_arguments.
+std::string gemmPlan(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs,
+                     int64_t outputs);
+
 } // namespace cute_torch::ops
 
 #endif // CUTE_TORCH_OPS_GEMM_H

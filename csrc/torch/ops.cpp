@@ -38,6 +38,8 @@ TORCH_LIBRARY(cute, m) {
   // Tensor[] takes no default in a schema: cute_torch.ops.gemm gives epilogue and inputs theirs.
   m.def("gemm(Tensor a, Tensor b, str epilogue, Tensor[] inputs, ScalarType? out_dtype=None) -> "
         "Tensor");
+  m.def("gemm_plan(Tensor a, Tensor b, Tensor[] inputs, int outputs) -> str",
+        &cute_torch::ops::gemmPlan);
   m.def("gemm.multi(Tensor a, Tensor b, str[] epilogues, Tensor[] inputs, ScalarType[]? "
         "out_dtypes=None) "
         "-> Tensor[]");

@@ -1,7 +1,7 @@
 """The Python side of a cute::gemm cache miss (csrc/torch/Gemm.cpp): compile the library GEMM
 (kernels/gemm_sm90.py) for the operands' views and say how the C++ side fills its arguments.
 
-C++ describes each view as "dtype;sizes;strides" (the (rows, cols[, L]) view the kernel reads:
+C++ describes each view as "dtype;sizes;strides;alignment" (the (rows, cols[, L]) view the kernel reads:
 a, b, the outputs, the epilogue inputs, in that order). Each becomes a TensorArg with a run-time
 layout (mark_layout_dynamic(keep_broadcast=True), as kernels/gemm_sm90.host_arguments makes),
 so one kernel serves every size with the same static pattern. The recipe lists, per argument
@@ -24,11 +24,11 @@ def sm_count(device: int) -> int:
 
 
 def _view(text: str, device: int) -> TensorArg:
-    dtype, sizes, strides = text.split(";")
+    dtype, sizes, strides, alignment = text.split(";")
     shape = tuple(int(s) for s in sizes.split(","))
     stride = tuple(int(s) for s in strides.split(","))
     numeric = numeric_of_torch_dtype(getattr(torch, dtype))
-    arg = TensorArg.describe(numeric, shape, stride, 16, device, _needs_64bit(shape, stride))
+    arg = TensorArg.describe(numeric, shape, stride, int(alignment), device, _needs_64bit(shape, stride))
     return arg.mark_layout_dynamic(keep_broadcast=True)
 
 
