@@ -110,6 +110,9 @@ def llm(args, dtype=torch.bfloat16, label="kernels/gemm_sm90") -> list:
         c = torch.empty(m, n, device="cuda", dtype=dtype)
         rows.append(_row(f"{label} TN", m, n, k, lambda a, b, c: gemm(a, b.t(), c), a, w, c, cublas, reference,
                          args.repeats))
+        if n >= 4 * m:                                  # N much larger than M: groups along N too
+            rows.append(_row(f"{label} TN raster n", m, n, k, lambda a, b, c: gemm(a, b.t(), c, raster="n"), a, w,
+                             c, cublas, reference, args.repeats))
         b_nn = w.t().contiguous()                       # (K, N) row-major: B is MN-major
         cublas_nn = kernel_ms(lambda: torch.mm(a, b_nn, out=c), args.repeats)
         rows.append(_row(f"{label} NN", m, n, k, lambda a, b, c: gemm(a, b_nn, c), a, w, c, cublas_nn, reference,

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import NamedTuple
 
 import torch
 
@@ -78,9 +79,22 @@ def _k_major(t) -> bool:
     return isinstance(t.stride[1], int) and t.stride[1] == 1
 
 
-def _tile_of(tile_id, tiles_m, tiles_n):
+class Config(NamedTuple):
+    """A kernel variant (compile-time): tile columns (128 or 256); the ping-pong schedule
+    instead of the cooperative one; grouped rasterization along N (groups of GROUP_M tile
+    columns, row by row) instead of along M, for N much larger than M."""
+    tile_n: int = 256
+    pingpong: bool = False
+    raster_n: bool = False
+
+
+def _tile_of(tile_id, tiles_m, tiles_n, along_n: bool = False):
     """(m, n, l) of the tile_id-th tile: batch by batch, and within a batch in grouped order,
-    GROUP_M tile rows at a time, column by column within a group."""
+    GROUP_M tile rows at a time, column by column within a group (or the same with rows and
+    columns exchanged, `along_n`)."""
+    if along_n:
+        n, m, l = _tile_of(tile_id, tiles_n, tiles_m)
+        return m, n, l
     per_batch = tiles_m * tiles_n
     l, t = tile_id // per_batch, tile_id % per_batch
     per_group = GROUP_M * tiles_n
@@ -155,7 +169,8 @@ def _tile(tiles, i, j, l):
 @cute.kernel
 def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, stsms: Constexpr,
                 epilogues: Constexpr, input_dtypes: Constexpr, out_types: Constexpr, k_major: Constexpr,
-                stages: Constexpr, BN: Constexpr, pingpong: Constexpr):
+                stages: Constexpr, config: Constexpr):
+    BN, pingpong = config.tile_n, config.pingpong
     tid = cute.arch.thread_idx()[0]
     # Cooperative: both consumer warpgroups work on every tile (64 rows each). Ping-pong: each owns
     # every other tile of the CTA (all 128 rows), so one's epilogue runs during the other's main
@@ -192,7 +207,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
             cpasync.prefetch_descriptor(tma_b)
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, stages)
             for tile_id in range(first, tiles, step):
-                m, n, l = _tile_of(tile_id, tiles_m, tiles_n)
+                m, n, l = _tile_of(tile_id, tiles_m, tiles_n, config.raster_n)
                 for kt in range(k_tiles):
                     pipe.producer_acquire(state)
                     bar = pipe.producer_get_barrier(state)
@@ -221,7 +236,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
             state.advance_by(owner * k_tiles)
             released.advance_by(owner * k_tiles)
         for tile_id in range(first + owner * step, tiles, owners * step):
-            m, n, l = _tile_of(tile_id, tiles_m, tiles_n)
+            m, n, l = _tile_of(tile_id, tiles_m, tiles_n, config.raster_n)
             for kt in range(k_tiles):
                 pipe.consumer_wait(state)
                 warpgroup.fence()
@@ -274,12 +289,13 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
 
 
 @cute.jit
-def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, BN: Constexpr, pingpong: Constexpr,
-               epilogues: Constexpr, input_dtypes: Constexpr, *tensors):
+def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexpr, epilogues: Constexpr,
+               input_dtypes: Constexpr, *tensors):
     """a (M, K[, L]), b (N, K[, L]) (views: M/N or K may be the contiguous mode); `tensors` are
     one output per epilogue, (M, N[, L]) with N contiguous, then the epilogues' inputs."""
     outs, inputs = tensors[:len(epilogues)], tensors[len(epilogues):]
     ab, c = a.element_type, outs[0]
+    BN, pingpong = config.tile_n, config.pingpong
     k_major = (_k_major(a), _k_major(b))
     major = {True: warpgroup.OperandMajorMode.K, False: warpgroup.OperandMajorMode.MN}
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
@@ -298,7 +314,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, BN: Constexpr, p
         tiles = tiles * cute.size(c, mode=[2])
     grid = cute.math.min(tiles, sms)
     gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma, stsms, epilogues, input_dtypes, out_types,
-                k_major, _stages(len(outs), BN, 2 if pingpong else 1), BN, pingpong).launch(
+                k_major, _stages(len(outs), BN, 2 if pingpong else 1), config).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
 
 
@@ -319,7 +335,7 @@ def _check_tma_addressable(name: str, t: torch.Tensor) -> None:
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None,
-         schedule: str | None = None):
+         schedule: str | None = None, raster: str | None = None):
     """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm (see host_arguments);
     with a tuple of outputs and one epilogue per output, every output from the same GEMM."""
     outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
@@ -330,14 +346,14 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: 
             rows_a = None
         if rows_a is not None:
             gemm(rows_a, b, rows if isinstance(c, (tuple, list)) else rows[0], epilogue, tile_n=tile_n,
-                 schedule=schedule)
+                 schedule=schedule, raster=raster)
             return c
-    _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n, schedule))
+    _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n, schedule, raster))
     return c
 
 
 def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None,
-                   schedule: str | None = None) -> tuple:
+                   schedule: str | None = None, raster: str | None = None) -> tuple:
     """The arguments of _gemm_host for c = epilogue(a @ b): a (M, K) or (L, M, K), b (K, N) or
     (L, K, N), c (M, N) or (L, M, N) with N contiguous. a and b may each be row- or
     column-major, with any batch strides (no copies: an operand's shared layout and the wgmma's
@@ -350,7 +366,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     the same accumulators (e.g. the pre-activation and the activation for autograd). `tile_n`
     (128 or 256) overrides choose_tile_n; `schedule` is "cooperative" (the default: both consumer
     warpgroups on each tile) or "pingpong" (each on its own 128 x 128 tile, the epilogue of one
-    overlapping the other's main loop)."""
+    overlapping the other's main loop); `raster` is "m" (the default: groups of tile rows) or
+    "n" (groups of tile columns, for N much larger than M)."""
     outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
     epilogues = tuple(epilogue) if isinstance(epilogue, (tuple, list)) else (epilogue,)
     if len(epilogues) != len(outs) or not 1 <= len(outs) <= MAX_OUTPUTS:
@@ -387,7 +404,10 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     elif tile_n not in (128, 256) or (pingpong and tile_n != 128):
         raise ValueError(f"gemm: tile_n is 128 or 256 (128 for ping-pong: one warpgroup's accumulators), got "
                          f"{tile_n!r}")
-    return (*dynamic[:2], sms, tile_n, pingpong, epilogues, dtypes, *dynamic[2:])
+    if raster not in (None, "m", "n"):
+        raise ValueError(f"gemm: raster is 'm' or 'n', got {raster!r}")
+    config = Config(tile_n, pingpong, raster == "n")
+    return (*dynamic[:2], sms, config, epilogues, dtypes, *dynamic[2:])
 
 
 def _check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs) -> None:

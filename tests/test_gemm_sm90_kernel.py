@@ -114,13 +114,13 @@ def run_small():
     _few_ctas(3, "pingpong")
 
 
-def _few_ctas(ctas: int, schedule: str):
+def _few_ctas(ctas: int, schedule: str, raster: str = "m"):
     """A GEMM with a bias epilogue on only `ctas` CTAs: each walks many tiles (both ping-pong
     owners several each), tails in M, N and K."""
     a, b = _operands(700, 1000, 200, torch.bfloat16, device="cuda", seed=31)
     bias = torch.randn(1000, generator=torch.Generator().manual_seed(32)).cuda()
     c = torch.full((700, 1000), float("nan"), dtype=torch.bfloat16, device="cuda")
-    args = list(host_arguments(a, b, c, "acc + x0", (bias,), schedule=schedule))
+    args = list(host_arguments(a, b, c, "acc + x0", (bias,), schedule=schedule, raster=raster))
     args[2] = ctas                                        # the SM count the grid is sized from
     _gemm_host(*args)
     torch.cuda.synchronize()
@@ -132,8 +132,9 @@ def _few_ctas(ctas: int, schedule: str):
 @needs_sm90a
 @pytest.mark.parametrize("schedule", ["cooperative", "pingpong"])
 @pytest.mark.parametrize("ctas", [1, 3, 4])
-def test_a_few_ctas_walk_every_tile_in_either_schedule(schedule, ctas):
-    _few_ctas(ctas, schedule)
+@pytest.mark.parametrize("raster", ["m", "n"])
+def test_a_few_ctas_walk_every_tile_in_either_schedule(schedule, ctas, raster):
+    _few_ctas(ctas, schedule, raster)
 
 
 @pytest.mark.gpu
@@ -200,6 +201,10 @@ def test_the_grouped_order_visits_every_tile_once(tiles_m, tiles_n, batches):
     assert sorted(seen) == [(m, n, l) for m in range(tiles_m) for n in range(tiles_n) for l in range(batches)]
     for t, (m, _, _) in enumerate(seen[: tiles_m * tiles_n]):
         assert m // GROUP_M == t // (GROUP_M * tiles_n)      # a group's tiles come together
+    along_n = [_tile_of(t, tiles_m, tiles_n, along_n=True) for t in range(tiles_m * tiles_n * batches)]
+    assert sorted(along_n) == sorted(seen)
+    for t, (_, n, _) in enumerate(along_n[: tiles_m * tiles_n]):
+        assert n // GROUP_M == t // (GROUP_M * tiles_m)      # groups of tile columns
 
 
 def test_several_outputs_come_from_one_gemm_with_the_stages_that_fit():
