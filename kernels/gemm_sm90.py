@@ -378,6 +378,9 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     _check_shapes(a, b, outs, inputs)
     for name, t in (("a", a), ("b", b)) + tuple((f"output {i}", out) for i, out in enumerate(outs)):
         _check_tma_addressable(name, t)
+    if (outs[0].shape[-1] * outs[0].element_size()) % 16:
+        raise ValueError(f"gemm: an output row of {outs[0].shape[-1]} elements is not a multiple of 16 bytes (TMA "
+                         "stores it); pad N")
     batched = a.dim() == 3 or b.dim() == 3
     if batched:
         limit = 1 << 19  # a three-mode coordinate tensor packs each of M/N and K in 20 bits

@@ -378,3 +378,21 @@ def test_a_transformer_block_trains_like_eager():
     for p, q in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-6)
     assert any(result["fused"] for kind, _, result in seen if kind == "backward")
+
+
+def test_matmul_epilogues_the_gemm_cannot_take_stay_correct():
+    """Found in review: an input computed from the matmul itself (a softmax's max: the GEMM
+    cannot read it), K rows TMA cannot read, a broadcast row of three dims through the row view."""
+    def softmax_like(x, w):
+        y = x @ w.t()
+        return torch.exp(y - y.amax(-1, keepdim=True))
+    graphs = check_same(softmax_like, bf16(16, 32, seed=15), bf16(24, 32, seed=16), grad=False, rtol=2e-2, atol=2e-2)
+    assert not graphs["inference"][1]["gemms"]
+    graphs = check_same(lambda x, w: torch.relu(x @ w.t()), bf16(16, 100, seed=17), bf16(24, 100, seed=18),
+                        grad=False, rtol=2e-2, atol=2e-2)      # K = 100 bf16: 200-byte rows
+    assert not graphs["inference"][1]["gemms"]
+    graphs = check_same(lambda x, w, s: F.linear(x, w) * s, bf16(2, 8, 32, seed=19), bf16(24, 32, seed=20),
+                        bf16(1, 1, 24, seed=21), grad=False, rtol=2e-2, atol=2e-2)
+    gm, result = graphs["inference"]
+    assert result["gemms"] and all(fake.dim() == 1 for n in gemm_calls(gm) for fake in
+                                   (inp.meta["val"] for inp in n.args[3]))

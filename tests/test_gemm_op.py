@@ -279,3 +279,11 @@ def test_nn_linear_trains_on_the_gpu_through_cute_gemm():
     layer(x).float().square().mean().backward()
     assert registration.kernel_builds > builds                # our kernels ran, not F.linear
     assert layer.weight.grad is not None and torch.isfinite(layer.weight.grad).all()
+
+
+def test_batched_sizes_past_the_coordinate_fields_are_errors():
+    a, b = torch.empty(2, 1 << 19, 16).bfloat16(), torch.empty(2, 16, 16).bfloat16()
+    with pytest.raises(ValueError, match="batched GEMM needs M, N and K below 524288"):
+        torch.ops.cute.gemm_plan(a, b, [], 1)
+    with pytest.raises(ValueError, match="output row of 4 elements"):
+        torch.ops.cute.gemm_plan(torch.empty(8, 16).bfloat16(), torch.empty(4, 16).bfloat16().t(), [], 1)

@@ -19,6 +19,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 #include <unordered_map>
@@ -317,7 +318,12 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
   bool rows = a.dim() == 3 && b.dim() == 2 && a.stride(0) == a.size(1) * a.stride(1);
   for (const at::Tensor &x : inputs)
     for (int64_t d = 0; rows && d + 1 < x.dim(); ++d)
-      rows = x.size(d) == 1;
+      rows = x.size(d) == 1 && x.dim() <= 3;
+  // A batched GEMM's coordinate tensor packs each of M, N and K in 20 bits (kernels/gemm_sm90.py).
+  constexpr int64_t kBatchedLimit = int64_t(1) << 19;
+  TORCH_CHECK_VALUE(!batched || rows || std::max({m, n, k}) < kBatchedLimit,
+                    "cute::gemm: a batched GEMM needs M, N and K below ", kBatchedLimit, ", got a ",
+                    shapeText(a.sizes()), " and b ", shapeText(b.sizes()));
   std::vector<View> &views = plan.views;
   auto addOperands = [&]() {
     views.clear();
@@ -352,7 +358,8 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
     View v = rows ? matrixView(out.view({batches * m, n}), 0, 1, -1, 1, false)
                   : matrixView(out, out.dim() - 2, out.dim() - 1, out.dim() == 3 ? 0 : -1, batches,
                                batched);
-    TORCH_CHECK_VALUE(tmaAddressable(v), "cute::gemm: an output row of ", n,
+    TORCH_CHECK_VALUE(tmaAddressable(v) && (n * out.element_size()) % 16 == 0,
+                      "cute::gemm: an output row of ", n,
                       " elements is not a multiple of 16 bytes (TMA stores it); pad N");
     views.push_back(v);
   }

@@ -31,6 +31,8 @@ from .options import Options
 from .rewrite import stable_topological_sort
 
 aten = torch.ops.aten
+MAX_OUTPUTS = 4                      # cute::gemm.multi's limit
+BATCHED_LIMIT = 1 << 19              # a batched GEMM's M, N and K (kernels/gemm_sm90.py)
 MATMULS = (aten.mm.default, aten.bmm.default, aten.addmm.default)
 ROW_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 HALF = (torch.bfloat16, torch.float16)
@@ -68,7 +70,27 @@ def _renumbered(expr: str, mapping: dict) -> str:
     return re.sub(r"\bx(\d+)\b", lambda m: mapping[int(m.group(1))], expr)
 
 
-def _fusible(call: fx.Node, index: int, options: Options):
+def _depends_on(node: fx.Node, target: fx.Node, order: dict) -> bool:
+    """Whether `node` is computed from `target` (walking back no further than `target`)."""
+    stack, seen = [node], set()
+    while stack:
+        current = stack.pop()
+        if current is target:
+            return True
+        if current in seen or order.get(current, -1) < order[target]:
+            continue
+        seen.add(current)
+        stack.extend(current.all_input_nodes)
+    return False
+
+
+def _has_extra(call: fx.Node, mm: fx.Node, view) -> bool:
+    """Whether the matmul's value is needed besides this call (then the GEMM writes it too)."""
+    return any(u is not call and u is not view for u in mm.users) or (
+        view is not None and any(u is not call for u in view.users))
+
+
+def _fusible(call: fx.Node, index: int, options: Options, order: dict):
     """The plan for fusing input `index` of a pointwise call, or None."""
     source = call.args[1][index]
     if not isinstance(source, fx.Node):
@@ -80,24 +102,35 @@ def _fusible(call: fx.Node, index: int, options: Options):
     if operands is None:
         return None
     a, b, bias = operands
-    values = [fake_value(n) for n in (a, b, mm, call.args[1][index])]
+    values = [fake_value(n) for n in (a, b, mm, source)]
     if any(v is None for v in values) or values[0].dtype != values[1].dtype or values[0].dtype not in HALF:
         return None
     outs = fake_value(call)
-    outs = outs if isinstance(outs, (list, tuple)) else [outs]
-    if any(o.dtype not in HALF for o in outs) or not _device_ok(values[0], options):
+    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    if any(o is None or o.dtype not in HALF for o in outs) or not _device_ok(values[0], options):
+        return None
+    if len(outs) + _has_extra(call, mm, view) > MAX_OUTPUTS:
         return None
     shape = outs[0].shape
+    k, n = values[0].shape[-1], values[2].shape[-1]
     if not same_shape(values[3].shape, shape):
         return None
-    n = values[2].shape[-1]
-    if not (isinstance(n, int) and n % 8 == 0):
+    per_16_bytes = 16 // values[0].element_size()   # TMA reads rows of K and writes rows of N
+    if not (isinstance(n, int) and n % per_16_bytes == 0 and isinstance(k, int) and k % per_16_bytes == 0):
+        return None
+    if mm.target is aten.bmm.default and not all(isinstance(s, int) and s < BATCHED_LIMIT
+                                                 for s in values[2].shape[1:] + values[0].shape[-1:]):
         return None
     others = [x for i, x in enumerate(call.args[1]) if i != index]
-    if view is not None:  # the call reads rows through a view: inputs must follow
+    if any(isinstance(x, fx.Node) and (fake_value(x) is None or _depends_on(x, mm, order)) for x in others):
+        return None   # an input computed from the matmul (a softmax's max): the GEMM cannot read it
+    if view is not None:  # the call reads rows through a view that only splits the rows
+        if not same_shape(values[3].shape[-1:], values[2].shape[-1:]):
+            return None
         for x in others:
             v = fake_value(x)
-            if not (all(s == 1 for s in v.shape[:-1]) or same_shape(v.shape, shape)):
+            rows_broadcast = all(s == 1 for s in v.shape[:-1]) and v.shape[-1] in (1, n)
+            if not (rows_broadcast or same_shape(v.shape, shape)):
                 return None
     return mm, view, a, b, bias
 
@@ -106,7 +139,8 @@ def _fuse(graph: fx.Graph, call: fx.Node, index: int, plan, fake_mode) -> str:
     mm, view, a, b, bias = plan
     multi = call.target is torch.ops.cute.pointwise.multi
     exprs = list(call.args[0]) if multi else [call.args[0]]
-    dtypes = list(call.args[2]) if multi else [call.args[2]]
+    outs = fake_value(call)
+    dtypes = [o.dtype for o in (outs if multi else [outs])]   # what the call computes (out_dtype may be None)
     inputs = list(call.args[1])
     # x{index} becomes acc (plus the bias of an addmm); the other inputs keep their order.
     others = [x for i, x in enumerate(inputs) if i != index]
@@ -118,20 +152,22 @@ def _fuse(graph: fx.Graph, call: fx.Node, index: int, plan, fake_mode) -> str:
     mapping[index] = acc
     epilogues = [_renumbered(e, mapping) for e in exprs]
     # The matmul's value where it is needed besides this call: one more output.
-    extra = any(u is not call and u is not view for u in mm.users) or (
-        view is not None and any(u is not call for u in view.users))
+    extra = _has_extra(call, mm, view)
     if extra:
         epilogues.append(acc)
         dtypes.append(fake_value(mm).dtype)
     with graph.inserting_before(call):
         rows = []
+        n = fake_value(mm).shape[-1]
         for x in others:
             v = fake_value(x)
-            if view is not None and x is not bias and v.dim() > 1 and not all(s == 1 for s in v.shape[:-1]):
-                x = graph.call_function(aten.reshape.default, (x, list(fake_value(mm).shape)))
+            if view is not None and x is not bias and v.dim() > 1:
+                # Through the row view: an input of the call's shape as rows, a broadcast row as (N,).
+                full = not all(s == 1 for s in v.shape[:-1])
+                x = graph.call_function(aten.reshape.default, (x, [-1, n] if full else [v.shape[-1]]))
                 if fake_mode is not None:
                     with fake_mode:
-                        x.meta["val"] = fake_value(x.args[0]).reshape(fake_value(mm).shape)
+                        x.meta["val"] = v.reshape(*x.args[1])
             rows.append(x)
         if len(epilogues) == 1:
             gemm = graph.call_function(torch.ops.cute.gemm.default, (a, b, epilogues[0], rows, dtypes[0]))
@@ -176,8 +212,9 @@ def fuse_gemms(gm: fx.GraphModule, fake_mode, options: Options) -> dict:
     for call in list(graph.nodes):
         if call.op != "call_function" or call.target not in POINTWISE:
             continue
+        order = {node: i for i, node in enumerate(graph.nodes)}
         for index in range(len(call.args[1])):
-            plan = _fusible(call, index, options)
+            plan = _fusible(call, index, options, order)
             if plan is not None:
                 done.append(_fuse(graph, call, index, plan, fake_mode))
                 break

@@ -138,6 +138,7 @@ def stable_topological_sort(graph: fx.Graph) -> None:
     """Moves nodes only where an input comes after its user (a kernel was placed before its
     first user, and one of its inputs may be computed later in the original order)."""
     placed: set = set()
+    on_path: set = set()  # nodes whose inputs are being placed: meeting one again is a cycle
     order = []
     for root in graph.nodes:
         stack = [(root, False)]
@@ -146,9 +147,13 @@ def stable_topological_sort(graph: fx.Graph) -> None:
             if node in placed:
                 continue
             if expanded:
+                on_path.discard(node)
                 placed.add(node)
                 order.append(node)
                 continue
+            if node in on_path:
+                raise RuntimeError(f"cute backend: the rewritten graph has a cycle through {node.name}")
+            on_path.add(node)
             stack.append((node, True))
             for i in reversed(node.all_input_nodes):
                 if i not in placed:

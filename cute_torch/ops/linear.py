@@ -33,6 +33,7 @@ def _derivative(activation: str) -> str:
 class LinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, activation):
+        check_activation(activation)
         rows = x.reshape(-1, x.shape[-1])
         pre_expr = "acc + x0" if bias is not None else "acc"
         inputs = [bias] if bias is not None else []
@@ -42,7 +43,7 @@ class LinearFunction(torch.autograd.Function):
             pre, y = torch.ops.cute.gemm.multi(rows, weight.t(), [pre_expr, expr], inputs, None)
         else:
             y = torch.ops.cute.gemm(rows, weight.t(), expr, inputs, None)
-        ctx.save_for_backward(rows, weight, pre)
+        ctx.save_for_backward(rows if ctx.needs_input_grad[1] else None, weight, pre)   # X only for dW
         ctx.activation, ctx.x_shape = activation, x.shape
         ctx.bias_dtype = bias.dtype if bias is not None else None
         return y.view(*x.shape[:-1], weight.shape[0])

@@ -106,6 +106,8 @@ def _gemm_multi_fake(a, b, epilogues: list, inputs: list = (), out_dtypes: list 
     shape = (*batch[:1], a.shape[-2], b.shape[-1])
     for i, x in enumerate(inputs):
         try:
+            if x.dim() > len(shape):
+                raise RuntimeError
             torch.broadcast_shapes(x.shape, shape)
         except RuntimeError:
             raise ValueError(f"cute::gemm: input x{i} of shape {list(x.shape)} does not broadcast to the output's "
