@@ -103,6 +103,22 @@ def _pointwise_cases(arch: str) -> dict:
             for name, plan in plans.items()}
 
 
+def _gemm_cases(arch: str) -> dict:
+    """The library's Hopper GEMM: both tile widths, a fused epilogue with an input, two outputs,
+    the ping-pong schedule."""
+    from cute_torch.kernels.gemm_sm90 import _gemm_host, host_arguments
+    a, b = torch.randn(304, 448).bfloat16(), torch.randn(448, 520).bfloat16()
+    c, c2, bias = torch.empty(304, 520).bfloat16(), torch.empty(304, 520).bfloat16(), torch.randn(520)
+    variants = {
+        "gemm_sm90_256": lambda: host_arguments(a, b, c, tile_n=256),
+        "gemm_sm90_128": lambda: host_arguments(a, b, c, tile_n=128),
+        "gemm_sm90_gelu_bias": lambda: host_arguments(a, b, c, "gelu_tanh(acc + x0)", (bias,), tile_n=256),
+        "gemm_sm90_two_outputs": lambda: host_arguments(a, b, (c, c2), ("acc + x0", "relu(acc + x0)"), (bias,)),
+        "gemm_sm90_pingpong": lambda: host_arguments(a, b, c, schedule="pingpong"),
+    }
+    return {name: (lambda v=v: _ptx(_gemm_host, *v(), arch=arch)) for name, v in variants.items()}
+
+
 def _mlir_cases(arch: str) -> dict:
     folder = os.path.join(ROOT, "tests", "mlir")
     cases = {}
@@ -121,6 +137,7 @@ def cases() -> dict:
         found = {**_example_cases(arch), **_copy_kernel_cases(arch), **_pointwise_cases(arch)}
         if arch == "sm_90a":
             found.update(_mlir_cases(arch))  # some of them use Hopper-only ops
+            found.update(_gemm_cases(arch))
         result.update({f"{name}.{arch}": fn for name, fn in found.items()})
     return result
 
