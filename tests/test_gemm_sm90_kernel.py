@@ -48,6 +48,17 @@ def test_the_kernel_is_warp_specialized_with_tma_in_and_out(recwarn, a_row_major
     assert not [w for w in recwarn if issubclass(w.category, cute.SpillWarning)]
 
 
+def test_auto_assembles_warp_specialized_kernels_with_ptxas():
+    """setmaxnreg kernels run at ptxas's register cap, where nvJitLink's relocatable code spills:
+    `auto` gives them ptxas's whole-program mode (when the toolkit has ptxas)."""
+    import os
+    from cute_torch.env import knobs
+    if not os.access(os.path.join(knobs().cuda_home, "bin", "ptxas"), os.X_OK):
+        pytest.skip("no ptxas in the toolkit")
+    kernel = _compile()
+    assert kernel.metadata["cubin_backend"] == "ptxas" and kernel.metadata["kernels"][0]["spill_stores"] == 0
+
+
 def test_a_batched_gemm_uses_three_dimensional_boxes():
     a, b = torch.randn(3, 200, 320).bfloat16(), torch.randn(3, 264, 320).bfloat16()   # b as (L, N, K)
     args = host_arguments(a, b.transpose(1, 2), torch.empty(3, 200, 264).bfloat16(), tile_n=256)

@@ -248,6 +248,13 @@ std::string assembleCubin(const std::string &ptx, const CodegenOptions &options,
                          {},
                          {},
                          {}};
+  // Warp-specialized kernels (setmaxnreg) run at ptxas's register cap, where nvJitLink's
+  // relocatable code costs registers: `auto` gives them ptxas's whole-program mode directly.
+  const bool registerBound = ptx.find("setmaxnreg") != std::string::npos;
+  if (backend == "auto" && registerBound && llvm::sys::fs::can_execute(ptxasPath(options))) {
+    backendUsed = "ptxas";
+    return assembleWithPtxas(ptx, options, report);
+  }
   if (backend != "ptxas") {
     if (const NvJitLink *api = NvJitLink::load(options)) {
       backendUsed = "nvjitlink";
