@@ -2,6 +2,7 @@
 torch.compile(backend="cute"), the same data and initial weights, losses and step times side by side.
 
     python examples/transformer_block.py [--steps 200 --batch 8 --seq 1024 --d-model 2048]
+    torchrun --nproc-per-node 2 examples/transformer_block.py      # DDP, one process per GPU
 
 The block: RMSNorm, causal self-attention through F.scaled_dot_product_attention, a residual,
 RMSNorm, an MLP (Linear with bias, GELU(tanh), Linear) and a residual; the loss is the MSE to a
@@ -14,12 +15,16 @@ Without a GPU it trains a small block on CPU in float32 with the backend's graph
 checked by the reference evaluator (cute_torch/backend/reference.py), so the script still shows
 what is fused and that the losses agree. The losses must agree with eager's within bf16
 tolerance; the script exits non-zero otherwise.
+
+Under torchrun (WORLD_SIZE set) the model is wrapped in DistributedDataParallel (NCCL on GPUs,
+gloo on CPU); every rank trains on its own shard of the batch, rank 0 prints.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import os
 import time
 
 import torch
@@ -55,8 +60,12 @@ class Block(nn.Module):
 
 
 def train(model, steps: int, x, target, compile_backend=None) -> tuple[list, float]:
-    """(losses, median step time in ms after the first 3 steps) of `steps` AdamW steps."""
+    """(losses, median step time in ms after the first 3 steps) of `steps` AdamW steps; under
+    torch.distributed the model is wrapped in DistributedDataParallel first."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    if torch.distributed.is_initialized():
+        device_ids = [x.device.index] if x.is_cuda else None
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
 
     def step(x, target):
         return F.mse_loss(model(x).float(), target.float())
@@ -85,6 +94,12 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=2048)
     parser.add_argument("--heads", type=int, default=16)
     args = parser.parse_args()
+    distributed = "WORLD_SIZE" in os.environ
+    rank = int(os.environ.get("RANK", 0))
+    if distributed:
+        torch.distributed.init_process_group("nccl" if cute_torch.gpu_available() else "gloo")
+        if cute_torch.gpu_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     torch.manual_seed(0)
     if cute_torch.gpu_available():
         device, dtype = "cuda", torch.bfloat16
@@ -97,14 +112,19 @@ def main() -> None:
         backends = [("eager", None), ("cute (reference)", reference_backend(seen=seen))]
         tolerance = 1e-4
         print("no GPU: a small block on CPU; the cute graphs run through the reference evaluator")
-    model = Block(args.d_model, args.heads).to(device, dtype)
-    x = torch.randn(args.batch, args.seq, args.d_model, device=device, dtype=dtype)
-    target = torch.randn_like(x)
+    model = Block(args.d_model, args.heads).to(device, dtype)   # the same weights on every rank (seed 0)
+    generator = torch.Generator().manual_seed(1 + rank)          # each rank its own shard of data
+    x = torch.randn(args.batch, args.seq, args.d_model, generator=generator).to(device, dtype)
+    target = torch.randn(x.shape, generator=generator).to(device, dtype)
     results = {}
     for name, backend in backends:
         torch._dynamo.reset()
         results[name] = train(copy.deepcopy(model), args.steps, x, target, backend)
     eager = results["eager"][0]
+    if distributed:
+        torch.distributed.destroy_process_group()
+    if rank != 0:
+        return
     print(f"{'backend':18} {'step ms':>9} {'vs eager':>9} {'first loss':>11} {'last loss':>10} {'max rel diff':>13}")
     worst = 0.0
     for name, (losses, ms) in results.items():

@@ -396,3 +396,14 @@ def test_matmul_epilogues_the_gemm_cannot_take_stay_correct():
     gm, result = graphs["inference"]
     assert result["gemms"] and all(fake.dim() == 1 for n in gemm_calls(gm) for fake in
                                    (inp.meta["val"] for inp in n.args[3]))
+
+
+def test_the_transformer_example_trains_under_ddp():
+    """examples/transformer_block.py under torchrun with 2 processes (gloo on CPU): DDP and the
+    backend's rewrite together, losses within tolerance of eager's (the script checks)."""
+    env = dict(os.environ, PYTHONPATH=ROOT, CUDA_VISIBLE_DEVICES="")
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                             os.path.join(ROOT, "examples", "transformer_block.py")],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "cute (reference)" in result.stdout and "pointwise kernels" in result.stdout
