@@ -131,3 +131,18 @@ def test_a_bf16_linear_gelu_block_trains_with_its_gemm_epilogues(tmp_path):
     torch.testing.assert_close(torch.tensor(losses[1]), torch.tensor(losses[0]), rtol=3e-2, atol=3e-3)
     forward = "".join(p.read_text() for p in tmp_path.glob("*forward.after.py"))
     assert "torch.ops.cute.gemm" in forward
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_the_transformer_example_trains_under_ddp_on_two_gpus():
+    """torchrun --nproc-per-node 2: DDP over NCCL with backend="cute", bf16, losses within bf16
+    tolerance of eager's (the script checks and exits non-zero otherwise)."""
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                             os.path.join(root, "examples", "transformer_block.py"), "--steps", "20", "--batch", "2",
+                             "--seq", "256", "--d-model", "512", "--heads", "8"],
+                            capture_output=True, text=True, env=env, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "cute" in result.stdout
