@@ -17,35 +17,15 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import os
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 import mlp_block  # noqa: E402
 import transformer_block  # noqa: E402
-
-
-def _mlp_train(model, steps, x, target, backend):
-    """mlp_block.train with step times (its loss is mlp_block.pointwise_loss)."""
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step(x, target):
-        return mlp_block.pointwise_loss(model(x).float(), target.float())
-    fn = step if backend is None else torch.compile(step, backend=backend)
-    losses, times = [], []
-    for _ in range(steps):
-        start = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = fn(x, target)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        times.append((time.perf_counter() - start) * 1e3)
-    later = sorted(times[3:]) or times
-    return losses, later[len(later) // 2]
 
 
 def main() -> None:
@@ -68,7 +48,8 @@ def main() -> None:
     cases = [
         ("transformer block", transformer_block.Block(args.d_model, args.heads), transformer_block.train,
          (args.batch, args.seq, args.d_model)),
-        ("MLP block", mlp_block.Block(args.d_model), _mlp_train, (tokens, args.d_model)),
+        ("MLP block", mlp_block.Block(args.d_model),
+         functools.partial(transformer_block.train, loss_fn=mlp_block.pointwise_loss), (tokens, args.d_model)),
     ]
     print(f"{torch.cuda.get_device_name()}, bf16, AdamW, {args.batch} x {args.seq} tokens, d_model {args.d_model}, "
           f"median step over steps 4..{args.steps}")

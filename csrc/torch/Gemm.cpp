@@ -12,6 +12,7 @@
 
 #include "Gemm.h"
 
+#include "OpCommon.h"
 #include "PythonBuilder.h"
 #include "cute_torch/runtime.h"
 
@@ -51,33 +52,6 @@ std::mutex cacheMutex;
 std::unordered_map<std::string, GemmKernel> kernelCache;
 std::unordered_map<int, int64_t> smCounts;
 
-const char *dtypeName(c10::ScalarType type) {
-  switch (type) {
-  case c10::kBFloat16:
-    return "bfloat16";
-  case c10::kHalf:
-    return "float16";
-  case c10::kFloat:
-    return "float32";
-  case c10::kDouble:
-    return "float64";
-  case c10::kInt:
-    return "int32";
-  case c10::kLong:
-    return "int64";
-  case c10::kChar:
-    return "int8";
-  case c10::kByte:
-    return "uint8";
-  case c10::kBool:
-    return "bool";
-  default:
-    TORCH_CHECK_VALUE(false, "cute::gemm: an epilogue input of dtype ", c10::toString(type),
-                      " is not supported");
-  }
-  return "";
-}
-
 std::string shapeText(c10::IntArrayRef sizes) { return c10::str(sizes); }
 
 /// The view of a matrix operand: `rowDim` and `colDim` of `t`, its batch dim (or none: the
@@ -101,16 +75,16 @@ View inputView(const at::Tensor &x, size_t index, c10::IntArrayRef outShape, boo
     shape = {outShape[0] * outShape[1], outShape[2]};
   const int64_t outRank = static_cast<int64_t>(shape.size());
   // (The rows path takes only inputs whose sizes but the last are 1: they may have more dims.)
-  TORCH_CHECK_VALUE(x.dim() <= outRank || rows, "cute::gemm: input x", index, " of shape ",
-                    shapeText(x.sizes()), " does not broadcast to the output's ",
+  TORCH_CHECK_VALUE(x.dim() <= outRank || rows, "cute::gemm: input x", std::to_string(index),
+                    " of shape ", shapeText(x.sizes()), " does not broadcast to the output's ",
                     shapeText(outShape));
   std::vector<int64_t> strides(outRank, 0);
   for (int64_t i = 0; i < outRank; ++i) {
     const int64_t j = i - (outRank - x.dim());
     if (j < 0 || x.size(j) == 1)
       continue;
-    TORCH_CHECK_VALUE(x.size(j) == shape[i], "cute::gemm: input x", index, " of shape ",
-                      shapeText(x.sizes()), " does not broadcast to the output's ",
+    TORCH_CHECK_VALUE(x.size(j) == shape[i], "cute::gemm: input x", std::to_string(index),
+                      " of shape ", shapeText(x.sizes()), " does not broadcast to the output's ",
                       shapeText(outShape));
     strides[i] = x.stride(j);
   }
@@ -169,7 +143,7 @@ void appendPattern(std::string &key, const View &v) {
 
 /// "dtype;sizes;strides;alignment", what the builder describes the view's TensorArg from.
 std::string viewText(const View &v) {
-  std::string text = dtypeName(v.tensor.scalar_type());
+  std::string text = dtypeName(v.tensor.scalar_type(), "cute::gemm", "an operand");
   for (int d = 0; d < v.rank; ++d)
     text += (d ? "," : ";") + std::to_string(v.sizes[d]);
   for (int d = 0; d < v.rank; ++d)
@@ -240,19 +214,7 @@ void run(const GemmKernel &kernel, const std::vector<View> &views, int64_t sms) 
       slots.push_back(sms);
     }
   }
-  // i32 arguments are read from the low half of their 8-byte slot (little-endian).
-  c10::SmallVector<void *, 48> pointers;
-  for (int64_t &slot : slots)
-    pointers.push_back(&slot);
-  const c10::Device device = views[0].tensor.device();
-  c10::DeviceGuard guard(device);
-  const c10::Stream stream = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
-  try {
-    kernel.runtime->call(kernel.entry, pointers.data(), device.index(),
-                         reinterpret_cast<uintptr_t>(stream.native_handle()));
-  } catch (const runtime::CudaError &e) {
-    TORCH_CHECK(false, "cute::gemm: ", e.what());
-  }
+  runOnCurrentStream(kernel.entry, kernel.runtime, slots, views[0].tensor.device(), "cute::gemm");
 }
 
 void checkOperands(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs) {
@@ -260,7 +222,8 @@ void checkOperands(const at::Tensor &a, const at::Tensor &b, at::TensorList inpu
                     "cute::gemm: a and b are (M, K) / (L, M, K) and (K, N) / (L, K, N), got a ",
                     shapeText(a.sizes()), " and b ", shapeText(b.sizes()));
   TORCH_CHECK_VALUE(a.size(-1) == b.size(-2), "cute::gemm: a ", shapeText(a.sizes()), " and b ",
-                    shapeText(b.sizes()), " disagree on K (", a.size(-1), " vs ", b.size(-2), ")");
+                    shapeText(b.sizes()), " disagree on K (", std::to_string(a.size(-1)), " vs ",
+                    std::to_string(b.size(-2)), ")");
   TORCH_CHECK_VALUE(a.dim() == 2 || b.dim() == 2 || a.size(0) == b.size(0), "cute::gemm: a ",
                     shapeText(a.sizes()), " and b ", shapeText(b.sizes()),
                     " have different batch sizes");
@@ -269,14 +232,15 @@ void checkOperands(const at::Tensor &a, const at::Tensor &b, at::TensorList inpu
                     "cute::gemm: a and b are both bfloat16 or both float16, got ",
                     c10::toString(a.scalar_type()), " and ", c10::toString(b.scalar_type()));
   for (const at::Tensor &t : inputs)
-    TORCH_CHECK(t.device() == a.device(), "cute::gemm: every tensor must be on ", a.device(),
-                ", got one on ", t.device());
-  TORCH_CHECK(b.device() == a.device(), "cute::gemm: a is on ", a.device(), " and b on ",
-              b.device());
+    TORCH_CHECK(t.device() == a.device(), "cute::gemm: every tensor must be on ",
+                deviceName(a.device()), ", got one on ", deviceName(t.device()));
+  TORCH_CHECK(b.device() == a.device(), "cute::gemm: a is on ", deviceName(a.device()),
+              " and b on ", deviceName(b.device()));
 }
 
 void checkCuda(const at::Tensor &a) {
-  TORCH_CHECK(a.device().is_cuda(), "cute::gemm runs on CUDA tensors; a is on ", a.device());
+  TORCH_CHECK(a.device().is_cuda(), "cute::gemm runs on CUDA tensors; a is on ",
+              deviceName(a.device()));
 }
 
 /// The outputs and every operand's view for one call; `views` is empty when there is nothing
@@ -291,9 +255,10 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
               c10::ArrayRef<c10::ScalarType> outDtypes) {
   checkOperands(aIn, bIn, inputs);
   TORCH_CHECK_VALUE(outputs >= 1 && outputs <= kMaxOutputs, "cute::gemm.multi takes 1 to ",
-                    kMaxOutputs, " epilogues, got ", outputs);
-  TORCH_CHECK_VALUE(outDtypes.empty() || outDtypes.size() == outputs, "cute::gemm: ", outputs,
-                    " epilogues but ", outDtypes.size(), " out_dtypes");
+                    std::to_string(kMaxOutputs), " epilogues, got ", std::to_string(outputs));
+  TORCH_CHECK_VALUE(outDtypes.empty() || outDtypes.size() == outputs,
+                    "cute::gemm: ", std::to_string(outputs), " epilogues but ",
+                    std::to_string(outDtypes.size()), " out_dtypes");
   for (c10::ScalarType t : outDtypes)
     TORCH_CHECK_VALUE(t == c10::kBFloat16 || t == c10::kHalf,
                       "cute::gemm writes bfloat16 or float16 outputs, got ", c10::toString(t));
@@ -322,8 +287,9 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
   // A batched GEMM's coordinate tensor packs each of M, N and K in 20 bits (kernels/gemm_sm90.py).
   constexpr int64_t kBatchedLimit = int64_t(1) << 19;
   TORCH_CHECK_VALUE(!batched || rows || std::max({m, n, k}) < kBatchedLimit,
-                    "cute::gemm: a batched GEMM needs M, N and K below ", kBatchedLimit, ", got a ",
-                    shapeText(a.sizes()), " and b ", shapeText(b.sizes()));
+                    "cute::gemm: a batched GEMM needs M, N and K below ",
+                    std::to_string(kBatchedLimit), ", got a ", shapeText(a.sizes()), " and b ",
+                    shapeText(b.sizes()));
   std::vector<View> &views = plan.views;
   auto addOperands = [&]() {
     views.clear();
@@ -359,7 +325,7 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
                   : matrixView(out, out.dim() - 2, out.dim() - 1, out.dim() == 3 ? 0 : -1, batches,
                                batched);
     TORCH_CHECK_VALUE(tmaAddressable(v) && (n * out.element_size()) % 16 == 0,
-                      "cute::gemm: an output row of ", n,
+                      "cute::gemm: an output row of ", std::to_string(n),
                       " elements is not a multiple of 16 bytes (TMA stores it); pad N");
     views.push_back(v);
   }

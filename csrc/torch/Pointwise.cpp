@@ -14,6 +14,7 @@
 
 #include "Pointwise.h"
 
+#include "OpCommon.h"
 #include "PythonBuilder.h"
 #include "cute_torch/runtime.h"
 
@@ -35,33 +36,6 @@ namespace {
 constexpr int kMaxRank = 4;
 constexpr char kSeparator = '\x1e';
 
-struct DtypeName {
-  c10::ScalarType type;
-  const char *name;
-};
-constexpr DtypeName kSupported[] = {
-    {c10::kFloat, "float32"},  {c10::kHalf, "float16"}, {c10::kBFloat16, "bfloat16"},
-    {c10::kDouble, "float64"}, {c10::kInt, "int32"},    {c10::kLong, "int64"},
-    {c10::kChar, "int8"},      {c10::kByte, "uint8"},   {c10::kBool, "bool"}};
-
-const char *dtypeName(c10::ScalarType type, const char *what) {
-  for (const DtypeName &d : kSupported)
-    if (d.type == type)
-      return d.name;
-  std::string names;
-  for (const DtypeName &d : kSupported)
-    names += std::string(names.empty() ? "" : ", ") + d.name;
-  TORCH_CHECK_TYPE(false, "cute::pointwise: ", what, " has dtype ", c10::toString(type),
-                   ", which is not supported; supported dtypes: ", names);
-}
-
-c10::ScalarType dtypeFromName(const std::string &name) {
-  for (const DtypeName &d : kSupported)
-    if (name == d.name)
-      return d.type;
-  TORCH_CHECK(false, "cute::pointwise: the builder returned an unknown dtype '", name, "'");
-}
-
 struct Kernel {
   void (*entry)(void **) = nullptr;
   runtime::LoadedArtifact *runtime = nullptr;
@@ -78,17 +52,6 @@ std::mutex cacheMutex;
 std::unordered_map<std::string, std::unique_ptr<ExprInfo>> exprCache;
 std::unordered_map<std::string, std::string> gradCache;
 
-/// "cuda:1", "cpu", ... Error messages here pass only strings to TORCH_CHECK: a size_t argument
-/// (c10::str of an unsigned long) crashed the process with torch 2.11's CUDA build on the H200
-/// machine, so numbers go through std::to_string.
-std::string deviceName(const c10::Device &device) {
-  const char *type = device.is_cuda()   ? "cuda"
-                     : device.is_cpu()  ? "cpu"
-                     : device.is_meta() ? "meta"
-                                        : "other";
-  return device.has_index() ? std::string(type) + ":" + std::to_string(device.index()) : type;
-}
-
 void checkSameDevice(at::TensorList inputs) {
   const c10::Device device = inputs[0].device();
   for (size_t i = 1; i < inputs.size(); ++i)
@@ -103,7 +66,7 @@ void checkSameDevice(at::TensorList inputs) {
 std::string dtypeNames(c10::ArrayRef<c10::ScalarType> types, const char *what) {
   std::string names;
   for (c10::ScalarType t : types)
-    names += std::string(names.empty() ? "" : ",") + dtypeName(t, what);
+    names += std::string(names.empty() ? "" : ",") + dtypeName(t, "cute::pointwise", what);
   return names;
 }
 
@@ -112,7 +75,7 @@ std::vector<BuilderArg> dtypeArgs(c10::string_view expr, at::TensorList inputs,
   std::string names, zeroDims;
   for (size_t i = 0; i < inputs.size(); ++i) {
     names += std::string(i ? "," : "") +
-             dtypeName(inputs[i].scalar_type(), ("input x" + std::to_string(i)).c_str());
+             dtypeName(inputs[i].scalar_type(), "cute::pointwise", "input x" + std::to_string(i));
     zeroDims += inputs[i].dim() == 0 ? '1' : '0';
   }
   return {std::string(expr), names, zeroDims,
@@ -142,7 +105,8 @@ ExprInfo &exprInfo(c10::string_view expr, size_t count, at::TensorList inputs,
   for (size_t start = 0; start <= result.text.size();) {
     size_t end = result.text.find(',', start);
     end = end == std::string::npos ? result.text.size() : end;
-    info->outDtypes.push_back(dtypeFromName(result.text.substr(start, end - start)));
+    info->outDtypes.push_back(
+        dtypeFromName(result.text.substr(start, end - start), "cute::pointwise"));
     start = end + 1;
   }
   TORCH_CHECK(info->outDtypes.size() == count, "cute::pointwise: the builder typed ",
@@ -288,19 +252,7 @@ void run(const Kernel &kernel, const Geometry &g, const Launch &p, at::TensorLis
     if (p.inner[i] == 's')
       slots.push_back(g.strides[i][g.rank - 1]);
   }
-  // i32 arguments are read from the low half of their 8-byte slot (little-endian).
-  c10::SmallVector<void *, 48> pointers;
-  for (int64_t &slot : slots)
-    pointers.push_back(&slot);
-  const c10::Device device = outs[0].device();
-  c10::DeviceGuard guard(device);
-  const c10::Stream stream = c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
-  try {
-    kernel.runtime->call(kernel.entry, pointers.data(), device.index(),
-                         reinterpret_cast<uintptr_t>(stream.native_handle()));
-  } catch (const runtime::CudaError &e) {
-    TORCH_CHECK(false, "cute::pointwise: ", e.what());
-  }
+  runOnCurrentStream(kernel.entry, kernel.runtime, slots, outs[0].device(), "cute::pointwise");
 }
 
 } // namespace

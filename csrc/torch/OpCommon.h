@@ -1,0 +1,40 @@
+//===- OpCommon.h - helpers shared by the torch.ops.cute families --*- C++ -*-===//
+//
+// Error-message names and the launch of a compiled host entry on the current stream. Messages
+// pass only strings to TORCH_CHECK: a size_t argument (c10::str of an unsigned long) crashed
+// the process with torch 2.11's CUDA build, so numbers go through std::to_string.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CUTE_TORCH_OPS_OPCOMMON_H
+#define CUTE_TORCH_OPS_OPCOMMON_H
+
+#include "cute_torch/runtime.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
+
+#include <string>
+
+namespace cute_torch::ops {
+
+/// "cuda:1", "cpu", ...
+std::string deviceName(const c10::Device &device);
+
+/// The expression language's name of `type` ("bfloat16", ...); a TypeError from `op` naming
+/// `what` and the supported dtypes otherwise.
+const char *dtypeName(c10::ScalarType type, const char *op, const std::string &what);
+
+/// The dtype of a language name the Python builder returned.
+c10::ScalarType dtypeFromName(const std::string &name, const char *op);
+
+/// Runs a compiled host entry with its argument slots (8 bytes each; i32 arguments are read
+/// from the low half) on the current stream of `device`, under a device guard; a CUDA error
+/// becomes a torch error from `op`.
+void runOnCurrentStream(void (*entry)(void **), runtime::LoadedArtifact *artifact,
+                        c10::SmallVectorImpl<int64_t> &slots, const c10::Device &device,
+                        const char *op);
+
+} // namespace cute_torch::ops
+
+#endif // CUTE_TORCH_OPS_OPCOMMON_H
