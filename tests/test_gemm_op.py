@@ -287,3 +287,41 @@ def test_batched_sizes_past_the_coordinate_fields_are_errors():
         torch.ops.cute.gemm_plan(a, b, [], 1)
     with pytest.raises(ValueError, match="output row of 4 elements"):
         torch.ops.cute.gemm_plan(torch.empty(8, 16).bfloat16(), torch.empty(4, 16).bfloat16().t(), [], 1)
+
+
+@pytest.fixture
+def reference_cpu_kernels():
+    """cute::gemm(.multi) and cute::pointwise on CPU, computed by the backend's reference
+    evaluator, for the duration of a test: the autograd logic above the kernels runs without
+    a GPU."""
+    from cute_torch.backend.reference import gemm_reference
+    from cute_torch.pointwise.dtypes import reference
+    lib = torch.library.Library("cute", "IMPL")
+    # (the dispatcher leaves out trailing arguments equal to their defaults)
+    lib.impl("gemm", lambda a, b, e, inputs, dtype=None: gemm_reference(a, b, e, inputs, dtype), "CPU")
+    lib.impl("gemm.multi", lambda a, b, es, inputs, dtypes=None: [gemm_reference(a, b, e, inputs, d) for e, d in
+                                                                  zip(es, dtypes or [None] * len(es))], "CPU")
+    lib.impl("pointwise", lambda e, inputs, dtype=None: reference(e, inputs).to(dtype).contiguous(), "CPU")
+    yield
+    lib._destroy()
+
+
+@pytest.mark.parametrize("activation", [None, "gelu_tanh", "silu"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_autograd_math_on_reference_kernels(reference_cpu_kernels, activation, bias):
+    """LinearFunction's forward and backward (which GEMMs, transposes, the saved pre-activation,
+    dbias) against fp64 autograd, with the kernels replaced by their CPU reference."""
+    g = torch.Generator().manual_seed(31)
+    x = torch.randn(2, 12, 32, generator=g)
+    w, b = torch.randn(24, 32, generator=g) / 6, torch.randn(24, generator=g)
+    grad = torch.randn(2, 12, 24, generator=g)
+    act = {None: lambda t: t, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu}[activation]
+    ref = [t.double().requires_grad_() for t in (x, w, b)]
+    act(F.linear(ref[0], ref[1], ref[2] if bias else None)).backward(grad.double())
+    ours = [x.bfloat16().requires_grad_(), w.bfloat16().requires_grad_(), b.requires_grad_()]
+    y = cops.linear(ours[0], ours[1], ours[2] if bias else None, activation)
+    y.backward(grad.bfloat16())
+    assert y.shape == (2, 12, 24) and y.dtype == torch.bfloat16
+    for got, want in zip(ours if bias else ours[:2], ref):
+        err = (got.grad.double() - want.grad).abs().max() / want.grad.abs().max()
+        assert err < 3e-2, (activation, err)
