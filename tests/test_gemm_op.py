@@ -325,3 +325,68 @@ def test_linear_autograd_math_on_reference_kernels(reference_cpu_kernels, activa
     for got, want in zip(ours if bias else ours[:2], ref):
         err = (got.grad.double() - want.grad).abs().max() / want.grad.abs().max()
         assert err < 3e-2, (activation, err)
+
+
+@pytest.mark.parametrize("epilogue,n_inputs", [("acc", 0), ("gelu_tanh(acc + x0) * x1", 2), ("acc * x0 + x1", 2)])
+def test_gemm_autograd_for_any_epilogue_on_reference_kernels(reference_cpu_kernels, epilogue, n_inputs):
+    """cute::gemm's registered autograd: gradients of a, b and the (broadcast) inputs against
+    fp64 autograd of the same math, the kernels replaced by their CPU reference."""
+    g = torch.Generator().manual_seed(41)
+    a, b = torch.randn(3, 16, 32, generator=g), torch.randn(32, 24, generator=g) / 6
+    xs = [torch.randn(24, generator=g), torch.randn(16, 1, generator=g)][:n_inputs]
+    grad = torch.randn(3, 16, 24, generator=g)
+    ref = [t.double().requires_grad_() for t in (a, b, *xs)]
+    acc = ref[0] @ ref[1]
+    math = {"acc": lambda acc: acc,
+            "gelu_tanh(acc + x0) * x1": lambda acc: F.gelu(acc + ref[2], approximate="tanh") * ref[3],
+            "acc * x0 + x1": lambda acc: acc * ref[2] + ref[3]}[epilogue]
+    math(acc).backward(grad.double())
+    ours = [a.bfloat16().requires_grad_(), b.bfloat16().requires_grad_(), *(x.requires_grad_() for x in xs)]
+    out = cops.gemm(ours[0], ours[1], epilogue, *ours[2:])
+    out.backward(grad.bfloat16())
+    for got, want in zip(ours, ref):
+        assert got.grad is not None and got.grad.shape == want.shape and got.grad.dtype == got.dtype
+        err = (got.grad.double() - want.grad).abs().max() / want.grad.abs().max()
+        assert err < 3e-2, (epilogue, err)
+
+
+def test_gemm_multi_autograd_sums_the_outputs_gradients(reference_cpu_kernels):
+    g = torch.Generator().manual_seed(43)
+    a, b, bias = torch.randn(16, 32, generator=g), torch.randn(32, 24, generator=g) / 6, torch.randn(24, generator=g)
+    g1, g2 = torch.randn(16, 24, generator=g), torch.randn(16, 24, generator=g)
+    ref = [t.double().requires_grad_() for t in (a, b, bias)]
+    pre = ref[0] @ ref[1] + ref[2]
+    torch.autograd.backward([pre, F.silu(pre)], [g1.double(), g2.double()])
+    ours = [a.bfloat16().requires_grad_(), b.bfloat16().requires_grad_(), bias.requires_grad_()]
+    outs = cops.gemm_multi(ours[0], ours[1], ["acc + x0", "silu(acc + x0)"], ours[2])
+    torch.autograd.backward(outs, [g1.bfloat16(), g2.bfloat16()])
+    for got, want in zip(ours, ref):
+        err = (got.grad.double() - want.grad).abs().max() / want.grad.abs().max()
+        assert err < 3e-2, err
+
+
+def test_gemm_autograd_with_an_explicit_out_dtype(reference_cpu_kernels):
+    g = torch.Generator().manual_seed(47)
+    a = torch.randn(16, 32, generator=g).bfloat16().requires_grad_()
+    b = torch.randn(32, 24, generator=g).bfloat16().requires_grad_()
+    out = cops.gemm(a, b, "relu(acc)", out_dtype=torch.float16)
+    assert out.dtype == torch.float16
+    out.float().sum().backward()
+    want = (torch.relu(a.detach().double() @ b.detach().double()) > 0).double() @ b.detach().double().t()
+    torch.testing.assert_close(a.grad.double(), want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_gemm_autograd_on_the_gpu():
+    g = torch.Generator().manual_seed(53)
+    a, b = torch.randn(2, 96, 128, generator=g), torch.randn(128, 64, generator=g) / 11
+    bias, grad = torch.randn(64, generator=g), torch.randn(2, 96, 64, generator=g)
+    ref = [t.double().requires_grad_() for t in (a, b, bias)]
+    F.gelu(ref[0] @ ref[1] + ref[2], approximate="tanh").backward(grad.double())
+    ours = [a.bfloat16().cuda().requires_grad_(), b.bfloat16().cuda().requires_grad_(), bias.cuda().requires_grad_()]
+    cops.gemm(ours[0], ours[1], "gelu_tanh(acc + x0)", ours[2]).backward(grad.bfloat16().cuda())
+    for got, want in zip(ours, ref):
+        err = (got.grad.double().cpu() - want.grad).abs().max() / want.grad.abs().max()
+        assert err < 3e-2, err
+    torch.library.opcheck(torch.ops.cute.gemm.default, (ours[0], ours[1], "gelu_tanh(acc + x0)", [ours[2]], None))

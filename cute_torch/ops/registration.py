@@ -13,7 +13,7 @@ import torch
 from ..pointwise.dtypes import dtype_name, result_dtype
 from ..pointwise.grad import gradient
 from ..pointwise.kernel import SEPARATOR, Plan, build
-from . import gemm_build
+from . import gemm_autograd, gemm_build
 
 LIBRARY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lib", "libcute_torch_ops.so")
 
@@ -138,4 +138,5 @@ def load() -> None:
         torch.library.register_fake("cute::pointwise.multi")(_pointwise_multi_fake)
         torch.library.register_fake("cute::gemm")(_gemm_fake)
         torch.library.register_fake("cute::gemm.multi")(_gemm_multi_fake)
+        gemm_autograd.register()
         _loaded = True
