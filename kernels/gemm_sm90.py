@@ -57,7 +57,8 @@ MAX_OUTPUTS = 4
 GROUP_M = 8                      # tile rows per rasterization group
 CONSUMERS = 256                  # two consumer warpgroups
 THREADS = 128 + CONSUMERS
-EPILOGUE_BARRIER = 1             # the consumers' named barrier (0 is the CTA's)
+EPILOGUE_BARRIER = 1             # the consumers' named barrier (0 is the CTA's; ping-pong: 1 and 2)
+ORDER_BARRIER = 3                # ping-pong: warpgroup w waits at ORDER_BARRIER + w for its turn
 
 
 def _swizzled(rows: int, cols: int, stages: int | None = None, cols_contiguous: bool = True):
@@ -237,6 +238,12 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
             released.advance_by(owner * k_tiles)
         for tile_id in range(first + owner * step, tiles, owners * step):
             m, n, l = _tile_of(tile_id, tiles_m, tiles_n, config.raster_n)
+            if cute.const_expr(pingpong):
+                # The main loops take turns: wait until the other warpgroup has consumed the
+                # previous tile, so this one never waits on a stage more than one fill ahead
+                # (mbarrier phases are told apart by their parity only).
+                if tile_id != first:
+                    cute.arch.barrier(barrier_id=ORDER_BARRIER + owner, number_of_threads=2 * 128)
             for kt in range(k_tiles):
                 pipe.consumer_wait(state)
                 warpgroup.fence()
@@ -257,6 +264,8 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
             if cute.const_expr(pingpong):                 # the other owner's tile comes next in the ring
                 state.advance_by(k_tiles)
                 released.advance_by(k_tiles)
+                if tile_id + step < tiles:                # its turn (it has that tile)
+                    cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER + 1 - owner, number_of_threads=2 * 128)
             # The epilogue: fused math in registers, 16-bit values to shared memory, TMA out. Inputs
             # are read where this thread's accumulators sit, at coordinates clamped inside the
             # input (a tail tile's elements past the edge are never stored).

@@ -104,6 +104,7 @@ def _kernel_with(body):
     (lambda out: cute.arch.barrier(barrier_id=16), "barrier_id must be 0..15, got 16"),
     (lambda out: cute.arch.barrier(number_of_threads=100), "number_of_threads must be a positive multiple of 32"),
     (lambda out: cute.arch.fence_proxy("sync"), "fence_proxy kind must be one of"),
+    (lambda out: cute.arch.barrier_arrive(barrier_id=1), "barrier_arrive needs number_of_threads"),
     (lambda out: cute.recast_ptr(out), "recast_ptr takes a cute.Pointer, got Tensor"),
 ])
 def test_misuse_is_a_clear_error(body, message):
@@ -152,3 +153,35 @@ def test_named_barriers_order_shared_memory_between_warp_pairs():
     partner = torch.arange(128) ^ 32
     want = partner * 1000 * rounds + sum(range(rounds))
     assert torch.equal(out.cpu(), want.to(torch.int32))
+
+
+# -- a one-way signal: warps 0-1 write, arrive (bar.arrive); warps 2-3 wait (bar.sync) and read ----
+
+@cute.kernel
+def _arrive_then_read(out: cute.Tensor):
+    slots = cute.arch.alloc_smem(cute.Int32, (64,))
+    t = cute.arch.thread_idx()[0]
+    if t < 64:
+        slots[t] = t * 7 + 3
+        cute.arch.barrier_arrive(barrier_id=1, number_of_threads=128)
+    else:
+        cute.arch.barrier(barrier_id=1, number_of_threads=128)
+        out[t - 64] = slots[127 - t]
+
+
+@cute.jit
+def _arrive_then_read_host(out: cute.Tensor):
+    _arrive_then_read(out).launch(grid=(1, 1, 1), block=(128, 1, 1))
+
+
+def test_barrier_arrive_reaches_ptx():
+    ptx = cute.compile(_arrive_then_read_host, torch.zeros(64, dtype=torch.int32), options={"arch": "sm_80"}).__ptx__
+    assert ptx.count("bar.arrive") == 1 and ptx.count("bar.sync") == 1
+
+
+@pytest.mark.gpu
+def test_barrier_arrive_signals_the_waiting_warps():
+    out = torch.full((64,), -1, dtype=torch.int32, device="cuda")
+    _arrive_then_read_host(out)
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), (torch.arange(63, -1, -1) * 7 + 3).to(torch.int32))

@@ -125,6 +125,21 @@ def barrier(barrier_id=0, number_of_threads=None) -> None:
     b.emit(text)
 
 
+def barrier_arrive(barrier_id=0, number_of_threads=None) -> None:
+    """bar.arrive: counts this thread at named barrier `barrier_id` without waiting (the other
+    side waits with `barrier`, the total being `number_of_threads`): a one-way signal, e.g. for
+    ordering two warpgroups' main loops."""
+    b = ir.require("device", "barrier_arrive")
+    if isinstance(barrier_id, int) and not 0 <= barrier_id < 16:
+        raise DSLError(ARGUMENT_MISMATCH, f"barrier_id must be 0..15, got {barrier_id}", user_location())
+    if number_of_threads is None or (isinstance(number_of_threads, int) and
+                                     (number_of_threads <= 0 or number_of_threads % 32)):
+        raise DSLError(ARGUMENT_MISMATCH, f"barrier_arrive needs number_of_threads, a positive multiple of 32, got "
+                       f"{number_of_threads}", user_location())
+    b.emit(f"nvvm.barrier.arrive id = {_i32(barrier_id).ir.name} "
+           f"number_of_threads = {_i32(number_of_threads).ir.name}")
+
+
 @contextlib.contextmanager
 def elect_one():
     """`with cute.arch.elect_one():` runs its body in one elected thread of the warp (elect.sync).
