@@ -344,9 +344,11 @@ def _check_tma_addressable(name: str, t: torch.Tensor) -> None:
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None,
-         schedule: str | None = None, raster: str | None = None):
+         schedule: str | None = None, raster: str | None = None, tune: bool = False):
     """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm (see host_arguments);
-    with a tuple of outputs and one epilogue per output, every output from the same GEMM."""
+    with a tuple of outputs and one epilogue per output, every output from the same GEMM. With
+    `tune` (and no explicit variant) the variant is the fastest of a few, timed once per
+    problem class and remembered on disk (kernels/gemm_tuning.py)."""
     outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
     if a.dim() == 3 and b.dim() == 2 and not inputs:   # one weight for all: a single GEMM over the rows
         try:
@@ -355,9 +357,28 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: 
             rows_a = None
         if rows_a is not None:
             gemm(rows_a, b, rows if isinstance(c, (tuple, list)) else rows[0], epilogue, tile_n=tile_n,
-                 schedule=schedule, raster=raster)
+                 schedule=schedule, raster=raster, tune=tune)
             return c
+    if tune and tile_n is None and schedule is None and raster is None:
+        tile_n, schedule, raster = _tuned(a, b, c, epilogue, inputs)
     _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n, schedule, raster))
+
+
+def _tuned(a, b, c, epilogue, inputs):
+    """The remembered or timed variant of this problem class, the heuristic's first."""
+    from cute_torch.kernels import gemm_tuning as tuning
+    outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
+    epilogues = tuple(epilogue) if isinstance(epilogue, (tuple, list)) else (epilogue,)
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+    default = tuning.Candidate(choose_tile_n(outs[0].shape[-2], outs[0].shape[-1],
+                                             outs[0].shape[0] if outs[0].dim() == 3 else 1, sms))
+    key = tuning.problem_key(torch.cuda.get_device_name(a.device), a, b, outs, epilogues, tuple(inputs))
+    candidates = (default, *(x for x in tuning.CANDIDATES if x != default))
+
+    def time_ms(candidate):
+        args = host_arguments(a, b, c, epilogue, inputs, *candidate)
+        return tuning.cuda_time_ms(lambda: _gemm_host(*args))
+    return tuning.choose(key, time_ms, candidates)
     return c
 
 
