@@ -407,3 +407,23 @@ def test_the_transformer_example_trains_under_ddp():
                             capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "cute (reference)" in result.stdout and "pointwise kernels" in result.stdout
+
+
+def test_gemm_fusion_keeps_a_dynamic_batch_symbolic():
+    """dynamic=True: M is a SymInt, the matmul still takes its epilogue (N and K, a module's
+    parameters' sizes, are static), and a second batch size reuses the compiled graph. (With
+    the weight a graph input its sizes are symbolic too, and the TMA row alignment of N and K
+    cannot be known without a guard: such a matmul stays ATen.)"""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(64, 48).bfloat16()
+
+    def f(x):
+        return F.gelu(layer(x))
+    compiled, seen = compile_cpu(f, dynamic=True)
+    for rows in (32, 40):
+        x = bf16(rows, 64, seed=rows)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x).float(), f(x).float(), rtol=2e-2, atol=2e-2)
+    assert len(seen) == 1
+    (_, gm, result), = seen
+    assert result["gemms"] and gemm_calls(gm)
