@@ -26,6 +26,7 @@ class Knobs:
     line_info: bool = False  # CUTE_TORCH_LINE_INFO=1 (or CUTE_TORCH_LINEINFO=1): Python lines in PTX/SASS
     cache_dir: str = ""  # CUTE_TORCH_CACHE_DIR: disk cache root (default ~/.cache/cute_torch)
     no_cache: bool = False  # CUTE_TORCH_NO_CACHE=1: never read or write the disk cache
+    memory_cache_size: int = 512  # CUTE_TORCH_MEMORY_CACHE_SIZE: specializations kept per function
     print_after_preprocess: bool = False  # CUTE_TORCH_PRINT_AFTER_PREPROCESS=1: rewritten source
     print_ir: bool = False  # CUTE_TORCH_PRINT_IR=1: the traced IR of each compile
     log_graphs: bool = False  # CUTE_TORCH_LOG_GRAPHS=1: the cute backend prints its graphs and regions
@@ -36,6 +37,9 @@ def knobs() -> Knobs:
     opt = os.environ.get("CUTE_TORCH_OPT_LEVEL", "3")
     if opt not in ("0", "1", "2", "3"):
         raise ValueError(f"CUTE_TORCH_OPT_LEVEL must be 0..3, got {opt!r}")
+    size = os.environ.get("CUTE_TORCH_MEMORY_CACHE_SIZE", "512")
+    if not size.isdigit() or int(size) < 1:
+        raise ValueError(f"CUTE_TORCH_MEMORY_CACHE_SIZE must be a positive integer, got {size!r}")
     return Knobs(
         cuda_home=os.environ.get("CUDA_HOME") or "/usr/local/cuda",
         arch=os.environ.get("CUTE_TORCH_ARCH") or None,
@@ -49,6 +53,7 @@ def knobs() -> Knobs:
         cache_dir=os.environ.get("CUTE_TORCH_CACHE_DIR")
         or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cute_torch"),
         no_cache=_flag("CUTE_TORCH_NO_CACHE"),
+        memory_cache_size=int(size),
         print_after_preprocess=_flag("CUTE_TORCH_PRINT_AFTER_PREPROCESS"),
         print_ir=_flag("CUTE_TORCH_PRINT_IR"),
         log_graphs=os.environ.get("CUTE_TORCH_LOG_GRAPHS", "") not in ("", "0"),

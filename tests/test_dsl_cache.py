@@ -6,6 +6,7 @@ import subprocess
 import sys
 import warnings
 
+import pytest
 import torch
 
 import cute_torch as cute
@@ -56,6 +57,29 @@ def test_memory_cache_compiles_each_specialization_once(monkeypatch):
     assert len(traces) == 1 and first._spec is again._spec
     scale.compile(torch.zeros(65), torch.zeros(65), 2.0)
     assert len(traces) == 2
+
+
+def test_the_memory_cache_keeps_the_most_recent_specializations(monkeypatch, tmp_path):
+    """CUTE_TORCH_MEMORY_CACHE_SIZE bounds each function's in-memory specializations (least
+    recently used out); an evicted one is freed and comes back from the disk cache, untraced."""
+    import gc
+    import weakref
+    monkeypatch.setenv("CUTE_TORCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CUTE_TORCH_MEMORY_CACHE_SIZE", "3")
+    traces.clear()
+    specs = [weakref.ref(scale.compile(torch.zeros(n), torch.zeros(n), 2.0)._spec) for n in range(70, 75)]
+    assert len(scale._cache) == 3 and len(traces) == 5
+    gc.collect()
+    assert specs[0]() is None and specs[1]() is None and specs[4]() is not None   # the evicted are freed
+    scale.compile(torch.zeros(72), torch.zeros(72), 2.0)                            # a hit: now most recent
+    scale.compile(torch.zeros(75), torch.zeros(75), 2.0)                            # evicts 73, not 72
+    assert len(traces) == 6
+    scale.compile(torch.zeros(72), torch.zeros(72), 2.0)
+    scale.compile(torch.zeros(70), torch.zeros(70), 2.0)                            # back from disk
+    assert len(traces) == 6
+    monkeypatch.setenv("CUTE_TORCH_MEMORY_CACHE_SIZE", "0")
+    with pytest.raises(ValueError, match="CUTE_TORCH_MEMORY_CACHE_SIZE must be a positive integer"):
+        scale.compile(torch.zeros(76), torch.zeros(76), 2.0)
 
 
 SCRIPT = """

@@ -1,4 +1,5 @@
-"""The disk cache of compiled specializations.
+"""The caches of compiled specializations: each @cute.jit function's in-memory LRU, and the disk
+cache.
 
 An entry is content-addressed by (DSL source fingerprint, specialization key, compiler version
 and build, options, arch) and holds what the compiler's `load` needs: the host stage (LLVM dialect), the
@@ -9,6 +10,7 @@ payload, and a corrupt entry is deleted and recompiled, never trusted.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
@@ -92,3 +94,31 @@ def compiler_build_id() -> str:
         except OSError:
             _BUILD_ID = "unknown"
     return _BUILD_ID
+
+
+class MemoryCache:
+    """A @cute.jit function's compiled specializations by key, the least recently used evicted
+    past `limit` (CUTE_TORCH_MEMORY_CACHE_SIZE). An evicted specialization frees its CUDA
+    modules and host code once nothing else holds it (a CompiledFunction from cute.compile keeps
+    its own), and a later call loads it back from the disk cache."""
+
+    def __init__(self):
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+
+    def get(self, key):
+        spec = self._entries.get(key)
+        if spec is not None:
+            self._entries.move_to_end(key)
+        return spec
+
+    def put(self, key, spec, limit: int) -> None:
+        self._entries[key] = spec
+        self._entries.move_to_end(key)
+        while len(self._entries) > limit:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key) -> bool:
+        return key in self._entries

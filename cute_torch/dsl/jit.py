@@ -325,7 +325,7 @@ class JitFunction(_DSLFunction):
         self._sig = _Signature(fn)
         self._annotations = self._sig.annotations
         self._plain = all(a is inspect.Parameter.empty for a in self._annotations)
-        self._cache: dict[tuple, Specialization] = {}
+        self._cache = cache.MemoryCache()
         self._fingerprint: str | None = None
 
     def __get__(self, obj, objtype=None):
@@ -343,7 +343,8 @@ class JitFunction(_DSLFunction):
             key = tuple(map(_arg_key, args, self._sig.annotations_for(len(args))))
         spec = self._cache.get(key)
         if spec is None:
-            spec = self._cache[key] = self._specialize(args, key, self.options)
+            spec = self._specialize(args, key, self.options)
+            self._cache.put(key, spec, knobs().memory_cache_size)
         spec.run(args)
 
     def compile(self, *args, options: dict | None = None, **kwargs) -> CompiledFunction:
@@ -354,7 +355,7 @@ class JitFunction(_DSLFunction):
         if spec is None:
             spec = self._specialize(args, key, merged)
             if not options:
-                self._cache[key] = spec
+                self._cache.put(key, spec, knobs().memory_cache_size)
         return CompiledFunction(spec, self.fn.__name__)
 
     # -- a miss: disk cache, else trace and compile ---------------------------------------------
