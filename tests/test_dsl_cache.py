@@ -82,6 +82,48 @@ def test_the_memory_cache_keeps_the_most_recent_specializations(monkeypatch, tmp
         scale.compile(torch.zeros(76), torch.zeros(76), 2.0)
 
 
+MEMORY_SCRIPT = """
+import gc, os, sys, torch
+sys.path.insert(0, {root!r})
+import cute_torch as cute
+
+@cute.kernel
+def k(x, n: cute.Int32):
+    i = cute.arch.thread_idx()[0]
+    if i < n:
+        x[i] = x[i] * 2.0 + 1.0
+
+@cute.jit
+def host(x, n):
+    k(x, n).launch(grid=1, block=64)
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+for n in range(64, 104):          # past the limit, and the allocator and caches warm
+    host.compile(torch.zeros(n), n)
+gc.collect()
+before = rss()
+for n in range(200, 320):
+    host.compile(torch.zeros(n), n)
+gc.collect()
+print((rss() - before) / 120)
+"""
+
+
+def test_memory_stays_flat_past_the_limit(tmp_path):
+    """120 more specializations past a limit of 4 grow the process by well under what keeping
+    them costs (about 0.6 MB each measured: modules and host code)."""
+    script = tmp_path / "memory.py"
+    script.write_text(MEMORY_SCRIPT.format(root=ROOT))
+    env = dict(os.environ, CUTE_TORCH_NO_CACHE="1", CUTE_TORCH_ARCH="sm_90a", CUTE_TORCH_MEMORY_CACHE_SIZE="4")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    per_specialization = float(result.stdout.strip().splitlines()[-1])
+    assert per_specialization < 150_000, per_specialization
+
+
 SCRIPT = """
 import sys, torch
 sys.path.insert(0, {root!r})
