@@ -18,13 +18,13 @@ print_debug = lambda message: DEBUG and cute.printf(message)  # noqa: E731 - the
 
 class Epilogue:
     def run(self, matrix):
-        print_debug("identity epilogue\n")
+        print_debug("identity epilogue")
         return matrix
 
 
 class ReLU(Epilogue):
     def run(self, matrix):
-        print_debug("ReLU epilogue\n")
+        print_debug("ReLU epilogue")
         return cute.where(matrix > 0.0, matrix, cute.full_like(matrix, 0.0))
 
 

@@ -10,7 +10,7 @@ import cute_torch as cute
 def kernel():
     tidx, _, _ = cute.arch.thread_idx()
     if tidx == 0:
-        cute.printf("Hello world\n")
+        cute.printf("Hello world")
 
 
 @cute.jit

@@ -289,7 +289,7 @@ def test_printf_fstring_and_arch_ops(filecheck):
         v = cute.arch.shuffle_sync(smem[lane], 1, mode="bfly")
         anyone = cute.arch.vote_any_sync(v > 0.0)
         old = cute.arch.atomic_add(counts, 0, 1)
-        cute.printf(f"tid={tid} v={v:.3f} any={anyone} old={old}\n")
+        cute.printf(f"tid={tid} v={v:.3f} any={anyone} old={old}")
 
     filecheck(_compile_with_tensors(k, (x_(), torch.zeros(4, dtype=torch.int32))), """
 // CHECK: llvm.mlir.global internal @__cute_smem{{.*}} {addr_space = 3 : i32
@@ -365,3 +365,17 @@ def test_fma_and_min_max_over_tensor_ssa_compile():
     host = cute.jit(lambda a, b, c: _math_on_tensors(a, b, c).launch(grid=(1, 1, 1), block=(1, 1, 1)),
                     preprocess=False)
     assert "fma.rn.f32" in cute.compile(host, x, x, x).__ptx__
+
+
+def test_printf_ends_with_a_newline_unless_told_otherwise():
+    @cute.kernel
+    def kernel(x: cute.Tensor):
+        cute.printf("a={}", cute.arch.thread_idx()[0])
+        cute.printf("b", end="")
+        cute.printf("100%%", end="%\n")            # a C format: its own % doubled, end escaped
+
+    @cute.jit
+    def host(x: cute.Tensor):
+        kernel(x).launch(grid=(1, 1, 1), block=(1, 1, 1))
+    mlir = cute.compile(host, torch.zeros(1), options={"arch": "sm_80"}).__mlir__
+    assert 'gpu.printf "a=%d\\0A"' in mlir and 'gpu.printf "b"' in mlir and 'gpu.printf "100%%%%\\0A"' in mlir

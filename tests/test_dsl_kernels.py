@@ -333,8 +333,8 @@ def k(x):
     tid = cute.arch.thread_idx()[0]
     if tid < 3:
         v = x[tid]
-        cute.printf(f"tid={tid} v={v:.2f}\\n")
-        cute.printf("pct %d%%\\n", tid * 10)
+        cute.printf(f"tid={tid} v={v:.2f}")
+        cute.printf("pct %d%%", tid * 10)
 @cute.jit
 def host(x):
     k(x).launch(grid=1, block=32)

@@ -160,7 +160,7 @@ def _origin(x: cute.Tensor, out: cute.Tensor):
     t = cute.arch.thread_idx()[0]
     moved = cute.domain_offset((t, 2), x)
     out[t] = moved[1, 1]
-    cute.printf(f"{moved.type}\n")
+    cute.printf(f"{moved.type}")
 
 
 def test_domain_offset_moves_the_origin_and_type_names_the_tensor():

@@ -70,7 +70,7 @@ def _pointers(out: cute.Tensor):
     words = cute.recast_ptr(q, cute.Int32)
     view = cute.make_tensor(words, cute.make_layout(2))
     view[1] = 7
-    cute.printf(f"{p.type} {q.type} {words.type}\n")
+    cute.printf(f"{p.type} {q.type} {words.type}")
 
 
 @cute.jit

@@ -39,8 +39,9 @@ def _escape(text: str) -> str:
     return "".join(out)
 
 
-def printf(fmt: str, *args) -> None:
-    """Print from device code at run time, e.g. cute.printf("tid {} x={:.3f}\\n", tid, x)."""
+def printf(fmt: str, *args, end: str = "\n") -> None:
+    """Print from device code at run time, e.g. cute.printf("tid {} x={:.3f}", tid, x); `end`
+    follows the text (a newline, as in CuTe DSL 4.8 and Python's print)."""
     b = ir.require("device", "cute.printf (use print() for compile-time output)")
     values: list[Numeric] = []
     if "{" in fmt:
@@ -66,6 +67,7 @@ def printf(fmt: str, *args) -> None:
         for arg in args:
             v = as_numeric(arg)
             values.append(convert(v, _c_spec(type(v), "")[1]))
+    c_fmt += end.replace("%", "%%")
     if values:
         operands = ", ".join(v.ir.name for v in values)
         types = ", ".join(v.ir.type for v in values)
