@@ -36,15 +36,14 @@ def check(expr, inputs, out_dtype=None):
     poison_allocator(numel, expected_dtype)
     out = op(expr, inputs, out_dtype)
     assert out.shape == shape and out.dtype == expected_dtype and out.is_contiguous()
-    half = any(t.dtype in (torch.float16, torch.bfloat16) for t in inputs) or expected_dtype in (
-        torch.float16, torch.bfloat16)
-    if half:  # eager rounds after every op, we round once: compare with tolerance
-        want = reference(expr, inputs, out_dtype)
-        torch.testing.assert_close(out.float(), want.float(), rtol=2e-2, atol=2e-2, equal_nan=True)
-    elif expected_dtype.is_floating_point:
+    if expected_dtype.is_floating_point:
+        # The kernel computes in fp32 and rounds once: against the fp64 result of the same inputs
+        # rounded once to the output dtype, within two of its rounding steps (never against
+        # eager, which rounds after every op), and fp32's own few ulp for fp32 outputs.
         wide = [t.double() if t.dtype.is_floating_point else t for t in inputs]
         want = reference(expr, wide).to(expected_dtype)
-        torch.testing.assert_close(out, want, rtol=2e-6, atol=1e-6, equal_nan=True)
+        tol = max(2 * torch.finfo(expected_dtype).eps, 2e-6)
+        torch.testing.assert_close(out.double(), want.double(), rtol=tol, atol=tol / 2, equal_nan=True)
     else:
         torch.testing.assert_close(out, reference(expr, inputs, out_dtype))
     return out
@@ -55,10 +54,14 @@ EXPRS = ["relu(x0 * x1 + x2) * 2", "gelu(x0) * sigmoid(x1) + x2", "gelu_tanh(x0 
          "maximum(x0, x1) - minimum(x1, x2) + sqrt(abs(x0)) * rsqrt(abs(x2) + 1)", "log(abs(x0) + 0.5) + erf(x1) * x2"]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("expr", EXPRS)
 def test_contiguous_matches_torch(expr, dtype):
-    gen = torch.Generator(device="cuda").manual_seed(hash((expr, str(dtype))) % 2**31)
+    # A seed fixed per case (hash() of a string changes with every process).
+    gen = torch.Generator(device="cuda").manual_seed(100 + 3 * EXPRS.index(expr) + DTYPES.index(dtype))
     for n in (1, 7, 4096, 12345 * 8 + 3):
         check(expr, [randn(n, dtype=dtype, gen=gen) for _ in range(3)])
 
