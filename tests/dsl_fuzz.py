@@ -38,9 +38,13 @@ def fuzz_host(out: cute.Tensor, x: cute.Tensor, n: cute.Int32):
 
 
 class Program:
-    def __init__(self, seed: int, statements: int = 8):
+    """`floats=False` makes integer-only programs (exact on both sides: the GPU tier's kind)."""
+
+    def __init__(self, seed: int, statements: int = 8, floats: bool = True):
         self.rng = random.Random(seed)
+        self.use_floats = floats
         self.ints, self.floats = ["i0", "i1"], ["f0", "f1"]
+        self.fixed: set = set()   # loop counters and loop variables: read, never assigned
         self.lines: list[str] = []
         self.depth = 0
         self.fresh = 0
@@ -57,7 +61,7 @@ class Program:
             return f"({self.int_expr(depth + 1)} {op} {self.int_expr(depth + 1)})"
         if r < 0.7:
             return f"({self.int_expr(depth + 1)} % {self.rng.randint(2, 7)})"
-        if r < 0.8:
+        if r < 0.8 and self.use_floats:
             return f"cute.Int32({self.float_expr(depth + 1)})"
         if r < 0.9:
             return f"cute.where({self.cond(depth + 1)}, {self.int_expr(depth + 1)}, {self.int_expr(depth + 1)})"
@@ -85,7 +89,7 @@ class Program:
         return f"helper({self.float_expr(depth + 1)}, {self.float_expr(depth + 1)})"
 
     def cond(self, depth: int = 0) -> str:
-        if self.rng.random() < 0.5:
+        if self.rng.random() < 0.5 or not self.use_floats:
             return f"{self.int_expr(depth + 1)} {self.rng.choice(['<', '>', '<=', '>=', '==', '!='])} " \
                    f"{self.int_expr(depth + 1)}"
         return f"{self.float_expr(depth + 1)} {self.rng.choice(['<', '>'])} {self.float_expr(depth + 1)}"
@@ -95,8 +99,8 @@ class Program:
         self.lines.append("    " * indent + text)
 
     def assign(self, indent: int) -> None:
-        if self.rng.random() < 0.5:
-            target = self.rng.choice(self.ints)
+        if self.rng.random() < 0.5 or not self.use_floats:
+            target = self.rng.choice([v for v in self.ints if v not in self.fixed])
             self.emit(indent, f"{target} = {self.int_expr()}")
         else:
             target = self.rng.choice(self.floats)
@@ -128,6 +132,7 @@ class Program:
             else:
                 self.emit(indent, f"for {var} in cute.range_constexpr(3):")
             self.ints.append(var)
+            self.fixed.add(var)
             self.block(indent + 1)
             self.ints.remove(var)
         elif r < 0.75:
@@ -137,6 +142,7 @@ class Program:
             self.emit(indent, f"while {counter} < n % 4 + 1:")
             self.emit(indent + 1, f"{counter} = {counter} + 1")
             self.ints.append(counter)
+            self.fixed.add(counter)
             self.block(indent + 1)
             self.ints.remove(counter)
         elif r < 0.85:
@@ -144,7 +150,7 @@ class Program:
             self.block(indent + 1)
             self.emit(indent, "else:")
             self.block(indent + 1)
-        elif indent == 1:  # a new variable (only at the top: one made in a branch ends with it)
+        elif indent == 1 and self.use_floats:  # a new variable (only at the top: one made in a branch ends with it)
             fresh = f"f{len(self.floats)}"
             self.emit(indent, f"{fresh} = {self.float_expr()}")
             self.floats.append(fresh)
@@ -156,5 +162,81 @@ class Program:
             self.statement(indent)
 
     def source(self) -> str:
-        result = f"{self.rng.choice(self.floats)} + cute.Float32({self.rng.choice(self.ints)})"
+        if self.use_floats:
+            result = f"{self.rng.choice(self.floats)} + cute.Float32({self.rng.choice(self.ints)})"
+        else:
+            result = f"cute.Float32({self.rng.choice(self.ints)} % 1000)"   # exact in fp32
         return HEADER + "\n".join(self.lines) + "\n" + FOOTER.format(result=result)
+
+
+# -- the reference: the same source run as Python, per thread, with the DSL's integer semantics --
+
+def _wrap(value: int) -> "I32":
+    return I32(((int(value) + (1 << 31)) % (1 << 32)) - (1 << 31))
+
+
+class I32(int):
+    """An Int32 as the DSL computes it: arithmetic wraps around, % and // floor like Python's."""
+
+    def __add__(self, o): return _wrap(int(self) + int(o))
+    def __radd__(self, o): return _wrap(int(o) + int(self))
+    def __sub__(self, o): return _wrap(int(self) - int(o))
+    def __rsub__(self, o): return _wrap(int(o) - int(self))
+    def __mul__(self, o): return _wrap(int(self) * int(o))
+    def __rmul__(self, o): return _wrap(int(o) * int(self))
+    def __mod__(self, o): return _wrap(int(self) % int(o))
+    def __rmod__(self, o): return _wrap(int(o) % int(self))
+    def __neg__(self): return _wrap(-int(self))
+
+
+class _Arch:
+    thread = 0
+
+    def thread_idx(self):
+        return (I32(self.thread), I32(0), I32(0))
+
+
+class _Cute:
+    """The names a generated integer program uses, as plain Python."""
+
+    Tensor = Int32 = Float32 = Constexpr = object
+    arch = _Arch()
+
+    @staticmethod
+    def kernel(fn):
+        return fn
+
+    @staticmethod
+    def jit(fn):
+        return fn
+
+    @staticmethod
+    def where(cond, a, b):
+        return a if cond else b
+
+    @staticmethod
+    def const_expr(value):
+        return value
+
+    @staticmethod
+    def range(*args, unroll=1, unroll_full=False):
+        return range(*(int(a) for a in args))
+
+    @staticmethod
+    def range_constexpr(*args):
+        return range(*args)
+
+
+def reference(source: str, n: int, threads: int = 32) -> list:
+    """out[t] for t < threads of an integer-only program, run as Python."""
+    fake = _Cute()
+    fake.Int32 = _wrap
+    fake.Float32 = float
+    namespace: dict = {}
+    exec(compile(source.replace("import cute_torch as cute", ""), "<fuzz>", "exec"), {"cute": fake}, namespace)
+    kernel, out = namespace["fuzz_kernel"], [None] * threads
+    for t in range(threads):
+        fake.arch.thread = t
+        kernel.__globals__["helper"] = namespace["helper"]
+        kernel(out, [0.0] * threads, I32(n))
+    return out
