@@ -93,17 +93,17 @@ def _cublas(a, b, dtype, repeats):
     return ms, out
 
 
-def square(args) -> list:
+def square(args, dtype=torch.bfloat16, kernels=KERNELS, suffix: str = "") -> list:
     rows = []
     for size in args.sizes:
-        a = torch.randn(size, size, device="cuda").bfloat16()
-        b = torch.randn(size, size, device="cuda").bfloat16()
-        cublas, reference = _cublas(a, b, torch.bfloat16, args.repeats)
-        for label, load, out_dtype, needs in KERNELS:
+        a = torch.randn(size, size, device="cuda").to(dtype)
+        b = torch.randn(size, size, device="cuda").to(dtype)
+        cublas, reference = _cublas(a, b, dtype, args.repeats)
+        for label, load, out_dtype, needs in kernels:
             if not _runs_here(needs) or args.only not in label:
                 continue
-            c = torch.empty(size, size, device="cuda", dtype=out_dtype or torch.bfloat16)
-            rows.append(_row(label, size, size, size, load(), a, b, c, cublas, reference, args.repeats))
+            c = torch.empty(size, size, device="cuda", dtype=out_dtype or dtype)
+            rows.append(_row(label + suffix, size, size, size, load(), a, b, c, cublas, reference, args.repeats))
     return rows
 
 
@@ -130,16 +130,8 @@ def llm(args, dtype=torch.bfloat16, label="kernels/gemm_sm90") -> list:
 
 
 def fp16(args) -> list:
-    from cute_torch.kernels.gemm_sm90 import gemm
-    rows = []
-    for size in args.sizes:
-        a = torch.randn(size, size, device="cuda").half()
-        b = torch.randn(size, size, device="cuda").half()
-        cublas, reference = _cublas(a, b, torch.half, args.repeats)
-        c = torch.empty(size, size, device="cuda", dtype=torch.half)
-        rows.append(_row("kernels/gemm_sm90 fp16", size, size, size, lambda a, b, c: gemm(a, b.t(), c), a, b, c,
-                         cublas, reference, args.repeats))
-    return rows
+    """The library's square GEMMs in fp16 (the kernels' and cuBLAS's outputs fp16 too)."""
+    return square(args, torch.half, KERNELS[:1], " fp16")
 
 
 def fused(args, m=8192, n=8192, k=4096) -> None:
@@ -184,7 +176,7 @@ def plot(rows: list, path: str) -> None:
     except ImportError:
         print(f"(no matplotlib: {path} not written)")
         return
-    lib = [r for r in rows if r["label"].startswith("kernels/gemm_sm90 (")]
+    lib = [r for r in rows if r["label"] == KERNELS[0][0]]
     pingpong = [r for r in rows if r["label"] == "kernels/gemm_sm90 ping-pong"]
     if not lib:
         return

@@ -129,3 +129,17 @@ def copy_by_threads(src, dst, tid, threads: int = 128) -> None:
     for i in range(rows * cols // threads):
         r, c = (tid + threads * i) // cols, (tid + threads * i) % cols
         dst[r, c] = src[r, c]
+
+
+def wgmma_tile(tiled_mma, acc, tCrA, tCrB, k_blocks: int = 4) -> None:
+    """In a test kernel: acc = A @ B over `k_blocks` k-blocks of one warpgroup MMA tile (fence,
+    the first block overwriting acc, commit, wait). Plain Python: it unrolls while tracing."""
+    import cute_torch as cute
+    warpgroup = cute.nvgpu.warpgroup
+    warpgroup.fence()
+    tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
+    for k in range(k_blocks):
+        cute.gemm(tiled_mma, acc, tCrA[None, None, k], tCrB[None, None, k], acc)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+    warpgroup.commit_group()
+    warpgroup.wait_group(0)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import cute_torch as cute
-from conftest import copy_by_threads, run_under_sanitizer
+from conftest import copy_by_threads, run_under_sanitizer, wgmma_tile
 from cute_torch.dsl.diagnostics import DSLError
 
 warp = cute.nvgpu.warp
@@ -127,13 +127,7 @@ def _wgmma_majors(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: 
     tCrA, tCrB = thr.make_fragment_A(thr.partition_A(sA)), thr.make_fragment_B(thr.partition_B(sB))
     tCgC = thr.partition_C(mC)
     acc = thr.make_fragment_C(tCgC)
-    warpgroup.fence()
-    tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
-    for k in cute.range_constexpr(4):
-        cute.gemm(tiled_mma, acc, tCrA[None, None, k], tCrB[None, None, k], acc)
-        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-    warpgroup.commit_group()
-    warpgroup.wait_group(0)
+    wgmma_tile(tiled_mma, acc, tCrA, tCrB)
     cute.autovec_copy(acc, tCgC)
 
 
@@ -223,13 +217,7 @@ def _wgmma_rs(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute
     cute.autovec_copy(tCgA, tCrA)
     tCgC = thr.partition_C(mC)
     acc = thr.make_fragment_C(tCgC)
-    warpgroup.fence()                               # A's registers were written: order them first
-    tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
-    for k in cute.range_constexpr(4):
-        cute.gemm(tiled_mma, acc, tCrA[None, None, k], tCrB[None, None, k], acc)
-        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-    warpgroup.commit_group()
-    warpgroup.wait_group(0)
+    wgmma_tile(tiled_mma, acc, tCrA, tCrB)       # its fence orders the registers A was written to
     cute.autovec_copy(acc, tCgC)
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import cute_torch as cute
-from conftest import check_bf16_gemm, copy_by_threads, run_under_sanitizer
+from conftest import check_bf16_gemm, copy_by_threads, run_under_sanitizer, wgmma_tile
 from cute_torch.dsl.diagnostics import DSLError
 
 needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
@@ -195,13 +195,7 @@ def _stmatrix_epilogue(mA: cute.Tensor, mB: cute.Tensor, store_atom, mC, tiled_m
     thr = tiled_mma.get_slice(tid)
     tCrA, tCrB = thr.make_fragment_A(thr.partition_A(sA)), thr.make_fragment_B(thr.partition_B(sB))
     acc = thr.make_fragment_C(thr.partition_C(sC))
-    warpgroup.fence()
-    tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
-    for k in cute.range_constexpr(4):
-        cute.gemm(tiled_mma, acc, tCrA[None, None, k], tCrB[None, None, k], acc)
-        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-    warpgroup.commit_group()
-    warpgroup.wait_group(0)
+    wgmma_tile(tiled_mma, acc, tCrA, tCrB)
     out = cute.make_fragment_like(acc, cute.BFloat16)
     out.store(acc.load().to(cute.BFloat16))
     st = stsm.get_slice(tid)
