@@ -52,7 +52,13 @@ std::mutex cacheMutex;
 std::unordered_map<std::string, GemmKernel> kernelCache;
 std::unordered_map<int, int64_t> smCounts;
 
-std::string shapeText(c10::IntArrayRef sizes) { return c10::str(sizes); }
+/// "[2, 3]": built with std::to_string, like every number in these messages (OpCommon.h).
+std::string shapeText(c10::IntArrayRef sizes) {
+  std::string text = "[";
+  for (size_t i = 0; i < sizes.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
+}
 
 /// The view of a matrix operand: `rowDim` and `colDim` of `t`, its batch dim (or none: the
 /// batch broadcast with stride 0 when the GEMM is batched).
@@ -113,6 +119,17 @@ bool tmaAddressable(const View &v) {
     if (v.strides[d] != 1 && v.sizes[d] > 1 && (v.strides[d] * size) % 16)
       return false;
   return true;
+}
+
+/// A row-major copy of `t` whose rows start 16 bytes apart (the pitch padded, the padding never
+/// read: TMA's extent is the real row length), which TMA can always read.
+at::Tensor pitchedCopy(const at::Tensor &t) {
+  const int64_t cols = t.size(-1), perChunk = 16 / t.element_size();
+  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+  shape.back() = (cols + perChunk - 1) / perChunk * perChunk;
+  at::Tensor copy = at::empty(shape, t.options()).narrow(-1, 0, cols);
+  copy.copy_(t);
+  return copy;
 }
 
 /// The static pattern of a view that the compiled kernel depends on: dtype, rank, per dim
@@ -310,15 +327,12 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
   addOperands();
   if (!tmaAddressable(views[0]) || !tmaAddressable(views[1])) {
     if (!tmaAddressable(views[0]))
-      a = a.contiguous();
+      a = pitchedCopy(a);
     if (!tmaAddressable(views[1]))
-      b = b.contiguous();
+      b = pitchedCopy(b);
     rows = rows && a.stride(0) == a.size(1) * a.stride(1);
     addOperands();
-    TORCH_CHECK_VALUE(tmaAddressable(views[0]) && tmaAddressable(views[1]), "cute::gemm: a ",
-                      shapeText(a.sizes()), " or b ", shapeText(b.sizes()),
-                      " has rows TMA cannot address even contiguous: their length in bytes ",
-                      "must be a multiple of 16");
+    TORCH_INTERNAL_ASSERT(tmaAddressable(views[0]) && tmaAddressable(views[1]));
   }
   for (const at::Tensor &out : outs) {
     View v = rows ? matrixView(out.view({batches * m, n}), 0, 1, -1, 1, false)

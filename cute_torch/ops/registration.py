@@ -101,7 +101,7 @@ def _gemm_multi_fake(a, b, epilogues: list, inputs: list = (), out_dtypes: list 
     if not 1 <= len(epilogues) <= 4 or (out_dtypes is not None and len(out_dtypes) != len(epilogues)):
         raise ValueError(f"cute::gemm.multi: {len(epilogues)} epilogues (1 to 4) and out_dtypes {out_dtypes}")
     batch = [t.shape[0] for t in (a, b) if t.dim() == 3]
-    if len(set(batch)) > 1:
+    if len(batch) == 2 and batch[0] != batch[1]:      # (SymInts compare, they do not hash)
         raise ValueError(f"cute::gemm: a {list(a.shape)} and b {list(b.shape)} have different batch sizes")
     shape = (*batch[:1], a.shape[-2], b.shape[-1])
     for i, x in enumerate(inputs):
