@@ -25,10 +25,11 @@ def median_ms(fn, repeats: int, calls: int = 1) -> float:
     return statistics.median(samples)
 
 
-def kernel_ms(fn, repeats: int) -> float:
+def kernel_ms(fn, repeats: int, copies: bool = False) -> float:
     """Median over `repeats` calls of the device time of the kernels one call launches (CUPTI,
     through torch.profiler): the GPU's time alone, no host time in it, for comparing kernels
-    whose host paths differ (a Python launch path against a C++ one)."""
+    whose host paths differ (a Python launch path against a C++ one). Memcpy/memset activities
+    count only with `copies` (a same-dtype copy_ is a device-to-device memcpy, not a kernel)."""
     from torch.profiler import ProfilerActivity, profile
     for _ in range(3):
         fn()
@@ -39,7 +40,7 @@ def kernel_ms(fn, repeats: int) -> float:
         torch.cuda.synchronize()
     kernels = sorted((e for e in prof.profiler.kineto_results.events()
                       if e.device_type() == torch.autograd.DeviceType.CUDA
-                      and not e.name().startswith(("Memcpy", "Memset"))),
+                      and (copies or not e.name().startswith(("Memcpy", "Memset")))),
                      key=lambda e: e.start_ns())
     if not kernels or len(kernels) % repeats:
         raise RuntimeError(f"kernel_ms: {len(kernels)} kernels for {repeats} calls; each call must launch the "

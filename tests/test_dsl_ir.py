@@ -304,6 +304,45 @@ def test_printf_fstring_and_arch_ops(filecheck):
 """)
 
 
+def test_warp_reductions_and_fmax(filecheck):
+    @cute.kernel
+    def k(x: cute.Tensor, out: cute.Tensor):
+        lane = cute.arch.lane_idx()
+        v = x[lane]
+        out[0] = cute.arch.warp_reduction_max(v, threads_in_group=8)
+        out[1] = cute.arch.warp_reduction_sum(v)
+        out[2] = cute.arch.fmin(cute.arch.shuffle_sync_down(v, 1), cute.arch.shuffle_sync_up(v, 2))
+        out[3] = cute.arch.warp_reduction(v, cute.ReductionOp.MUL, 2)
+
+    # Groups of 8 lanes: offsets 4, 2, 1 with clamp 0x181f ((32 - 8) << 8 | 31 = 6175).
+    filecheck(_compile_with_tensors(k, (x_(), x_())), """
+// CHECK: arith.constant 6175 : i32
+// CHECK: nvvm.shfl.sync bfly
+// CHECK: arith.maxnumf
+// CHECK: nvvm.shfl.sync bfly
+// CHECK: arith.maxnumf
+// CHECK: nvvm.shfl.sync bfly
+// CHECK: arith.maxnumf
+// CHECK: nvvm.shfl.sync bfly
+// CHECK: arith.addf
+// CHECK: nvvm.shfl.sync down
+// CHECK: nvvm.shfl.sync up
+// CHECK: arith.minnumf
+// CHECK: nvvm.shfl.sync bfly
+// CHECK: arith.mulf
+""")
+
+
+def test_warp_reduction_groups_are_powers_of_two():
+    @cute.kernel
+    def k(x: cute.Tensor):
+        x[0] = cute.arch.warp_reduction_sum(x[0], threads_in_group=12)
+
+    with pytest.raises(cute.DSLError, match="threads_in_group must be a power of two") as err:
+        _compile_with_tensors(k, (x_(),))
+    assert "test_dsl_ir.py" in str(err.value)
+
+
 def test_ops_carry_the_users_source_locations():
     @cute.kernel
     def k(x: cute.Tensor):

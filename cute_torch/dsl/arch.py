@@ -10,6 +10,8 @@ from .numeric import Boolean, Float32, Float64, Int32, Int64, Numeric, Uint32, U
 from .layout import ComposedLayout, Layout, compact_col_major
 from .smem import dynamic_smem_base
 from .tensor import Tensor, byte_width, storage_type
+from .tensor_ssa import _COMBINE, ReductionOp
+from .math import fmax, fmin  # noqa: F401 - CuTe DSL's cute.arch names
 
 
 def _sreg(name: str) -> Int32:
@@ -106,6 +108,44 @@ def shuffle_sync(value, offset, mask=FULL_MASK, mode: str = "idx", width: int = 
     out = vt._wrap(b.op(f"nvvm.shfl.sync {mode} {m.name}, {v.ir.name}, {off.name}, {c.name} : {vt.mlir} -> {vt.mlir}",
                         vt.mlir))
     return convert(out, t)
+
+
+def shuffle_sync_bfly(value, offset, mask=FULL_MASK, width: int = 32):
+    """The value of lane `lane ^ offset` (within groups of `width` lanes)."""
+    return shuffle_sync(value, offset, mask, "bfly", width)
+
+
+def shuffle_sync_down(value, offset, mask=FULL_MASK, width: int = 32):
+    """The value of lane `lane + offset` (a lane past its group keeps its own)."""
+    return shuffle_sync(value, offset, mask, "down", width)
+
+
+def shuffle_sync_up(value, offset, mask=FULL_MASK, width: int = 32):
+    """The value of lane `lane - offset` (a lane before its group keeps its own)."""
+    return shuffle_sync(value, offset, mask, "up", width)
+
+
+def warp_reduction(value, op, threads_in_group: int = 32):
+    """`op` (a two-argument function or a cute.ReductionOp) folded over each group of
+    `threads_in_group` consecutive lanes (a power of two up to 32) by butterfly shuffles: every
+    lane of a group gets the group's result. All 32 lanes must take part."""
+    if threads_in_group not in (1, 2, 4, 8, 16, 32):
+        raise DSLError(INVALID_LAUNCH, f"threads_in_group must be a power of two up to 32, got {threads_in_group}",
+                       user_location())
+    combine = op if callable(op) and not isinstance(op, ReductionOp) else _COMBINE[ReductionOp(op)]
+    offset = threads_in_group // 2
+    while offset >= 1:
+        value = combine(value, shuffle_sync_bfly(value, offset, width=threads_in_group))
+        offset //= 2
+    return value
+
+
+def warp_reduction_sum(value, threads_in_group: int = 32):
+    return warp_reduction(value, lambda a, b: a + b, threads_in_group)
+
+
+def warp_reduction_max(value, threads_in_group: int = 32):
+    return warp_reduction(value, fmax, threads_in_group)
 
 
 def _vote_ballot(pred, mask) -> Int32:

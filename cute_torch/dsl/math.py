@@ -98,3 +98,18 @@ def max(a, b):  # noqa: A001
     if not isinstance(a, Numeric) and not isinstance(b, Numeric):
         return builtins.max(a, b)
     return where(b > a, b, a)
+
+
+def _minmax(op: str, a, b):
+    v, w = convert(as_numeric(a, Float32), Float32), convert(as_numeric(b, Float32), Float32)
+    return Float32.wrap_op(f"arith.{op} {v.ir.name}, {w.ir.name} : f32")
+
+
+def fmax(a, b):
+    """max of two Float32 (max.f32: a NaN operand yields the other one); cute.arch.fmax."""
+    return _minmax("maxnumf", a, b)
+
+
+def fmin(a, b):
+    """min of two Float32 (min.f32: a NaN operand yields the other one); cute.arch.fmin."""
+    return _minmax("minnumf", a, b)

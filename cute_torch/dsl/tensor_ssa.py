@@ -14,9 +14,10 @@ from enum import Enum
 from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
 from .layout import size, spell
+from .math import fmax, fmin
 from .math import max as _max
 from .math import min as _min
-from .numeric import Boolean, Int32, Numeric, as_numeric, convert
+from .numeric import Boolean, Float32, Int32, Numeric, as_numeric, convert
 from .pointer import storage_type as _storage
 
 
@@ -104,11 +105,16 @@ class TensorSSA:
         return self._map(lambda x: convert(x, dtype))
 
     def reduce(self, op: ReductionOp, init=None, reduction_profile=0) -> Numeric:
-        """Folds every element with `op` (pairwise, a tree), starting from `init` if given."""
+        """Folds every element with `op` (pairwise, a tree), starting from `init` if given.
+        Float32 MAX/MIN use max.f32/min.f32, which drop a NaN operand."""
         if reduction_profile != 0:
             raise DSLError(UNSUPPORTED_TYPE, "only full reductions (reduction_profile=0) are supported",
                            user_location())
-        combine = _COMBINE[ReductionOp(op)]
+        op = ReductionOp(op)
+        combine = _COMBINE[op]
+        if self.dtype is Float32 and op in (ReductionOp.MAX, ReductionOp.MIN):
+            # max.f32 / min.f32, one instruction each (a NaN operand yields the other one).
+            combine = fmax if op is ReductionOp.MAX else fmin
         values = self.elements()
         while len(values) > 1:
             values = [combine(values[i], values[i + 1]) if i + 1 < len(values) else values[i]

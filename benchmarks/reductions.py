@@ -1,0 +1,154 @@
+"""Row reductions (kernels/softmax.py, kernels/norms.py) against torch eager, Inductor and quack
+(where it imports), with copy as the ceiling.
+
+    python benchmarks/reductions.py [--dtypes bfloat16 float32] [--ns 256 1024 4096 8192 32768]
+                                    [--ops softmax rms_norm layer_norm] [--plot reductions.png]
+
+M x N = 2^27 elements. Bytes counted: forward reads x and writes y (2 x M x N x size; the
+weight's N elements are left out), backward reads y or x and dy and writes dx (3 x). Time is
+the median CUPTI device time of all the kernels of a call (benchmarks/timing.kernel_ms): our
+norm backward's count includes the torch.sum of its partial dweight rows. Eager and Inductor
+backward time autograd.grad over a graph built once. "of copy" divides a bandwidth by
+out.copy_(x)'s, measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+from timing import kernel_ms
+
+from cute_torch.kernels import norms, softmax
+from cute_torch.kernels.row_reduce import MAX_N
+
+try:   # quack's CuTe DSL kernels, where installed
+    import quack  # noqa: F401
+    from quack.rmsnorm import rmsnorm as quack_rmsnorm
+    from quack.softmax import softmax as quack_softmax
+except Exception:  # noqa: BLE001 - any import failure means "not measured"
+    quack_rmsnorm = quack_softmax = None
+
+
+def _eager(op: str, n: int, dtype):
+    w = torch.randn(n, device="cuda").to(dtype)
+    b = torch.randn(n, device="cuda").to(dtype)
+    if op == "softmax":
+        return lambda x: torch.softmax(x, -1), []
+    if op == "rms_norm":
+        return (lambda x, w=w: F.rms_norm(x, (n,), w, 1e-6)), [w]
+    return (lambda x, w=w, b=b: F.layer_norm(x, (n,), w, b, 1e-6)), [w, b]
+
+
+def _ours(op: str, x, dy, params):
+    """(forward call, backward call) of our kernels on x and dy."""
+    if op == "softmax":
+        y = softmax.softmax(x)
+        return (lambda: softmax.softmax(x)), (lambda: softmax.softmax_backward(y, dy))
+    rms = op == "rms_norm"
+    w, b = params[0], (None if rms else params[1])
+    _, _, rstd, mean = norms.norm_forward(x, w, b, eps=1e-6, rms=rms)
+    return ((lambda: norms.norm_forward(x, w, b, eps=1e-6, rms=rms)),
+            (lambda: norms.norm_backward(x, w, dy, rstd, mean, weight_grad=True, bias_grad=not rms)))
+
+
+def _autograd(fn, x, dy, params):
+    """(forward call, backward call) of `fn` under autograd."""
+    xg = x.detach().requires_grad_()
+    leaves = [xg] + [p.detach().requires_grad_() for p in params]
+    y = fn(xg, *leaves[1:]) if params else fn(xg)
+    return (lambda: fn(x, *params) if params else fn(x)), \
+        (lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True))
+
+
+def _quack(op: str, x, params):
+    if op == "softmax" and quack_softmax is not None:
+        return lambda: quack_softmax(x)
+    if op == "rms_norm" and quack_rmsnorm is not None:
+        return lambda: quack_rmsnorm(x, params[0], eps=1e-6)
+    return None
+
+
+def main() -> None:
+    # The backward graphs run again and again (retain_graph): no buffer donation.
+    import torch._functorch.config
+    torch._functorch.config.donated_buffer = False
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"])
+    parser.add_argument("--ns", nargs="+", type=int, default=[256, 1024, 4096, 8192, 32768, 131072])
+    parser.add_argument("--ops", nargs="+", default=["softmax", "rms_norm", "layer_norm"])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--no-inductor", action="store_true")
+    parser.add_argument("--plot", default=None)
+    args = parser.parse_args()
+    total = 1 << 27
+    print(f"{torch.cuda.get_device_name()}, M x N = 2^27, GPU time (CUPTI) median of {args.repeats}; "
+          "TB/s counts bytes read + written")
+    print(f"{'op':11} {'dtype':9} {'N':>6} {'dir':4} {'ours TB/s':>9} {'of copy':>7} {'eager':>7} "
+          f"{'Inductor':>8} {'quack':>7} {'vs eager':>8} {'vs Ind.':>7}")
+    curves: dict = {}
+    for dtype_name in args.dtypes:
+        dtype = getattr(torch, dtype_name)
+        for n in args.ns:
+            m = total // n
+            x = torch.randn(m, n, device="cuda").to(dtype)
+            dy = torch.randn(m, n, device="cuda").to(dtype)
+            out = torch.empty_like(x)
+            size = x.numel() * x.element_size()
+            copy_tbs = 2 * size / kernel_ms(lambda: out.copy_(x), args.repeats, copies=True) / 1e9
+            for op in args.ops:
+                fn, params = _eager(op, n, dtype)
+                eager = _autograd(fn, x, dy, params)
+                inductor = None if args.no_inductor else _autograd(torch.compile(fn, dynamic=False), x, dy, params)
+                ours = _ours(op, x, dy, params) if n <= MAX_N else None
+                quack_fwd = _quack(op, x, params)
+                for direction, bytes_ in (("fwd", 2 * size), ("bwd", 3 * size)):
+                    k = 0 if direction == "fwd" else 1
+
+                    def tbs(call):
+                        return None if call is None else bytes_ / kernel_ms(call, args.repeats) / 1e9
+                    ours_tbs = tbs(ours[k]) if ours else None
+                    eager_tbs = tbs(eager[k])
+                    ind_tbs = tbs(inductor[k]) if inductor else None
+                    quack_tbs = tbs(quack_fwd) if direction == "fwd" and quack_fwd else None
+
+                    def cell(v, width=7, fmt="{:.2f}"):
+                        return f"{'-':>{width}}" if v is None else f"{fmt.format(v):>{width}}"
+                    ratio = (lambda other: None if ours_tbs is None or other is None else ours_tbs / other)
+                    print(f"{op:11} {dtype_name:9} {n:>6} {direction:4} {cell(ours_tbs, 9)} "
+                          f"{cell(None if ours_tbs is None else ours_tbs / copy_tbs)} {cell(eager_tbs)} "
+                          f"{cell(ind_tbs, 8)} {cell(quack_tbs)} {cell(ratio(eager_tbs), 8)} {cell(ratio(ind_tbs))}")
+                    if ours_tbs is not None:
+                        curves.setdefault((op, dtype_name, direction), []).append((n, ours_tbs / copy_tbs))
+            del x, dy, out
+            torch.cuda.empty_cache()
+    if args.plot:
+        plot(curves, args.plot)
+
+
+def plot(curves: dict, path: str) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"(no matplotlib: {path} not written)")
+        return
+    plt.figure(figsize=(7, 4.5))
+    for (op, dtype, direction), points in sorted(curves.items()):
+        plt.plot([p[0] for p in points], [p[1] for p in points], "o-" if direction == "fwd" else "s--",
+                 label=f"{op} {dtype} {direction}")
+    plt.axhline(1.0, color="gray", lw=0.8)
+    plt.xscale("log", base=2)
+    plt.xlabel("N (row length)")
+    plt.ylabel("bandwidth / copy bandwidth")
+    plt.title(f"cute_torch row kernels, M x N = 2^27, {torch.cuda.get_device_name()}")
+    plt.legend(fontsize=7)
+    plt.tight_layout()
+    plt.savefig(path, dpi=120)
+    print(f"plot: {path}")
+
+
+if __name__ == "__main__":
+    main()

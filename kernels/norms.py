@@ -1,0 +1,195 @@
+"""RMSNorm and LayerNorm over the last dimension, forward and backward, one pass over memory.
+
+Forward (a thread's part of a row in registers, kernels/row_reduce.py), optionally after adding
+a residual (the sum is written too: the next block's residual stream):
+
+    RMSNorm:    rstd = rsqrt(mean(x^2) + eps);                    y = x * rstd * w
+    LayerNorm:  mean = mean(x); rstd = rsqrt(mean((x - mean)^2) + eps);  y = (x - mean) * rstd * w + b
+
+rstd (and mean) are saved per row in Float32 for the backward. LayerNorm's variance is the
+two-pass form over registers (no cancellation), the columns past N that a thread holds masked
+out of it.
+
+Backward, with x_hat = (x - mean) * rstd and g = dy * w:
+
+    dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))      (RMSNorm: no mean(g) term)
+    dw = sum over rows of dy * x_hat,   db = sum over rows of dy
+
+dw and db are reduced in two stages: a persistent grid of CTAs each sums its rows into a
+Float32 partial row in registers and writes it; the partial rows are then summed (torch.sum,
+a (CTAs x N) read, small next to the (M x N) tensors).
+"""
+
+from __future__ import annotations
+
+import torch
+
+import cute_torch as cute
+from cute_torch import Constexpr
+
+from .row_reduce import (clamp_row, column_mask, dynamic_rows, fold, launch_grid, load_row, row_config, row_reduce,
+                         store_row, thread_place)
+
+
+@cute.jit
+def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta):
+    """(mean, rstd) of this thread's row (mean is 0.0 for RMSNorm)."""
+    if cute.const_expr(rms):
+        mean = 0.0
+        var = row_reduce(fold(x * x, "sum"), "sum", cfg, lane, row_in_cta) * (1.0 / cfg.n)
+    else:
+        mean = row_reduce(fold(x, "sum"), "sum", cfg, lane, row_in_cta) * (1.0 / cfg.n)
+        centered = x - mean
+        if cute.const_expr(cfg.padding):
+            centered = centered * column_mask(lane, cfg)
+        var = row_reduce(fold(centered * centered, "sum"), "sum", cfg, lane, row_in_cta) * (1.0 / cfg.n)
+    return mean, cute.math.rsqrt(var + eps)
+
+
+@cute.kernel
+def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRstd: cute.Tensor, mMean,
+                    eps: cute.Float32, cfg: Constexpr, rms: Constexpr):
+    row, lane, row_in_cta = thread_place(cfg)
+    rows = mX.shape[0]
+    src = clamp_row(row, rows)
+    x = load_row(mX, src, lane, cfg)
+    if cute.const_expr(mRes is not None):
+        x = x + load_row(mRes, src, lane, cfg)
+    mean, rstd = _statistics(x, cfg, rms, eps, lane, row_in_cta)
+    y = x * rstd if cute.const_expr(rms) else (x - mean) * rstd
+    if cute.const_expr(mW is not None):
+        y = y * load_row(mW, 0, lane, cfg)
+    if cute.const_expr(mB is not None):
+        y = y + load_row(mB, 0, lane, cfg)
+    if row < rows:
+        store_row(mY, row, lane, cfg, y)
+        if cute.const_expr(mResOut is not None):
+            store_row(mResOut, row, lane, cfg, x)
+        if lane == 0:
+            mRstd[row] = rstd
+            if cute.const_expr(mMean is not None):
+                mMean[row] = mean
+
+
+@cute.kernel
+def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, mMean, mDX: cute.Tensor,
+                     mDWPartial, mDBPartial, cfg: Constexpr):
+    _, lane, row_in_cta = thread_place(cfg)
+    bidx, _, _ = cute.arch.block_idx()
+    grid, _, _ = cute.arch.grid_dim()
+    rows = mX.shape[0]
+    dw = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
+    db = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
+    dw.fill(0.0)
+    db.fill(0.0)
+    w = load_row(mW, 0, lane, cfg) if cute.const_expr(mW is not None) else 1.0
+    for block in range(bidx, (rows + cfg.rows - 1) // cfg.rows, grid):
+        row = block * cfg.rows + row_in_cta
+        src = clamp_row(row, rows)
+        x = load_row(mX, src, lane, cfg)
+        dy = load_row(mDY, src, lane, cfg)
+        rstd = mRstd[src]
+        x_hat = (x - mMean[src]) * rstd if cute.const_expr(mMean is not None) else x * rstd
+        g = dy * w
+        c1 = row_reduce(fold(g * x_hat, "sum"), "sum", cfg, lane, row_in_cta) * (1.0 / cfg.n)
+        if cute.const_expr(mMean is not None):
+            c2 = row_reduce(fold(g, "sum"), "sum", cfg, lane, row_in_cta) * (1.0 / cfg.n)
+            dx = (g - c2 - x_hat * c1) * rstd
+        else:
+            dx = (g - x_hat * c1) * rstd
+        if row < rows:
+            store_row(mDX, row, lane, cfg, dx)
+            if cute.const_expr(mDWPartial is not None):
+                dw.store(dw.load() + dy * x_hat)
+            if cute.const_expr(mDBPartial is not None):
+                db.store(db.load() + dy)
+    partial_row = bidx * cfg.rows + row_in_cta
+    if cute.const_expr(mDWPartial is not None):
+        store_row(mDWPartial, partial_row, lane, cfg, dw.load())
+    if cute.const_expr(mDBPartial is not None):
+        store_row(mDBPartial, partial_row, lane, cfg, db.load())
+
+
+@cute.jit
+def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, cfg: Constexpr, rms: Constexpr):
+    _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms).launch(
+        grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
+
+
+@cute.jit
+def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, ctas: cute.Int32, cfg: Constexpr):
+    _backward_kernel(x, w, dy, rstd, mean, dx, dw_partial, db_partial, cfg).launch(
+        grid=(ctas, 1, 1), block=(cfg.threads, 1, 1))
+
+
+# -- host entries ----------------------------------------------------------------------------------
+
+def _rows(t: torch.Tensor | None, n: int, name: str) -> torch.Tensor | None:
+    if t is None:
+        return None
+    if t.shape[-1] != n:
+        raise ValueError(f"{name} has {t.shape[-1]} columns where the input has {n}")
+    t2 = t.reshape(-1, n)
+    return t2 if t2.stride(-1) == 1 else t2.contiguous()
+
+
+def _vector(t: torch.Tensor | None, n: int, name: str) -> torch.Tensor | None:
+    if t is None:
+        return None
+    if t.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), got {tuple(t.shape)}")
+    return t.contiguous()
+
+
+def _config(n: int, tensors, max_values: int) -> object:
+    present = [t for t in tensors if t is not None]
+    size = max(t.element_size() for t in present)
+    cfg = row_config(n, size, max_values=max_values)
+    for t in present:
+        c = row_config(n, size, t.stride(0) if t.dim() == 2 else 0, t.data_ptr(), max_values)
+        cfg = c if c.vec < cfg.vec else cfg
+    return cfg
+
+
+def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: float = 1e-6, rms: bool = True):
+    """(y, residual_out or None, rstd, mean or None): RMSNorm (rms) or LayerNorm of x (+ residual)
+    over the last dim; y in x's dtype, residual_out in the residual's, statistics Float32."""
+    n = x.shape[-1]
+    x2, res2 = _rows(x, n, "x"), _rows(residual, n, "residual")
+    w, b = _vector(weight, n, "weight"), _vector(bias, n, "bias")
+    m = x2.shape[0]
+    y = torch.empty_like(x2)
+    res_out = None if residual is None else torch.empty_like(res2)
+    rstd = torch.empty(m, dtype=torch.float32, device=x.device)
+    mean = None if rms else torch.empty(m, dtype=torch.float32, device=x.device)
+    if m:
+        cfg = _config(n, (x2, res2, w, b, y, res_out), 32)   # x and w live at once
+        _forward(dynamic_rows(x2), dynamic_rows(res2), w, b, dynamic_rows(y), dynamic_rows(res_out), dynamic_rows(rstd),
+                 dynamic_rows(mean), eps, cfg, rms)
+    shape = x.shape
+    return y.view(shape), None if res_out is None else res_out.view(shape), rstd, mean
+
+
+def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor, mean=None,
+                  weight_grad: bool = True, bias_grad: bool = False):
+    """(dx, dweight or None, dbias or None) of RMSNorm (mean None) or LayerNorm, from the
+    forward's input (after the residual add), weight and statistics."""
+    n = x.shape[-1]
+    x2, dy2 = _rows(x, n, "x"), _rows(dy, n, "dy")
+    w = _vector(weight, n, "weight")
+    m = x2.shape[0]
+    dx = torch.empty_like(x2)
+    cfg = _config(n, (x2, dy2, w, dx), 16)   # x, dy, w, dw and db live at once
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    # Enough resident CTAs (about 16 warps per SM) to keep loads in flight; each adds a partial row.
+    ctas = max(1, min(launch_grid(m, cfg)[0], sms * max(1, 512 // cfg.threads)))
+    partial = (lambda: torch.empty(ctas * cfg.rows, n, dtype=torch.float32, device=x.device))
+    dw_partial = partial() if weight_grad and weight is not None else None
+    db_partial = partial() if bias_grad else None
+    if m:
+        _backward(dynamic_rows(x2), w, dynamic_rows(dy2), dynamic_rows(rstd), dynamic_rows(mean), dynamic_rows(dx),
+                  dynamic_rows(dw_partial), dynamic_rows(db_partial), ctas, cfg)
+    dw = None if dw_partial is None else (dw_partial.sum(0) if m else dw_partial.new_zeros(n)).to(weight.dtype)
+    db = None if db_partial is None else (db_partial.sum(0) if m else db_partial.new_zeros(n)).to(
+        weight.dtype if weight is not None else x.dtype)
+    return dx.view(x.shape), dw, db

@@ -1,0 +1,178 @@
+"""What every row-wise kernel here shares (softmax, the norms, cross-entropy): how a CTA's
+threads cover rows, how a thread reads and writes its part of a row, and how a value is
+reduced over a row's threads.
+
+A row of N elements is kept in registers: read once, written once. `threads_per_row` threads
+share a row; thread `lane` of a row owns the 16-byte vectors `lane, lane + threads_per_row,
+...`, so each warp-wide access covers whole, consecutive 128-byte lines. A CTA holds
+`threads // threads_per_row` rows. Rows past the tensor's end read its last row (loads need no
+predicate) and store nothing; vectors past N (N not a multiple of threads_per_row * vector) are
+guarded one by one, and only the last ones can be. A reduction folds a thread's values, then
+the row's lanes by butterfly shuffles, then, for rows wider than a warp, the warps' partial
+results through shared memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+import cute_torch as cute
+
+# Rows longer than this do not fit one CTA's registers; they need the cluster path (not yet).
+MAX_N = 32768
+
+
+@dataclass(frozen=True)
+class RowConfig:
+    """How a CTA covers rows of `n` elements (a Constexpr of every row kernel)."""
+    n: int
+    vec: int              # elements per vector access (16 bytes where N and the rows allow)
+    threads_per_row: int
+    threads: int          # per CTA
+
+    @property
+    def rows(self) -> int:
+        """Rows per CTA."""
+        return self.threads // self.threads_per_row
+
+    @property
+    def padding(self) -> int:
+        """Columns past N that a row's threads hold."""
+        return self.vectors * self.threads_per_row * self.vec - self.n
+
+    @property
+    def vectors(self) -> int:
+        """Vectors per thread per row."""
+        return -(-self.n // (self.threads_per_row * self.vec))
+
+    def guarded(self, i: int) -> bool:
+        """Whether some lane's vector `i` can fall past N (then its accesses are predicated)."""
+        return ((i + 1) * self.threads_per_row) * self.vec > self.n
+
+
+def row_config(n: int, element_size: int, row_stride: int = 0, data_ptr: int = 0,
+               max_values: int = 64) -> RowConfig:
+    """The CTA shape for rows of `n` elements of `element_size` bytes: the widest vector that
+    divides N, the row stride and the address; 8 to 32 threads per row for short rows, more
+    as rows grow, so that a thread holds at most `max_values` elements of a row (a kernel that
+    keeps several row-sized values live asks for fewer); 128 threads per CTA, or one row's
+    threads where a row needs more."""
+    if not 1 <= n <= MAX_N:
+        raise ValueError(f"row kernels take rows of 1 to {MAX_N} elements, got {n}")
+    vec = 16 // element_size
+    while vec > 1 and (n % vec or row_stride % vec or data_ptr % (vec * element_size)):
+        vec //= 2
+    vectors = -(-n // vec)
+    per_row = 8 if vectors <= 8 else 16 if vectors <= 32 else 32
+    while per_row < 1024 and -(-vectors // per_row) * vec > max_values:
+        per_row *= 2
+    return RowConfig(n, vec, per_row, max(128, per_row))
+
+
+def dynamic_rows(t: torch.Tensor | None) -> cute.TensorArg | None:
+    """A (M, N) tensor (or a per-row (M,) vector) as a kernel argument whose M is a run-time
+    value: one compiled kernel for every number of rows. None stays None (an absent operand)."""
+    if t is None:
+        return None
+    arg = cute.from_dlpack(t, assumed_align=16 if t.data_ptr() % 16 == 0 else None)
+    return arg.mark_compact_shape_dynamic(0, stride_order=(1, 0) if t.dim() == 2 else None)
+
+
+# -- device helpers (called while tracing a kernel) -----------------------------------------------
+
+def thread_place(cfg: RowConfig):
+    """(row of this thread, its lane in the row, its row within the CTA)."""
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    row_in_cta = tidx // cfg.threads_per_row
+    return bidx * cfg.rows + row_in_cta, tidx % cfg.threads_per_row, row_in_cta
+
+
+def thread_vectors(t: cute.Tensor, row, lane, cfg: RowConfig) -> cute.Tensor:
+    """This thread's (vec, vectors) elements of row `row` of `t` (a 1-D `t` is one row)."""
+    line = t if cute.rank(t) == 1 else t[(row, None)]
+    split = cute.make_layout((cfg.vec, cfg.threads_per_row, cfg.vectors),
+                             stride=(1, cfg.vec, cfg.vec * cfg.threads_per_row))
+    return cute.composition(line, split)[(None, lane, None)]
+
+
+def clamp_row(row, rows):
+    """`row`, or the last row for threads past the end (their loads stay in bounds)."""
+    return cute.math.min(row, rows - 1)
+
+
+@cute.jit
+def load_row(t: cute.Tensor, row, lane, cfg: RowConfig, fill=0.0):
+    """This thread's values of row `row` as Float32 (a TensorSSA of vec * vectors); values
+    past N read as `fill`."""
+    src = thread_vectors(t, row, lane, cfg)
+    frag = cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type)
+    for i in cute.range_constexpr(cfg.vectors):
+        if cute.const_expr(cfg.guarded(i)):
+            frag[(None, i)].fill(fill)
+            if (i * cfg.threads_per_row + lane) * cfg.vec < cfg.n:
+                frag[(None, i)].store(src[(None, i)].load())
+        else:
+            frag[(None, i)].store(src[(None, i)].load())
+    return frag.load().to(cute.Float32)
+
+
+@cute.jit
+def column_mask(lane, cfg: RowConfig):
+    """1.0 where this thread's values (as load_row returns them) are columns of the row, 0.0
+    past N."""
+    mask = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
+    mask.fill(1.0)
+    for i in cute.range_constexpr(cfg.vectors):
+        if cute.const_expr(cfg.guarded(i)):
+            if (i * cfg.threads_per_row + lane) * cfg.vec >= cfg.n:
+                mask[(None, i)].fill(0.0)
+    return mask.load()
+
+
+@cute.jit
+def store_row(t: cute.Tensor, row, lane, cfg: RowConfig, values) -> None:
+    """Writes this thread's values (a TensorSSA as load_row returns) of row `row`, converted
+    to `t`'s type; the caller guards row < M."""
+    dst = thread_vectors(t, row, lane, cfg)
+    frag = cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type)
+    frag.store(values.to(t.element_type))
+    for i in cute.range_constexpr(cfg.vectors):
+        if cute.const_expr(cfg.guarded(i)):
+            if (i * cfg.threads_per_row + lane) * cfg.vec < cfg.n:
+                dst[(None, i)].store(frag[(None, i)].load())
+        else:
+            dst[(None, i)].store(frag[(None, i)].load())
+
+
+@cute.jit
+def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta):
+    """`value` (one Float32 per thread) folded with `op` over the threads of each row; every
+    thread of the row gets the result. Each call takes its own shared-memory slots, so
+    consecutive reductions need no barrier between them."""
+    combine = cute.arch.fmax if op == "max" else (lambda a, b: a + b)
+    width = min(cfg.threads_per_row, 32)
+    value = cute.arch.warp_reduction(value, combine, width)
+    if cute.const_expr(cfg.threads_per_row > 32):
+        warps = cfg.threads_per_row // 32
+        partial = cute.arch.alloc_smem(cute.Float32, (cfg.rows, warps))
+        if lane % 32 == 0:
+            partial[(row_in_cta, lane // 32)] = value
+        cute.arch.sync_threads()
+        value = partial[(row_in_cta, 0)]
+        for w in cute.range_constexpr(1, warps):
+            value = combine(value, partial[(row_in_cta, w)])
+    return value
+
+
+def fold(values, op):
+    """A thread's TensorSSA folded to one Float32 (a tree: short dependency chains)."""
+    if op == "max":
+        return values.reduce(cute.ReductionOp.MAX)
+    return values.reduce(cute.ReductionOp.ADD)
+
+
+def launch_grid(rows, cfg: RowConfig):
+    return ((rows + cfg.rows - 1) // cfg.rows, 1, 1)

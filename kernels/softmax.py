@@ -1,0 +1,113 @@
+"""Softmax and log-softmax over the last dimension, forward and backward, one pass over memory.
+
+Forward: a thread holds its part of a row in registers (kernels/row_reduce.py), so the max and
+the sum of exponentials are two reductions over registers, not two passes over memory:
+
+    m = max(x);  e = exp2((x - m) * log2(e));  s = sum(e)
+    softmax = e / s;  log_softmax = (x - m) - log(s)
+
+Backward, from the forward's output y and the incoming gradient dy:
+
+    softmax:      dx = y * (dy - sum(dy * y))
+    log_softmax:  dx = dy - exp(y) * sum(dy)
+
+Statistics are Float32 whatever the input type (bfloat16, float16, float32).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+import cute_torch as cute
+from cute_torch import Constexpr
+
+from .row_reduce import (RowConfig, clamp_row, dynamic_rows, fold, launch_grid, load_row, row_config,
+                         row_reduce, store_row, thread_place)
+
+LOG2_E = math.log2(math.e)
+
+
+@cute.kernel
+def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr):
+    row, lane, row_in_cta = thread_place(cfg)
+    rows = mX.shape[0]
+    src = clamp_row(row, rows)
+    x = load_row(mX, src, lane, cfg, fill=-math.inf)
+    m = row_reduce(fold(x, "max"), "max", cfg, lane, row_in_cta)
+    e = cute.math.exp2(x * LOG2_E - m * LOG2_E)
+    s = row_reduce(fold(e, "sum"), "sum", cfg, lane, row_in_cta)
+    if cute.const_expr(log):
+        y = x - (m + cute.math.log(s))
+    else:
+        y = e * (1.0 / s)
+    if row < rows:
+        store_row(mY, row, lane, cfg, y)
+
+
+@cute.kernel
+def _backward_kernel(mY: cute.Tensor, mDY: cute.Tensor, mDX: cute.Tensor, cfg: Constexpr, log: Constexpr):
+    row, lane, row_in_cta = thread_place(cfg)
+    rows = mY.shape[0]
+    src = clamp_row(row, rows)
+    y = load_row(mY, src, lane, cfg)
+    dy = load_row(mDY, src, lane, cfg)
+    if cute.const_expr(log):
+        total = row_reduce(fold(dy, "sum"), "sum", cfg, lane, row_in_cta)
+        dx = dy - cute.math.exp2(y * LOG2_E) * total
+    else:
+        dot = row_reduce(fold(dy * y, "sum"), "sum", cfg, lane, row_in_cta)
+        dx = y * (dy - dot)
+    if row < rows:
+        store_row(mDX, row, lane, cfg, dx)
+
+
+@cute.jit
+def _forward(x: cute.Tensor, y: cute.Tensor, cfg: Constexpr, log: Constexpr):
+    _forward_kernel(x, y, cfg, log).launch(grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
+
+
+@cute.jit
+def _backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, cfg: Constexpr, log: Constexpr):
+    _backward_kernel(y, dy, dx, cfg, log).launch(grid=launch_grid(y.shape[0], cfg), block=(cfg.threads, 1, 1))
+
+
+def _rows(t: torch.Tensor, name: str) -> torch.Tensor:
+    """`t` as (M, N) with unit column stride, the last dim being N (a copy only if needed)."""
+    if t.dim() == 0:
+        raise ValueError(f"{name} must have at least one dimension")
+    t2 = t.reshape(-1, t.shape[-1]) if t.dim() != 2 else t
+    return t2 if t2.stride(-1) == 1 else t2.contiguous()
+
+
+def _config(*tensors: torch.Tensor) -> RowConfig:
+    n = tensors[0].shape[-1]
+    size = max(t.element_size() for t in tensors)
+    cfg = row_config(n, size)
+    # The vector must suit every tensor's rows and address.
+    for t in tensors:
+        c = row_config(n, size, t.stride(0), t.data_ptr())
+        if c.vec < cfg.vec:
+            cfg = c
+    return cfg
+
+
+def softmax(x: torch.Tensor, log: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax (or log_softmax) over the last dim of a CUDA tensor, in its dtype."""
+    x2 = _rows(x, "x")
+    y = torch.empty(x2.shape, dtype=x.dtype, device=x.device) if out is None else out.view(x2.shape)
+    if x2.numel():
+        _forward(dynamic_rows(x2), dynamic_rows(y), _config(x2, y), log)
+    return y.view(x.shape)
+
+
+def softmax_backward(y: torch.Tensor, dy: torch.Tensor, log: bool = False) -> torch.Tensor:
+    """The gradient of softmax (or log_softmax) from its output `y` and the gradient `dy`."""
+    if y.shape != dy.shape:
+        raise ValueError(f"softmax_backward: y {tuple(y.shape)} and dy {tuple(dy.shape)} differ in shape")
+    y2, dy2 = _rows(y, "y"), _rows(dy, "dy")
+    dx = torch.empty(y2.shape, dtype=dy.dtype, device=y.device)
+    if y2.numel():
+        _backward(dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx), _config(y2, dy2, dx), log)
+    return dx.view(y.shape)

@@ -1,0 +1,162 @@
+"""The row kernels of kernels/softmax.py and kernels/norms.py.
+
+CPU tier: their configurations and their PTX (16-byte accesses, a compiled kernel per N, not
+per number of rows). GPU tier: every element against float64 references on fresh seeded inputs
+(rows of large magnitude, N not a power of two, N = 1, strided rows), with the outputs' memory
+poisoned first: the caching allocator hands out blocks just filled with NaN.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cute_torch as cute
+from cute_torch.kernels import norms, softmax
+from cute_torch.kernels.row_reduce import MAX_N, dynamic_rows, row_config
+
+needs_gpu = pytest.mark.gpu
+
+
+def _accesses(ptx: str) -> set:
+    return set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx))
+
+
+# -- CPU tier ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n,size,vec,per_row", [(4096, 2, 8, 64), (4096, 4, 4, 64), (1000, 2, 8, 32),
+                                                (1001, 2, 1, 32), (1, 4, 1, 8), (32768, 2, 8, 512)])
+def test_row_config_picks_vectors_and_threads(n, size, vec, per_row):
+    cfg = row_config(n, size)
+    assert (cfg.vec, cfg.threads_per_row) == (vec, per_row)
+    assert cfg.vectors * cfg.vec <= 64 and cfg.threads % cfg.threads_per_row == 0
+    assert cfg.vectors * cfg.threads_per_row * cfg.vec >= n
+
+
+def test_row_config_narrows_the_vector_for_unaligned_rows():
+    assert row_config(4096, 2, row_stride=4100).vec == 4
+    assert row_config(4096, 2, data_ptr=2).vec == 1
+    with pytest.raises(ValueError, match="rows of 1 to"):
+        row_config(MAX_N + 1, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
+    x = torch.empty(96, 4096, dtype=dtype)
+    cfg = softmax._config(x, x)
+    vec = "v4.b32" if dtype == torch.bfloat16 else "v4.f32"
+    ptx = cute.compile(softmax._forward, dynamic_rows(x), dynamic_rows(x), cfg, False).__ptx__
+    assert {f"ld.global.{vec}", f"st.global.{vec}"} == {a for a in _accesses(ptx) if ".v" in a}
+    assert "ex2.approx" in ptx and "max.f32" in ptx and "shfl.sync.bfly" in ptx
+    w, rstd = torch.empty(4096, dtype=dtype), torch.empty(96)
+    ptx = cute.compile(norms._forward, dynamic_rows(x), None, w, None, dynamic_rows(x), None, dynamic_rows(rstd),
+                       None, 1e-6, norms._config(4096, (x, w), 32), True).__ptx__
+    assert f"ld.global.{vec}" in _accesses(ptx) and "rsqrt.approx" in ptx
+
+
+def test_one_kernel_serves_every_number_of_rows():
+    a, b = torch.empty(7, 512), torch.empty(70000, 512)
+    ka = cute.compile(softmax._forward, dynamic_rows(a), dynamic_rows(a), softmax._config(a, a), False)
+    kb = cute.compile(softmax._forward, dynamic_rows(b), dynamic_rows(b), softmax._config(b, b), False)
+    assert ka.__ptx__ == kb.__ptx__
+
+
+# -- GPU tier ----------------------------------------------------------------------------------------
+
+def _poison_allocator():
+    """Fills free blocks of both of the caching allocator's pools with NaN."""
+    blocks = [torch.full((64 << 20,), float("nan"), device="cuda")]
+    blocks += [torch.full((1 << 18,), float("nan"), device="cuda") for _ in range(8)]
+    torch.cuda.synchronize()
+    del blocks
+
+
+def _rand(shape, seed, dtype, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g) * scale).to(dtype).cuda()
+
+
+def _check(got, want, dtype, what):
+    tol = {torch.float32: 2e-5, torch.bfloat16: 1.6e-2, torch.float16: 2e-3}[dtype]
+    got = got.double().cpu()
+    assert torch.isfinite(got).all(), f"{what}: non-finite outputs (poison left?)"
+    torch.testing.assert_close(got, want.cpu(), rtol=tol, atol=tol * max(1.0, want.abs().max().item()) * 0.5,
+                               msg=lambda m: f"{what}: {m}")
+
+
+SHAPES = [(1, 1), (5, 7), (300, 256), (129, 1000), (64, 4096), (3, 6000), (17, 32768)]
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("m,n", SHAPES)
+def test_softmax_forward_and_backward(m, n, log, dtype):
+    seed = m * 7 + n
+    x = _rand((m, n), seed, dtype, scale=30.0)           # large logits: the max subtraction matters
+    dy = _rand((m, n), seed + 1, dtype)
+    ref = torch.log_softmax if log else torch.softmax
+    _poison_allocator()
+    y = softmax.softmax(x, log=log)
+    _check(y, ref(x.double(), -1), dtype, "forward")
+    _poison_allocator()
+    dx = softmax.softmax_backward(y, dy, log=log)
+    yd = y.double().requires_grad_()
+    # The reference gradient at our y (the backward reads y), in float64.
+    want = (dy.double() - torch.exp(yd) * dy.double().sum(-1, keepdim=True)) if log else \
+        yd * (dy.double() - (dy.double() * yd).sum(-1, keepdim=True))
+    _check(dx, want.detach(), dtype, "backward")
+
+
+@needs_gpu
+def test_softmax_reads_strided_rows_and_any_leading_shape():
+    wide = _rand((4, 50, 1024), 3, torch.bfloat16)
+    x = wide[..., :1000]                                  # rows 2048 bytes apart, 2000 bytes long
+    _poison_allocator()
+    _check(softmax.softmax(x), torch.softmax(x.double(), -1), torch.bfloat16, "strided")
+
+
+NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, True, True, False),
+              (False, True, True, True), (False, False, False, False)]
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rms,weight,bias,residual", NORM_CASES)
+@pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (256, 4096), (9, 8192), (3, 32768)])
+def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
+    if rms and bias:
+        pytest.skip("RMSNorm has no bias")
+    seed = m + n * 3 + rms
+    x = _rand((m, n), seed, dtype, scale=3.0) + 1.5       # an offset: LayerNorm's mean matters
+    w = _rand((n,), seed + 1, dtype) if weight else None
+    b = _rand((n,), seed + 2, dtype) if bias else None
+    # A float32 residual stream (mixed dtypes): the sum the forward normalizes is the residual
+    # out exactly, which the backward reads back.
+    r = _rand((m, n), seed + 3, torch.float32) if residual else None
+    dy = _rand((m, n), seed + 4, dtype)
+    eps = 1e-5
+    _poison_allocator()
+    y, r_out, rstd, mean = norms.norm_forward(x, w, b, r, eps=eps, rms=rms)
+    xs = x.double() + (r.double() if residual else 0)
+    leaves = [xs.clone().requires_grad_()] + [t.double().requires_grad_() for t in (w, b) if t is not None]
+    wd = leaves[1] if weight else None
+    bd = leaves[-1] if bias else None
+    want = (F.rms_norm(leaves[0], (n,), wd, eps) if rms else F.layer_norm(leaves[0], (n,), wd, bd, eps))
+    _check(y, want.detach(), dtype, "y")
+    if residual:
+        _check(r_out, xs, torch.float32, "residual out")
+    var = xs.pow(2).mean(-1) if rms else xs.var(-1, unbiased=False)
+    _check(rstd, torch.rsqrt(var + eps), torch.float32, "rstd")
+    want.backward(dy.double())
+    _poison_allocator()
+    x_in = r_out if residual else x
+    dx, dw, db = norms.norm_backward(x_in, w, dy, rstd, mean, weight_grad=weight, bias_grad=bias)
+    _check(dx, leaves[0].grad, dtype, "dx")
+    if weight:
+        _check(dw, leaves[1].grad, dtype, "dweight")
+    if bias:
+        _check(db, leaves[-1].grad, dtype, "dbias")
