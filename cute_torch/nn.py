@@ -5,6 +5,12 @@
 whose forward is one GEMM with the bias and the activation fused, differentiable, on the
 library's Hopper GEMM (cute_torch.ops.linear). Where that GEMM cannot run (not a Hopper GPU,
 fp32 or mixed dtypes, CPU tensors) it computes the same thing with torch.
+
+`RMSNorm`, `LayerNorm` and `CrossEntropyLoss` are torch's modules (same arguments, parameters
+and state dicts) whose forward runs the row kernels (cute_torch.ops.rms_norm, layer_norm,
+cross_entropy_loss) on CUDA tensors over the last dimension, and torch's own forward where
+those cannot (CPU tensors, a normalized shape of several dims, rows over 32768 elements, class
+weights or label smoothing).
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .kernels.row_reduce import MAX_N
 from .ops.linear import check_activation, linear
+from .ops.row_ops import cross_entropy_loss, layer_norm_fn, rms_norm
 
 _TORCH_ACTIVATIONS = {None: lambda t: t, "relu": F.relu, "gelu": F.gelu,
                       "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu, "sigmoid": torch.sigmoid}
@@ -39,3 +47,30 @@ class Linear(torch.nn.Linear):
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", activation={self.activation!r}"
+
+
+def _rows_fit(x: torch.Tensor, normalized_shape) -> bool:
+    return x.is_cuda and len(normalized_shape) == 1 and 1 <= x.shape[-1] <= MAX_N
+
+
+class RMSNorm(torch.nn.RMSNorm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not _rows_fit(x, self.normalized_shape):
+            return super().forward(x)
+        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
+        return rms_norm(x, self.weight, eps)
+
+
+class LayerNorm(torch.nn.LayerNorm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not _rows_fit(x, self.normalized_shape):
+            return super().forward(x)
+        return layer_norm_fn(x, self.weight, self.bias, self.eps)
+
+
+class CrossEntropyLoss(torch.nn.CrossEntropyLoss):
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if (not logits.is_cuda or logits.dim() != 2 or target.dim() != 1 or target.is_floating_point()
+                or self.weight is not None or self.label_smoothing):
+            return super().forward(logits, target)
+        return cross_entropy_loss(logits, target, self.ignore_index, self.reduction)

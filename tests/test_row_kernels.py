@@ -160,3 +160,46 @@ def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
         _check(dw, leaves[1].grad, dtype, "dweight")
     if bias:
         _check(db, leaves[-1].grad, dtype, "dbias")
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m,v", [(1, 1), (33, 1000), (8, 8192), (20, 32000), (6, 50257), (4, 128256)])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_cross_entropy_forward_and_backward(m, v, dtype, inplace):
+    from cute_torch.kernels import cross_entropy
+    seed = m * 13 + v
+    logits = _rand((m, v), seed, dtype, scale=4.0)
+    g = torch.Generator().manual_seed(seed + 1)
+    target = torch.randint(0, v, (m,), generator=g).cuda()
+    target[::3] = -100                                          # ignored rows, the first among them
+    dloss = _rand((m,), seed + 2, torch.float32)
+    ref_in = logits.double().requires_grad_()
+    want = F.cross_entropy(ref_in, target, ignore_index=-100, reduction="none")
+    want.backward(dloss.double())
+    _poison_allocator()
+    loss, lse = cross_entropy.cross_entropy_forward(logits, target)
+    _check(loss, want.detach(), torch.float32, "loss")
+    _check(lse, torch.logsumexp(logits.double(), -1), torch.float32, "lse")
+    _poison_allocator()
+    work = logits.clone() if inplace else logits
+    dx = cross_entropy.cross_entropy_backward(work, target, lse, dloss, inplace=inplace)
+    assert (dx.data_ptr() == work.data_ptr()) == inplace
+    _check(dx, ref_in.grad, dtype, "dlogits")
+
+
+@needs_gpu
+def test_cross_entropy_all_rows_ignored_and_a_reduced_gradient():
+    from cute_torch.kernels import cross_entropy
+    logits = _rand((5, 300), 91, torch.bfloat16)
+    target = torch.full((5,), -100, device="cuda")
+    loss, lse = cross_entropy.cross_entropy_forward(logits, target)
+    assert (loss == 0).all()
+    dx = cross_entropy.cross_entropy_backward(logits, target, lse, torch.tensor(0.5, device="cuda"))
+    assert (dx == 0).all()
+    target = torch.tensor([1, 2, 3, 4, 5], device="cuda")
+    loss, lse = cross_entropy.cross_entropy_forward(logits, target)
+    ref_in = logits.double().requires_grad_()
+    F.cross_entropy(ref_in, target, reduction="mean").backward()
+    dx = cross_entropy.cross_entropy_backward(logits, target, lse, torch.tensor(1 / 5, device="cuda"))
+    _check(dx, ref_in.grad, torch.bfloat16, "dlogits (mean)")

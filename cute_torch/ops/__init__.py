@@ -19,11 +19,13 @@ from .linear import linear
 from .registration import load
 
 load()
+from .row_ops import cross_entropy_loss, layer_norm_fn as layer_norm, log_softmax, rms_norm, softmax  # noqa: E402
 _fast = registration.fast_pointwise
 _op = torch.ops.cute.pointwise.default
 
-__all__ = ["ExpressionError", "add", "gelu", "gemm", "gemm_multi", "linear", "load", "mul", "pointwise",
-           "pointwise_multi", "reference", "relu", "sigmoid", "silu", "tanh"]
+__all__ = ["ExpressionError", "add", "cross_entropy_loss", "gelu", "gemm", "gemm_multi", "layer_norm", "linear",
+           "load", "log_softmax", "mul", "pointwise", "pointwise_multi", "reference", "relu", "rms_norm", "sigmoid",
+           "silu", "softmax", "tanh"]
 
 
 def pointwise(expr: str, *inputs: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:

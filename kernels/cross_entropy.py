@@ -1,0 +1,176 @@
+"""Cross-entropy over logits (M, V) with integer targets (M,), forward and backward, each one pass
+over the logits, for any vocabulary size.
+
+A row is read in chunks of CHUNK columns (a vocabulary of 128K does not fit one CTA's
+registers). Each thread keeps an online log-sum-exp of the values it has seen: a running max m
+and a running sum s of exp(x - m), rescaled when m grows; after the last chunk one max and one
+sum over the row's threads give
+
+    lse = M + log(sum over threads of s * exp(m - M)),   loss = lse - x[target]
+
+(0 where target == ignore_index). The forward saves lse; the backward writes, chunk by chunk,
+
+    dlogits = (exp(x - lse) - [column == target]) * dloss        (0 for an ignored row)
+
+into a new tensor or over the logits (`inplace`), reading each logit once. Label smoothing is
+not implemented.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+import cute_torch as cute
+from cute_torch import Constexpr
+
+from .row_reduce import RowConfig, clamp_row, dynamic_rows, launch_grid, row_config, row_reduce, thread_place
+
+LOG2_E = math.log2(math.e)
+CHUNK = 8192
+
+
+def _chunk_vectors(t: cute.Tensor, row, lane, chunk, cfg: RowConfig):
+    """This thread's (vec, vectors) elements of chunk `chunk` of row `row` (chunks cfg.n wide)."""
+    split = cute.make_layout((cfg.vec, cfg.threads_per_row, cfg.vectors, (t.shape[1] + cfg.n - 1) // cfg.n),
+                             stride=(1, cfg.vec, cfg.vec * cfg.threads_per_row, cfg.n))
+    return cute.composition(t[(row, None)], split)[(None, lane, None, chunk)]
+
+
+def _column(i, lane, chunk, cfg: RowConfig):
+    return chunk * cfg.n + (i * cfg.threads_per_row + lane) * cfg.vec
+
+
+@cute.jit
+def _load_chunk(t: cute.Tensor, row, lane, chunk, cfg: Constexpr, vocab: Constexpr, exact: Constexpr, fill):
+    src = _chunk_vectors(t, row, lane, chunk, cfg)
+    frag = cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type)
+    for i in cute.range_constexpr(cfg.vectors):
+        if cute.const_expr(exact):
+            frag[(None, i)].store(src[(None, i)].load())
+        else:
+            frag[(None, i)].fill(fill)
+            if _column(i, lane, chunk, cfg) < vocab:
+                frag[(None, i)].store(src[(None, i)].load())
+    return frag.load().to(cute.Float32)
+
+
+@cute.jit
+def _store_chunk(t: cute.Tensor, row, lane, chunk, cfg: Constexpr, vocab: Constexpr, exact: Constexpr, values):
+    dst = _chunk_vectors(t, row, lane, chunk, cfg)
+    frag = cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type)
+    frag.store(values.to(t.element_type))
+    for i in cute.range_constexpr(cfg.vectors):
+        if cute.const_expr(exact):
+            dst[(None, i)].store(frag[(None, i)].load())
+        elif _column(i, lane, chunk, cfg) < vocab:
+            dst[(None, i)].store(frag[(None, i)].load())
+
+
+@cute.kernel
+def _forward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLoss: cute.Tensor, mLse: cute.Tensor,
+                    ignore_index: cute.Int32, cfg: Constexpr, exact: Constexpr):
+    row, lane, row_in_cta = thread_place(cfg)
+    rows, vocab = mX.shape[0], mX.shape[1]
+    src = clamp_row(row, rows)
+    m = -math.inf
+    s = 0.0
+    for chunk in range((vocab + cfg.n - 1) // cfg.n):
+        x = _load_chunk(mX, src, lane, chunk, cfg, vocab, exact, -math.inf)
+        m_new = cute.arch.fmax(m, x.reduce(cute.ReductionOp.MAX))
+        shift = cute.where(m_new == -math.inf, 0.0, m_new)         # no (-inf) - (-inf)
+        e = cute.math.exp2(x * LOG2_E - shift * LOG2_E)
+        s = s * cute.math.exp2((m - shift) * LOG2_E) + e.reduce(cute.ReductionOp.ADD)
+        m = m_new
+    row_max = row_reduce(m, "max", cfg, lane, row_in_cta)
+    total = row_reduce(s * cute.math.exp2((m - row_max) * LOG2_E), "sum", cfg, lane, row_in_cta)
+    lse = row_max + cute.math.log(total)
+    if row < rows and lane == 0:
+        target = cute.Int32(mTarget[row])
+        loss = 0.0
+        if target != ignore_index:
+            loss = lse - cute.Float32(mX[(row, target)])
+        mLoss[row] = loss
+        mLse[row] = lse
+
+
+@cute.kernel
+def _backward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLse: cute.Tensor, mDLoss: cute.Tensor,
+                     mDX: cute.Tensor, ignore_index: cute.Int32, cfg: Constexpr, exact: Constexpr,
+                     reduced: Constexpr):
+    row, lane, _ = thread_place(cfg)
+    rows, vocab = mX.shape[0], mX.shape[1]
+    src = clamp_row(row, rows)
+    target = cute.Int32(mTarget[src])
+    scale = cute.Float32(mDLoss[0]) if cute.const_expr(reduced) else cute.Float32(mDLoss[src])
+    scale = cute.where(target == ignore_index, 0.0, scale)
+    lse = mLse[src]
+    for chunk in range((vocab + cfg.n - 1) // cfg.n):
+        x = _load_chunk(mX, src, lane, chunk, cfg, vocab, exact, 0.0)
+        p = cute.math.exp2(x * LOG2_E - lse * LOG2_E) * scale
+        if row < rows:
+            _store_chunk(mDX, row, lane, chunk, cfg, vocab, exact, p)
+    # The target's column: one thread of the row takes dloss back off, after its row is written.
+    cute.arch.sync_threads()
+    if row < rows and lane == 0 and target != ignore_index:
+        mDX[(row, target)] = cute.Float32(mDX[(row, target)]) - scale
+
+
+@cute.jit
+def _forward(x, target, loss, lse, ignore_index: cute.Int32, cfg: Constexpr, exact: Constexpr):
+    _forward_kernel(x, target, loss, lse, ignore_index, cfg, exact).launch(
+        grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
+
+
+@cute.jit
+def _backward(x, target, lse, dloss, dx, ignore_index: cute.Int32, cfg: Constexpr, exact: Constexpr,
+              reduced: Constexpr):
+    _backward_kernel(x, target, lse, dloss, dx, ignore_index, cfg, exact, reduced).launch(
+        grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
+
+
+def _config(x: torch.Tensor) -> tuple[RowConfig, bool]:
+    """The chunk's configuration, and whether chunks tile the vocabulary exactly (no guards)."""
+    vocab = x.shape[1]
+    cfg = row_config(min(vocab, CHUNK), x.element_size(), x.stride(0), x.data_ptr())
+    exact = vocab % cfg.n == 0 and cfg.padding == 0
+    return cfg, exact
+
+
+def _check(logits: torch.Tensor, target: torch.Tensor) -> None:
+    if logits.dim() != 2 or target.shape != logits.shape[:1]:
+        raise ValueError(f"cross_entropy takes logits (M, V) and targets (M,), got {tuple(logits.shape)} and "
+                         f"{tuple(target.shape)}")
+    if target.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"cross_entropy targets are int64 or int32, got {target.dtype}")
+    if logits.stride(1) != 1:
+        raise ValueError("cross_entropy reads logits with unit column stride; pass logits.contiguous()")
+
+
+def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
+    """(loss per row, lse per row), both Float32."""
+    _check(logits, target)
+    m = logits.shape[0]
+    loss = torch.empty(m, dtype=torch.float32, device=logits.device)
+    lse = torch.empty(m, dtype=torch.float32, device=logits.device)
+    if m:
+        cfg, exact = _config(logits)
+        _forward(dynamic_rows(logits), dynamic_rows(target), dynamic_rows(loss), dynamic_rows(lse), ignore_index,
+                 cfg, exact)
+    return loss, lse
+
+
+def cross_entropy_backward(logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, dloss: torch.Tensor,
+                           ignore_index: int = -100, inplace: bool = False) -> torch.Tensor:
+    """dlogits from the saved lse and the loss gradient (per row (M,), or one value () for a
+    reduced loss whose scale the caller folded in); over the logits when `inplace`."""
+    _check(logits, target)
+    dx = logits if inplace else torch.empty_like(logits)
+    if logits.shape[0]:
+        cfg, exact = _config(logits)
+        reduced = dloss.dim() == 0
+        d = dloss.reshape(1).float() if reduced else dloss.float()
+        _backward(dynamic_rows(logits), dynamic_rows(target), dynamic_rows(lse), d if reduced else dynamic_rows(d),
+                  dynamic_rows(dx), ignore_index, cfg, exact, reduced)
+    return dx

@@ -1,0 +1,148 @@
+"""torch.ops.cute.softmax / layer_norm / cross_entropy (cute_torch/ops/row_ops.py) and the nn
+modules over them: schemas, fake kernels and errors on the CPU; on the GPU, values and
+gradients against float64 eager autograd, opcheck, and torch.compile(fullgraph=True)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import cute_torch.nn as cnn
+import cute_torch.ops as cops
+
+
+def test_schemas():
+    schemas = {name: str(getattr(torch.ops.cute, name).default._schema) for name in
+               ("softmax", "softmax_backward", "layer_norm", "layer_norm_backward", "cross_entropy",
+                "cross_entropy_backward")}
+    assert schemas["layer_norm"] == ("cute::layer_norm(Tensor x, Tensor? weight, Tensor? bias, Tensor? residual, "
+                                     "float eps, bool rms) -> (Tensor, Tensor, Tensor, Tensor)")
+    assert schemas["cross_entropy"].endswith("(Tensor logits, Tensor target, SymInt ignore_index=-100) -> "
+                                             "(Tensor, Tensor)")
+
+
+def test_fake_kernels_give_shapes_and_dtypes():
+    with FakeTensorMode():
+        x = torch.empty(4, 8, 64, dtype=torch.bfloat16)
+        y, res, rstd, mean = torch.ops.cute.layer_norm(x, torch.empty(64), None, torch.empty(4, 8, 64), 1e-5, False)
+        assert (y.shape, y.dtype, res.shape, rstd.shape, rstd.dtype, mean.shape) == \
+            ((4, 8, 64), torch.bfloat16, (4, 8, 64), (32,), torch.float32, (32,))
+        _, res, _, mean = torch.ops.cute.layer_norm(x, None, None, None, 1e-5, True)
+        assert res.numel() == 0 and mean.numel() == 0
+        loss, lse = torch.ops.cute.cross_entropy(torch.empty(6, 100), torch.empty(6, dtype=torch.long))
+        assert loss.shape == lse.shape == (6,) and loss.dtype == torch.float32
+        assert torch.ops.cute.softmax(x, True).shape == x.shape
+
+
+def test_cpu_tensors_and_bad_arguments_are_clear_errors():
+    x = torch.randn(3, 16)
+    with pytest.raises(RuntimeError, match="cute::softmax runs on CUDA tensors; got one on cpu"):
+        cops.softmax(x)
+    with pytest.raises(RuntimeError, match="cute::cross_entropy runs on CUDA tensors"):
+        cops.cross_entropy_loss(x, torch.tensor([0, 1, 2]))
+    with pytest.raises(ValueError, match="reduction is 'none', 'sum' or 'mean', got 'avg'"):
+        cops.cross_entropy_loss(x, torch.tensor([0, 1, 2]), reduction="avg")
+
+
+def test_modules_load_torch_state_dicts_and_fall_back_on_the_cpu():
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 6, 32, generator=g)
+    for ours, theirs in ((cnn.RMSNorm(32, eps=1e-6), torch.nn.RMSNorm(32, eps=1e-6)),
+                         (cnn.LayerNorm(32), torch.nn.LayerNorm(32))):
+        with torch.no_grad():
+            for p in theirs.parameters():
+                p.copy_(torch.randn(p.shape, generator=g))
+        ours.load_state_dict(theirs.state_dict())
+        torch.testing.assert_close(ours(x), theirs(x))
+    logits, target = torch.randn(5, 9, generator=g), torch.tensor([0, 8, -100, 3, 3])
+    torch.testing.assert_close(cnn.CrossEntropyLoss()(logits, target), F.cross_entropy(logits, target))
+
+
+# -- GPU tier ----------------------------------------------------------------------------------------
+
+def _rand(shape, seed, dtype=torch.bfloat16, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g) * scale).to(dtype).cuda()
+
+
+def _grads_close(ours, ref, rtol=3e-2):
+    for got, want in zip(ours, ref):
+        err = (got.grad.double().cpu() - want.grad.cpu()).abs().max() / want.grad.abs().max().clamp_min(1e-12)
+        assert err < rtol, err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_op_gradients_opcheck_and_compile(log):
+    x = _rand((2, 48, 1000), 1, scale=5.0)
+    dy = _rand((2, 48, 1000), 2)
+    ours = x.clone().requires_grad_()
+    ref = x.double().requires_grad_()
+    fn = cops.log_softmax if log else cops.softmax
+    y = fn(ours)
+    want = (torch.log_softmax if log else torch.softmax)(ref, -1)
+    torch.testing.assert_close(y.double().cpu(), want.detach().cpu(), rtol=2e-2, atol=2e-2)
+    y.backward(dy)
+    want.backward(dy.double())
+    _grads_close([ours], [ref])
+    torch.library.opcheck(torch.ops.cute.softmax.default, (x, log))
+    compiled = torch.compile(fn, fullgraph=True)
+    torch.testing.assert_close(compiled(x), fn(x))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rms", [True, False])
+def test_norm_op_with_residual_gradients_opcheck_and_compile(rms):
+    n = 768
+    x, r = _rand((3, 40, n), 11), _rand((3, 40, n), 12, torch.float32)
+    w, b = _rand((n,), 13), (None if rms else _rand((n,), 14))
+    dy, dres = _rand((3, 40, n), 15), _rand((3, 40, n), 16, torch.float32)
+    leaves = [t.clone().requires_grad_() for t in (x, r, w) + (() if rms else (b,))]
+    ref = [t.double().requires_grad_() for t in (x, r, w) + (() if rms else (b,))]
+    if rms:
+        y, s = cops.rms_norm(leaves[0], leaves[2], 1e-6, residual=leaves[1])
+    else:
+        y, s = cops.layer_norm(leaves[0], leaves[2], leaves[3], 1e-5, residual=leaves[1])
+    s_ref = ref[0] + ref[1]
+    y_ref = F.rms_norm(s_ref, (n,), ref[2], 1e-6) if rms else F.layer_norm(s_ref, (n,), ref[2], ref[3], 1e-5)
+    torch.testing.assert_close(y.double().cpu(), y_ref.detach().cpu(), rtol=2e-2, atol=3e-2)
+    torch.testing.assert_close(s.double().cpu(), s_ref.detach().cpu())
+    torch.autograd.backward([y, s], [dy, dres])
+    torch.autograd.backward([y_ref, s_ref], [dy.double(), dres.double()])
+    _grads_close(leaves, ref)
+    assert leaves[1].grad.dtype == torch.float32 and leaves[0].grad.dtype == torch.bfloat16
+    torch.library.opcheck(torch.ops.cute.layer_norm.default, (x, w, b, r, 1e-5, rms))
+    fn = (lambda x: cops.rms_norm(x, w)) if rms else (lambda x: cops.layer_norm(x, w, b))
+    torch.testing.assert_close(torch.compile(fn, fullgraph=True)(x), fn(x))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_loss_gradients_opcheck_and_compile(reduction):
+    logits = _rand((64, 32000), 21, scale=3.0)
+    target = torch.randint(0, 32000, (64,), generator=torch.Generator().manual_seed(22)).cuda()
+    target[5] = -100
+    ours, ref = logits.clone().requires_grad_(), logits.double().requires_grad_()
+    loss = cops.cross_entropy_loss(ours, target, reduction=reduction)
+    want = F.cross_entropy(ref, target, reduction=reduction)
+    torch.testing.assert_close(loss.double().cpu(), want.detach().cpu(), rtol=1e-4, atol=1e-4)
+    grad = torch.ones_like(loss) if reduction != "none" else _rand((64,), 23, torch.float32)
+    loss.backward(grad)
+    want.backward(grad.double())
+    _grads_close([ours], [ref])
+    torch.library.opcheck(torch.ops.cute.cross_entropy.default, (logits, target, -100))
+    fn = torch.compile(lambda a, t: cops.cross_entropy_loss(a, t, reduction=reduction), fullgraph=True)
+    torch.testing.assert_close(fn(logits, target), cops.cross_entropy_loss(logits, target, reduction=reduction))
+
+
+@pytest.mark.gpu
+def test_modules_on_the_gpu_match_torchs():
+    x = _rand((8, 512), 31)
+    for ours, theirs in ((cnn.RMSNorm(512, eps=1e-6), torch.nn.RMSNorm(512, eps=1e-6)),
+                         (cnn.LayerNorm(512), torch.nn.LayerNorm(512))):
+        ours, theirs = ours.cuda().bfloat16(), theirs.cuda().bfloat16()
+        torch.testing.assert_close(ours(x).float(), theirs(x).float(), rtol=2e-2, atol=2e-2)
+    target = torch.tensor([1, 2, 3, 4, 5, 6, 7, -100], device="cuda")
+    torch.testing.assert_close(cnn.CrossEntropyLoss()(x.float(), target), F.cross_entropy(x.float(), target))
