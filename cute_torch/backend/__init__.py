@@ -34,6 +34,7 @@ from .gemm import fuse_gemms
 from .options import Options
 from .report import emit, graph_text
 from .rewrite import BackendError, apply
+from .rows import fuse_rows
 
 __all__ = ["BackendError", "Options", "aot_backend", "cute_backend", "decompositions", "rewrite_graph"]
 
@@ -48,16 +49,17 @@ def _pointwise(gm: fx.GraphModule, fake_mode, options: Options) -> dict:
 # The graph rewrites, in order. A pattern that consumes pointwise ops (a norm) goes before
 # "pointwise", so that the fusion sees only what is left; "gemm" takes the pointwise calls that
 # read a matmul and makes the matmul's epilogue of them.
-REWRITES = [("pointwise", _pointwise), ("gemm", fuse_gemms)]
+REWRITES = [("rows", fuse_rows), ("pointwise", _pointwise), ("gemm", fuse_gemms)]
 
 
 def rewrite_graph(gm: fx.GraphModule, example_inputs, options: Options | None = None, name: str = "graph") -> dict:
     """Applies REWRITES to an ATen graph in place; returns what they did: the pointwise regions
-    fused and fallen back, and the matmuls that took an epilogue ("gemms")."""
+    fused and fallen back, the matmuls that took an epilogue ("gemms"), the softmax and norm
+    nodes that became row kernels ("rows")."""
     options = options or Options()
     before = graph_text(gm) if options.log_graphs or options.debug_dir else ""
     fake_mode = detect_fake_mode(example_inputs)
-    result = {"fused": [], "fallback": [], "gemms": []}
+    result = {"fused": [], "fallback": [], "gemms": [], "rows": []}
     for _, rewrite in REWRITES:
         step = rewrite(gm, fake_mode, options)
         for key in result:
@@ -132,9 +134,13 @@ def decompositions() -> dict:
     pointwise ops they are made of. gelu is core ATen and fused as one function. Attention is
     kept whole: it is no pointwise work, and the decomposition of the CPU flash attention gives
     wrong gradients with is_causal=True in torch 2.13 (the q/k/v weights of a transformer block
-    off by 10x; examples/transformer_block.py found it)."""
+    off by 10x; examples/transformer_block.py found it). The backward ops of softmax, log_softmax
+    and LayerNorm are kept whole too: backend/rows.py gives them to the row kernels (and where it
+    does not, one ATen kernel beats their decomposition's pointwise ops and sums)."""
     from torch._decomp import core_aten_decompositions
-    kept = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default}
+    aten = torch.ops.aten
+    kept = {aten._scaled_dot_product_flash_attention_for_cpu.default, aten._softmax_backward_data.default,
+            aten._log_softmax_backward_data.default, aten.native_layer_norm_backward.default}
     return {op: fn for op, fn in core_aten_decompositions().items() if op not in kept}
 
 

@@ -18,6 +18,7 @@ class Options:
     devices: tuple = ("cuda",)    # device types whose tensors are fused (tests add "cpu")
     check_builds: bool = True     # build each region's kernel at compile time (fallback on failure)
     gemm: bool = True             # matmuls take their pointwise epilogue (cute::gemm, backend/gemm.py)
+    rows: bool = True             # softmax and LayerNorm run the row kernels (backend/rows.py)
 
     @classmethod
     def parse(cls, options: dict | None) -> "Options":

@@ -32,6 +32,8 @@ class ReferenceInterpreter(fx.Interpreter):
         if target is torch.ops.cute.gemm.multi:
             a, b, epilogues, inputs, dtypes = args
             return [gemm_reference(a, b, e, inputs, d) for e, d in zip(epilogues, dtypes or [None] * len(epilogues))]
+        if target in ROW_REFERENCES:
+            return ROW_REFERENCES[target](*args, **kwargs)
         return super().call_function(target, args, kwargs)
 
 
@@ -40,6 +42,51 @@ def gemm_reference(a, b, epilogue: str, inputs: list, dtype=None) -> torch.Tenso
     acc = torch.matmul(a.float(), b.float())
     expr = re.sub(r"\bacc\b", f"x{len(inputs)}", epilogue)
     return reference(expr, list(inputs) + [acc]).to(dtype or a.dtype).contiguous()
+
+
+def _softmax(x, log=False):
+    return (torch.log_softmax if log else torch.softmax)(x.float(), -1).to(x.dtype)
+
+
+def _softmax_backward(y, dy, log=False):
+    y32, dy32 = y.float(), dy.float()
+    dx = dy32 - torch.exp(y32) * dy32.sum(-1, keepdim=True) if log else \
+        y32 * (dy32 - (dy32 * y32).sum(-1, keepdim=True))
+    return dx.to(dy.dtype)
+
+
+def _layer_norm(x, weight, bias, residual, eps, rms):
+    s = x.float() + (residual.float() if residual is not None else 0)
+    mean = torch.zeros_like(s[..., 0]) if rms else s.mean(-1)
+    var = s.pow(2).mean(-1) if rms else (s - mean[..., None]).pow(2).mean(-1)
+    rstd = torch.rsqrt(var + eps)
+    y = (s - mean[..., None]) * rstd[..., None]
+    y = y * weight.float() if weight is not None else y
+    y = y + bias.float() if bias is not None else y
+    empty = x.new_empty((0,))
+    return (y.to(x.dtype), empty if residual is None else s.to(residual.dtype), rstd.reshape(-1),
+            empty.float() if rms else mean.reshape(-1))
+
+
+def _layer_norm_backward(x, weight, dy, rstd, mean, weight_grad, bias_grad):
+    n = x.shape[-1]
+    rstd = rstd.reshape(x.shape[:-1] + (1,))
+    x_hat = (x.float() - (mean.reshape(rstd.shape) if mean.numel() else 0)) * rstd
+    g = dy.float() * (weight.float() if weight is not None else 1)
+    c1 = (g * x_hat).sum(-1, keepdim=True) / n
+    c2 = g.sum(-1, keepdim=True) / n if mean.numel() else 0
+    dx = ((g - c2 - x_hat * c1) * rstd).to(x.dtype)
+    rows = (dy.float() * x_hat).reshape(-1, n)
+    empty = x.new_empty((0,))
+    dw = rows.sum(0).to(weight.dtype) if weight_grad and weight is not None else empty
+    db = dy.float().reshape(-1, n).sum(0).to(weight.dtype if weight is not None else x.dtype) if bias_grad else empty
+    return dx, dw, db
+
+
+# The row ops (backend/rows.py) in torch, in float32.
+ROW_REFERENCES = {torch.ops.cute.softmax.default: _softmax, torch.ops.cute.softmax_backward.default: _softmax_backward,
+                  torch.ops.cute.layer_norm.default: _layer_norm,
+                  torch.ops.cute.layer_norm_backward.default: _layer_norm_backward}
 
 
 def reference_backend(options: Options | None = None, seen: list | None = None):

@@ -26,6 +26,8 @@ def summary(name: str, result: dict, gm: fx.GraphModule) -> str:
     kept_text = ", ".join(f"{t} x{c}" for t, c in kept.most_common(8)) or "none"
     gemms = len(result.get("gemms", []))
     gemm_text = f", {gemms} of them into a matmul's epilogue (cute::gemm)" if gemms else ""
+    rows = len(result.get("rows", []))
+    gemm_text += f", {rows} softmax/norm nodes to row kernels" if rows else ""
     return (f"cute backend [{name}]: {nodes} ops fused into {len(fused)} kernels ({multi} multi-output), "
             f"{len(fallback)} regions fell back to ATen{gemm_text}; ATen ops left: {kept_text}")
 
@@ -34,6 +36,7 @@ def regions_text(result: dict) -> str:
     lines = [f"fused: {describe(r)}" for r in result["fused"]]
     lines += [f"fallback: {describe(r)}: {type(e).__name__}: {e}" for r, e in result["fallback"]]
     lines += [f"gemm: {g}" for g in result.get("gemms", [])]
+    lines += [f"rows: {r}" for r in result.get("rows", [])]
     return "\n".join(lines) + "\n"
 
 

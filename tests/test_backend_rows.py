@@ -1,0 +1,78 @@
+"""backend/rows.py on CPU: softmax, log_softmax and LayerNorm nodes of the forward and backward
+graphs become the row ops, and the rewritten graphs (run by the CPU reference) compute what
+eager does, values and gradients. GPU: the same models under backend="cute" on CUDA."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_backend_graphs import CPU, check_same
+
+from cute_torch.backend import Options
+
+ROW_OPS = (torch.ops.cute.softmax.default, torch.ops.cute.softmax_backward.default,
+           torch.ops.cute.layer_norm.default, torch.ops.cute.layer_norm_backward.default)
+
+
+def row_calls(gm):
+    return [n.target for n in gm.graph.nodes if n.target in ROW_OPS]
+
+
+def randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def test_softmax_and_log_softmax_forward_and_backward():
+    graphs = check_same(lambda x: torch.softmax(x * 2, -1) + torch.log_softmax(x, dim=1), randn(6, 40, seed=1))
+    fw, bw = graphs["forward"][0], graphs["backward"][0]
+    assert row_calls(fw).count(torch.ops.cute.softmax.default) == 2
+    assert row_calls(bw).count(torch.ops.cute.softmax_backward.default) == 2
+
+
+def test_layer_norm_forward_and_backward_with_its_statistics():
+    w, b = randn(32, seed=2), randn(32, seed=3)
+
+    def block(x, w, b):
+        return F.layer_norm(x, (32,), w, b, 1e-5).relu()
+    graphs = check_same(block, randn(3, 5, 32, seed=4), w, b, rtol=1e-5, atol=1e-5)
+    assert torch.ops.cute.layer_norm.default in row_calls(graphs["forward"][0])
+    assert torch.ops.cute.layer_norm_backward.default in row_calls(graphs["backward"][0])
+
+
+def test_what_the_kernels_cannot_take_stays_aten():
+    """Softmax over a leading dim, a LayerNorm over two dims, float64, and the option off."""
+    graphs = check_same(lambda x: torch.softmax(x, 0), randn(4, 8, seed=5), grad=False)
+    assert not row_calls(graphs["inference"][0])
+    graphs = check_same(lambda x: F.layer_norm(x, (4, 8)), randn(2, 4, 8, seed=6), grad=False)
+    assert not row_calls(graphs["inference"][0])
+    graphs = check_same(lambda x: torch.softmax(x, -1), randn(4, 8, seed=7).double(), grad=False)
+    assert not row_calls(graphs["inference"][0])
+    off = Options(devices=("cpu",), check_builds=False, rows=False)
+    from test_backend_graphs import compile_cpu
+    compiled, seen = compile_cpu(lambda x: torch.softmax(x, -1), options=off)
+    compiled(randn(4, 8, seed=8))
+    assert not row_calls(seen[0][1])
+    assert CPU.rows
+
+
+@pytest.mark.gpu
+def test_a_block_with_norm_and_attention_softmax_trains_on_the_gpu():
+    g = torch.Generator().manual_seed(9)
+    ln = torch.nn.LayerNorm(256).cuda()
+    w = (torch.randn(256, 256, generator=g) / 16).cuda().requires_grad_()
+
+    def block(x):
+        h = ln(x)
+        scores = (h @ w) @ h.transpose(-1, -2) / 16
+        return torch.softmax(scores, -1) @ h
+    x = torch.randn(4, 128, 256, generator=g).cuda()
+    torch._dynamo.reset()
+    compiled = torch.compile(block, backend="cute")
+    got, want = compiled(x), block(x)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    got.square().sum().backward()
+    grads = [p.grad.clone() for p in (w, ln.weight, ln.bias)]
+    for p in (w, ln.weight, ln.bias):
+        p.grad = None
+    want.square().sum().backward()
+    for mine, theirs in zip(grads, (w.grad, ln.weight.grad, ln.bias.grad)):
+        torch.testing.assert_close(mine, theirs, rtol=1e-3, atol=1e-3)
