@@ -100,6 +100,7 @@ def main() -> None:
             for op in args.ops:
                 fn, params = _eager(op, n, dtype)
                 eager = _autograd(fn, x, dy, params)
+                torch._dynamo.reset()      # a fresh, static compile per case (no recompile limit, no dynamic)
                 inductor = None if args.no_inductor else _autograd(torch.compile(fn, dynamic=False), x, dy, params)
                 ours = _ours(op, x, dy, params) if n <= MAX_N else None
                 quack_fwd = _quack(op, x, params)

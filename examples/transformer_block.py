@@ -4,12 +4,14 @@ torch.compile(backend="cute"), the same data and initial weights, losses and ste
     python examples/transformer_block.py [--steps 200 --batch 8 --seq 1024 --d-model 2048]
     torchrun --nproc-per-node 2 examples/transformer_block.py      # DDP, one process per GPU
 
-The block: RMSNorm, causal self-attention through F.scaled_dot_product_attention, a residual,
-RMSNorm, an MLP (Linear with bias, GELU(tanh), Linear) and a residual; the loss is the MSE to a
-fixed random target. With backend="cute" the forward's linear + bias + GELU is one cute::gemm
-that also writes the pre-activation for backward, and the pointwise work around the norms, the
-residuals and the loss is fused into cute::pointwise kernels; attention, the norms' reductions
-and the backward's matmuls stay ATen (cuBLAS, flash attention).
+The block: RMSNorm (torch's nn.RMSNorm), causal self-attention through
+F.scaled_dot_product_attention, a residual, RMSNorm, an MLP (Linear with bias, GELU(tanh),
+Linear) and a residual; the loss is the MSE to a fixed random target. With backend="cute" the
+forward's linear + bias + GELU is one cute::gemm that also writes the pre-activation for
+backward, each RMSNorm is the row kernel forward and backward (cute::layer_norm, with its
+weight gradient), and the pointwise work around the residuals and the loss is fused into
+cute::pointwise kernels; attention and the backward's matmuls stay ATen (cuBLAS, flash
+attention).
 
 Without a GPU it trains a small block on CPU in float32 with the backend's graph rewrite
 checked by the reference evaluator (cute_torch/backend/reference.py), so the script still shows
@@ -32,21 +34,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, d: int, eps: float = 1e-6):
-        super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
-
-    def forward(self, x):
-        variance = x.float().pow(2).mean(-1, keepdim=True)
-        return (x.float() * torch.rsqrt(variance + self.eps)).to(x.dtype) * self.weight
-
-
 class Block(nn.Module):
     def __init__(self, d: int, heads: int):
         super().__init__()
         self.heads = heads
-        self.norm1, self.norm2 = RMSNorm(d), RMSNorm(d)
+        self.norm1, self.norm2 = nn.RMSNorm(d, eps=1e-6), nn.RMSNorm(d, eps=1e-6)
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
@@ -133,9 +125,11 @@ def main() -> None:
         worst = max(worst, diff)
         print(f"{name:18} {ms:9.2f} {results['eager'][1] / ms:9.2f} {losses[0]:11.5f} {losses[-1]:10.5f} {diff:13.2e}")
     if device == "cpu":
-        for kind, _, result in seen:
-            print(f"{kind}: {len(result['fused'])} pointwise kernels, matmuls with an epilogue: "
-                  f"{result.get('gemms') or 'none (fp32 on CPU)'}")
+        for kind, gm, result in seen:
+            rows = sum(str(n.target).startswith(("cute.layer_norm", "cute.softmax", "cute.cross_entropy"))
+                       for n in gm.graph.nodes)
+            print(f"{kind}: {len(result['fused'])} pointwise kernels, {rows} row kernels (norms), matmuls with an "
+                  f"epilogue: {result.get('gemms') or 'none (fp32 on CPU)'}")
     if worst > tolerance:
         raise SystemExit(f"losses differ from eager's by {worst:.2e} (more than {tolerance:.0e})")
 

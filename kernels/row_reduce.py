@@ -22,6 +22,9 @@ import cute_torch as cute
 
 # Rows longer than this do not fit one CTA's registers; they need the cluster path (not yet).
 MAX_N = 32768
+# Threads per CTA at most: 128 registers each (1024 threads would leave 64, and the backward
+# kernels spilled there).
+MAX_THREADS = 512
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,8 @@ def row_config(n: int, element_size: int, row_stride: int = 0, data_ptr: int = 0
     """The CTA shape for rows of `n` elements of `element_size` bytes: the widest vector that
     divides N, the row stride and the address; 8 to 32 threads per row for short rows, more
     as rows grow, so that a thread holds at most `max_values` elements of a row (a kernel that
-    keeps several row-sized values live asks for fewer); 128 threads per CTA, or one row's
-    threads where a row needs more."""
+    keeps several row-sized values live asks for fewer) while a row's threads fit one CTA of
+    MAX_THREADS; 128 threads per CTA, or one row's threads where a row needs more."""
     if not 1 <= n <= MAX_N:
         raise ValueError(f"row kernels take rows of 1 to {MAX_N} elements, got {n}")
     vec = 16 // element_size
@@ -66,7 +69,7 @@ def row_config(n: int, element_size: int, row_stride: int = 0, data_ptr: int = 0
         vec //= 2
     vectors = -(-n // vec)
     per_row = 8 if vectors <= 8 else 16 if vectors <= 32 else 32
-    while per_row < 1024 and -(-vectors // per_row) * vec > max_values:
+    while per_row < MAX_THREADS and -(-vectors // per_row) * vec > max_values:
         per_row *= 2
     return RowConfig(n, vec, per_row, max(128, per_row))
 

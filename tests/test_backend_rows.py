@@ -76,3 +76,44 @@ def test_a_block_with_norm_and_attention_softmax_trains_on_the_gpu():
     want.square().sum().backward()
     for mine, theirs in zip(grads, (w.grad, ln.weight.grad, ln.bias.grad)):
         torch.testing.assert_close(mine, theirs, rtol=1e-3, atol=1e-3)
+
+
+def calls_of(seen, kind):
+    return [n.target for _, gm, _ in [s for s in seen if s[0] == kind] for n in gm.graph.nodes]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_calls_become_the_row_op_with_its_backward(dtype):
+    norm = torch.nn.RMSNorm(32, eps=1e-6).to(dtype)
+    with torch.no_grad():
+        norm.weight.copy_(randn(32, seed=10))
+
+    def fn(x, w):
+        return torch.nn.functional.rms_norm(x, (32,), w, 1e-5) * 2 + norm(x)
+    tol = 1e-5 if dtype == torch.float32 else 3e-2
+    graphs = check_same(fn, randn(3, 4, 32, seed=11).to(dtype), randn(32, seed=12).to(dtype), rtol=tol, atol=tol)
+    assert row_calls(graphs["forward"][0]).count(torch.ops.cute.layer_norm.default) == 2
+    assert row_calls(graphs["backward"][0]).count(torch.ops.cute.layer_norm_backward.default) == 2
+
+
+@pytest.mark.parametrize("reduction,ignore_index", [("mean", -100), ("sum", 2), ("none", -100)])
+def test_cross_entropy_calls_become_the_row_op_with_its_backward(reduction, ignore_index):
+    target = torch.tensor([0, 2, 4, 2, 1, ignore_index])
+
+    def fn(logits):
+        return F.cross_entropy(logits * 3, target, ignore_index=ignore_index, reduction=reduction)
+    graphs = check_same(fn, randn(6, 5, seed=13), rtol=1e-5, atol=1e-5)
+    ce = torch.ops.cute.cross_entropy
+    assert any(n.target is ce.default for n in graphs["forward"][0].graph.nodes)
+    assert any(n.target is torch.ops.cute.cross_entropy_backward.default for n in graphs["backward"][0].graph.nodes)
+
+
+def test_cross_entropy_the_kernel_cannot_take_stays_torch():
+    """Class weights, label smoothing, soft (probability) targets, 3-D logits."""
+    t = torch.tensor([0, 2, 1])
+    for fn, args in [(lambda y: F.cross_entropy(y, t, weight=torch.ones(4)), (randn(3, 4, seed=14),)),
+                     (lambda y: F.cross_entropy(y, t, label_smoothing=0.1), (randn(3, 4, seed=15),)),
+                     (lambda y: F.cross_entropy(y, torch.softmax(y.detach(), -1)), (randn(3, 4, seed=16),)),
+                     (lambda y: F.cross_entropy(y, torch.zeros(3, 2, dtype=torch.long)), (randn(3, 4, 2, seed=17),))]:
+        graphs = check_same(fn, *args, grad=False)
+        assert not any(str(n.target).startswith("cute.cross") for n in graphs["inference"][0].graph.nodes)

@@ -35,6 +35,7 @@ from .options import Options
 from .report import emit, graph_text
 from .rewrite import BackendError, apply
 from .rows import fuse_rows
+from .torch_calls import replace_calls
 
 __all__ = ["BackendError", "Options", "aot_backend", "cute_backend", "decompositions", "rewrite_graph"]
 
@@ -109,6 +110,7 @@ def cute_backend(gm: fx.GraphModule, example_inputs, options: dict | None = None
     """The Dynamo backend. `options` as in options.Options; `mode` is accepted and ignored."""
     parsed = Options.parse(options)
     graph_id = next(_graph_ids)
+    replace_calls(gm, parsed)      # before AOTAutograd: the row ops' own backward formulas
     if parsed.fallback == "inductor":
         from torch._inductor.compile_fx import compile_fx
         return compile_fx(gm, example_inputs, inner_compile=_inductor_compiler(parsed, graph_id))

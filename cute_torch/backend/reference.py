@@ -9,10 +9,12 @@ import re
 
 import torch
 import torch.fx as fx
+import torch.nn.functional as F
 from torch._functorch.aot_autograd import make_boxed_func
 
 from ..pointwise.dtypes import reference
 from . import aot_backend, rewrite_graph
+from .torch_calls import replace_calls
 from .options import Options
 
 
@@ -83,10 +85,25 @@ def _layer_norm_backward(x, weight, dy, rstd, mean, weight_grad, bias_grad):
     return dx, dw, db
 
 
-# The row ops (backend/rows.py) in torch, in float32.
+def _cross_entropy(logits, target, ignore_index=-100):
+    lse = torch.logsumexp(logits.float(), -1)
+    picked = logits.float().gather(1, target.clamp_min(0)[:, None])[:, 0]
+    return torch.where(target == ignore_index, 0.0, lse - picked), lse
+
+
+def _cross_entropy_backward(logits, target, lse, dloss, ignore_index=-100):
+    p = torch.exp(logits.float() - lse[:, None])
+    p = p - F.one_hot(target.clamp_min(0), logits.shape[1]).float()
+    scale = torch.where(target == ignore_index, 0.0, dloss.float().expand(target.shape))
+    return (p * scale[:, None]).to(logits.dtype)
+
+
+# The row ops (backend/rows.py, backend/torch_calls.py) in torch, in float32.
 ROW_REFERENCES = {torch.ops.cute.softmax.default: _softmax, torch.ops.cute.softmax_backward.default: _softmax_backward,
                   torch.ops.cute.layer_norm.default: _layer_norm,
-                  torch.ops.cute.layer_norm_backward.default: _layer_norm_backward}
+                  torch.ops.cute.layer_norm_backward.default: _layer_norm_backward,
+                  torch.ops.cute.cross_entropy.default: _cross_entropy,
+                  torch.ops.cute.cross_entropy_backward.default: _cross_entropy_backward}
 
 
 def reference_backend(options: Options | None = None, seen: list | None = None):
@@ -101,4 +118,9 @@ def reference_backend(options: Options | None = None, seen: list | None = None):
                 seen.append((kind, gm, result))
             return make_boxed_func(ReferenceInterpreter(gm).run)
         return compile_graph
-    return aot_backend(make_compiler)
+    aot = aot_backend(make_compiler)
+
+    def backend(gm, example_inputs):
+        replace_calls(gm, options)
+        return aot(gm, example_inputs)
+    return backend
