@@ -117,3 +117,61 @@ def test_cross_entropy_the_kernel_cannot_take_stays_torch():
                      (lambda y: F.cross_entropy(y, torch.zeros(3, 2, dtype=torch.long)), (randn(3, 4, 2, seed=17),))]:
         graphs = check_same(fn, *args, grad=False)
         assert not any(str(n.target).startswith("cute.cross") for n in graphs["inference"][0].graph.nodes)
+
+
+class WrittenRMSNorm(torch.nn.Module):
+    """Hugging Face's LlamaRMSNorm, as written there."""
+
+    def __init__(self, n, eps=1e-6, weight_first=True):
+        super().__init__()
+        self.weight, self.variance_epsilon, self.weight_first = torch.nn.Parameter(randn(n, seed=20)), eps, weight_first
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        if self.weight_first:
+            return self.weight * hidden_states.to(input_dtype)
+        return hidden_states.to(input_dtype) * self.weight
+
+
+@pytest.mark.parametrize("dtype,weight_first", [(torch.float32, True), (torch.bfloat16, True),
+                                                (torch.bfloat16, False)])
+def test_a_written_out_rms_norm_becomes_the_row_op(dtype, weight_first):
+    norm = WrittenRMSNorm(32, weight_first=weight_first).to(dtype)
+
+    def fn(x):
+        return norm(x * 2) + 1
+    tol = 1e-5 if dtype == torch.float32 else 3e-2
+    graphs = check_same(fn, randn(3, 4, 32, seed=21).to(dtype), rtol=tol, atol=tol)
+    assert torch.ops.cute.layer_norm.default in row_calls(graphs["forward"][0])
+    assert torch.ops.cute.layer_norm_backward.default in row_calls(graphs["backward"][0])
+    assert not any(n.target is torch.ops.aten.mean.dim for n in graphs["forward"][0].graph.nodes)
+
+
+def test_the_examples_old_rms_norm_and_near_misses():
+    """x.float()...(x.float() * r).to(x.dtype) * w is matched, also where the variance has another
+    use (it stays computed for it); a mean over dim 0 and a result in another dtype (an fp32
+    weight on bf16 x) are not."""
+    w = randn(32, seed=22)
+
+    def example(x):
+        variance = x.float().pow(2).mean(-1, keepdim=True)
+        return (x.float() * torch.rsqrt(variance + 1e-6)).to(x.dtype) * w.bfloat16()
+
+    def dim0(x):
+        return x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + 1e-6)
+
+    def reused(x):
+        variance = (x * x).mean(-1, keepdim=True)
+        return x * torch.rsqrt(variance + 1e-6) + variance
+
+    def promoted(x):
+        return (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)) * w
+    for fn, x in ((example, randn(4, 32, seed=23).bfloat16()), (reused, randn(4, 32, seed=25))):
+        graphs = check_same(fn, x, grad=False, rtol=3e-2, atol=3e-2)
+        assert row_calls(graphs["inference"][0]), fn.__name__
+    for fn, x in ((dim0, randn(4, 32, seed=24)), (promoted, randn(4, 32, seed=26).bfloat16())):
+        graphs = check_same(fn, x, grad=False, rtol=3e-2, atol=3e-2)
+        assert not row_calls(graphs["inference"][0]), fn.__name__

@@ -6,13 +6,19 @@ into pointwise ops and sums would be left to match.
     torch.rms_norm(x, [N], w, eps)             (F.rms_norm, nn.RMSNorm)  -> row_ops.rms_norm
     F.cross_entropy(logits, target, ...)       (nn.CrossEntropyLoss)     -> row_ops.cross_entropy_loss
 
+    x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) [* w]                  -> row_ops.rms_norm
+      (written out, as Hugging Face's LlamaRMSNorm does: casts to float32 and back around it,
+       x * x or x ** 2 for the square, the weight on either side)
+
 Conditions: as backend/rows.py's (the last dim, N <= 32768 for the norm, float dtypes, a device
-type the options allow); cross-entropy with (M, V) logits, (M,) integer targets, no class
-weights and no label smoothing. A hand-written RMSNorm (x * rsqrt(mean(x^2) + eps) * w) is not
-recognized.
+type the options allow); the written-out RMSNorm's result in x's dtype (the kernel rounds once,
+where the written form may round before the weight); cross-entropy with (M, V) logits, (M,)
+integer targets, no class weights and no label smoothing.
 """
 
 from __future__ import annotations
+
+import operator
 
 import torch
 import torch.fx as fx
@@ -59,13 +65,116 @@ def _cross_entropy(graph: fx.Graph, node: fx.Node, options: Options):
     return graph.call_function(row_ops.cross_entropy_loss, (logits, target, ignore_index, reduction))
 
 
+# -- a written-out RMSNorm ------------------------------------------------------------------------------
+
+MUL = (operator.mul, torch.mul)
+CASTS = ("to", "float", "type_as")
+
+
+def _is(node, functions=(), methods=()) -> bool:
+    if not isinstance(node, fx.Node):
+        return False
+    return (node.op == "call_function" and node.target in functions) or (
+        node.op == "call_method" and node.target in methods)
+
+
+def _uncast(node):
+    """The value under a chain of dtype casts (x.float(), x.to(torch.float32), ...)."""
+    while _is(node, methods=CASTS) and fake_value(node) is not None and fake_value(node.args[0]) is not None \
+            and fake_value(node).shape == fake_value(node.args[0]).shape:
+        node = node.args[0]
+    return node
+
+
+def _squared(node):
+    """x when `node` is x ** 2 / x.pow(2) / x * x / torch.square(x), else None."""
+    if _is(node, (operator.pow, torch.pow), ("pow",)) and len(node.args) == 2 and node.args[1] == 2:
+        return node.args[0]
+    if _is(node, MUL, ("mul",)) and node.args[0] is node.args[1]:
+        return node.args[0]
+    if _is(node, (torch.square,), ("square",)):
+        return node.args[0]
+    return None
+
+
+def _mean_last(node):
+    """x when `node` is x.mean(-1, keepdim=True) (or torch.mean, dim=[-1]), else None."""
+    if not _is(node, (torch.mean,), ("mean",)):
+        return None
+    dim = _argument(node, 1, "dim", None)
+    dim = dim[0] if isinstance(dim, (list, tuple)) and len(dim) == 1 else dim
+    x = fake_value(node.args[0])
+    if x is None or not _argument(node, 2, "keepdim", False) or dim not in (-1, x.dim() - 1):
+        return None
+    return node.args[0]
+
+
+def _rsqrt_of_mean_square(node):
+    """(x, eps) when `node` is rsqrt(mean(x^2, -1, keepdim) + eps), x under its casts."""
+    if not _is(node, (torch.rsqrt,), ("rsqrt",)):
+        return None
+    total = node.args[0]
+    if not _is(total, (operator.add, torch.add), ("add",)) or len(total.args) != 2:
+        return None
+    mean, eps = total.args if isinstance(total.args[1], float) else total.args[::-1]
+    if not isinstance(eps, float):
+        return None
+    square = _mean_last(mean)
+    x = _squared(square) if square is not None else None
+    return None if x is None else (_uncast(x), eps)
+
+
+def _only_user(node):
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def _written_rms_norm(graph: fx.Graph, rsqrt: fx.Node, options: Options):
+    """(last node of the written-out RMSNorm around `rsqrt`, its replacement) or None."""
+    found = _rsqrt_of_mean_square(rsqrt)
+    if found is None:
+        return None
+    x, eps = found
+    scaled = _only_user(rsqrt)
+    if not _is(scaled, MUL, ("mul",)):
+        return None
+    if _uncast(scaled.args[0] if scaled.args[1] is rsqrt else scaled.args[1]) is not x:
+        return None
+    xv = fake_value(x)
+    if xv is None or not _rows_ok(x, -1, options):
+        return None
+    last, weight = scaled, None
+    while (user := _only_user(last)) is not None and _is(user, methods=CASTS):
+        last = user
+    user = _only_user(last)
+    if _is(user, MUL, ("mul",)) and len(user.args) == 2:
+        other = user.args[0] if user.args[1] is last else user.args[1]
+        ov = fake_value(other)
+        if ov is not None and tuple(ov.shape) == (xv.shape[-1],) and ov.dtype in FLOATS:
+            last, weight = user, other
+    out = fake_value(last)
+    if out is None or out.dtype != xv.dtype or out.shape != xv.shape:
+        return None
+    with graph.inserting_before(last):
+        new = graph.call_function(row_ops.rms_norm, (x, weight, eps))
+    return last, new
+
+
 def replace_calls(gm: fx.GraphModule, options: Options) -> list:
     """Rewrites Dynamo's graph in place; returns descriptions of the calls replaced."""
     if not options.rows:
         return []
     done = []
     for node in list(gm.graph.nodes):
-        if node.op != "call_function":
+        if node.op not in ("call_function", "call_method"):
+            continue
+        if _is(node, (torch.rsqrt,), ("rsqrt",)):
+            found = _written_rms_norm(gm.graph, node, options)
+            if found is not None:
+                last, new = found
+                new.meta.update(last.meta)
+                last.replace_all_uses_with(new)
+                done.append(f"{last.name} (written-out RMSNorm)")
             continue
         make = _rms_norm if node.target in RMS_NORM else _cross_entropy if node.target is F.cross_entropy else None
         if make is None:
@@ -79,6 +188,7 @@ def replace_calls(gm: fx.GraphModule, options: Options) -> list:
         gm.graph.erase_node(node)
         done.append(f"{node.name} ({getattr(node.target, '__name__', node.target)})")
     if done:
+        gm.graph.eliminate_dead_code()
         gm.graph.lint()
         gm.recompile()
     return done
