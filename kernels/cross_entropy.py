@@ -8,9 +8,11 @@ sum over the row's threads give
 
     lse = M + log(sum over threads of s * exp(m - M)),   loss = lse - x[target]
 
-(0 where target == ignore_index). The forward saves lse; the backward writes, chunk by chunk,
+(0 where target == ignore_index; NaN, and no read, for a target outside [0, V): a bad target
+shows in the loss instead of reading another row). The forward saves lse; the backward writes,
+chunk by chunk,
 
-    dlogits = (exp(x - lse) - [column == target]) * dloss        (0 for an ignored row)
+    dlogits = (exp(x - lse) - [column == target]) * dloss   (0 for an ignored row, NaN for a bad target)
 
 into a new tensor or over the logits (`inplace`), reading each logit once. Label smoothing is
 not implemented.
@@ -87,10 +89,13 @@ def _forward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLoss: cute.Tensor, m
     total = row_reduce(s * cute.math.exp2((m - row_max) * LOG2_E), "sum", cfg, lane, row_in_cta)
     lse = row_max + cute.math.log(total)
     if row < rows and lane == 0:
-        target = cute.Int32(mTarget[row])
+        target = mTarget[row]
         loss = 0.0
         if target != ignore_index:
-            loss = lse - cute.Float32(mX[(row, target)])
+            loss = math.nan                       # a target out of range: NaN, and no read
+            if target >= 0:
+                if target < vocab:
+                    loss = lse - cute.Float32(mX[(row, cute.Int32(target))])
         mLoss[row] = loss
         mLse[row] = lse
 
@@ -102,9 +107,10 @@ def _backward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLse: cute.Tensor, m
     row, lane, _ = thread_place(cfg)
     rows, vocab = mX.shape[0], mX.shape[1]
     src = clamp_row(row, rows)
-    target = cute.Int32(mTarget[src])
+    target = mTarget[src]
     scale = cute.Float32(mDLoss[0]) if cute.const_expr(reduced) else cute.Float32(mDLoss[src])
-    scale = cute.where(target == ignore_index, 0.0, scale)
+    in_range = cute.where(target >= 0, target < vocab, False)
+    scale = cute.where(target == ignore_index, 0.0, cute.where(in_range, scale, math.nan))
     lse = mLse[src]
     for chunk in range((vocab + cfg.n - 1) // cfg.n):
         x = _load_chunk(mX, src, lane, chunk, cfg, vocab, exact, 0.0)
@@ -113,8 +119,10 @@ def _backward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLse: cute.Tensor, m
             _store_chunk(mDX, row, lane, chunk, cfg, vocab, exact, p)
     # The target's column: one thread of the row takes dloss back off, after its row is written.
     cute.arch.sync_threads()
-    if row < rows and lane == 0 and target != ignore_index:
-        mDX[(row, target)] = cute.Float32(mDX[(row, target)]) - scale
+    if row < rows and lane == 0 and in_range:
+        if target != ignore_index:
+            column = cute.Int32(target)
+            mDX[(row, column)] = cute.Float32(mDX[(row, column)]) - scale
 
 
 @cute.jit

@@ -203,3 +203,16 @@ def test_cross_entropy_all_rows_ignored_and_a_reduced_gradient():
     F.cross_entropy(ref_in, target, reduction="mean").backward()
     dx = cross_entropy.cross_entropy_backward(logits, target, lse, torch.tensor(1 / 5, device="cuda"))
     _check(dx, ref_in.grad, torch.bfloat16, "dlogits (mean)")
+
+
+@needs_gpu
+def test_cross_entropy_targets_out_of_range_give_nan_rows_and_read_nothing():
+    from cute_torch.kernels import cross_entropy
+    logits = _rand((4, 1000), 95, torch.bfloat16)
+    target = torch.tensor([3, 1000, -7, 999], device="cuda")
+    loss, lse = cross_entropy.cross_entropy_forward(logits, target)
+    want = F.cross_entropy(logits.double()[[0, 3]], target[[0, 3]], reduction="none")
+    assert loss[1].isnan() and loss[2].isnan()
+    _check(loss[[0, 3]], want, torch.float32, "loss of the good rows")
+    dx = cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(4, device="cuda"))
+    assert dx[1].isnan().all() and dx[2].isnan().all() and torch.isfinite(dx[[0, 3]]).all()

@@ -146,3 +146,18 @@ def test_modules_on_the_gpu_match_torchs():
         torch.testing.assert_close(ours(x).float(), theirs(x).float(), rtol=2e-2, atol=2e-2)
     target = torch.tensor([1, 2, 3, 4, 5, 6, 7, -100], device="cuda")
     torch.testing.assert_close(cnn.CrossEntropyLoss()(x.float(), target), F.cross_entropy(x.float(), target))
+
+
+@pytest.mark.gpu
+def test_bad_inputs_on_the_gpu_are_errors_naming_the_op():
+    with pytest.raises(ValueError, match="cute::softmax: rows of 40000 elements; the row kernels take 1 to 32768"):
+        cops.softmax(torch.zeros(2, 40000, device="cuda"))
+    x = torch.zeros(2, 64, device="cuda")
+    with pytest.raises(ValueError, match="RMSNorm \\(rms=True\\) takes no bias"):
+        torch.ops.cute.layer_norm(x, None, torch.zeros(64, device="cuda"), None, 1e-6, True)
+    with pytest.raises(ValueError, match="weight must have shape \\(64,\\)"):
+        cops.rms_norm(x, torch.zeros(32, device="cuda"))
+    with pytest.raises(ValueError, match="cross_entropy takes logits \\(M, V\\) and targets \\(M,\\)"):
+        cops.cross_entropy_loss(x, torch.zeros(3, dtype=torch.long, device="cuda"))
+    with pytest.raises(TypeError, match="targets are int64 or int32"):
+        cops.cross_entropy_loss(x, torch.zeros(2, device="cuda"))

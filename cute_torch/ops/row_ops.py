@@ -16,12 +16,20 @@ from torch.library import custom_op
 from ..kernels import cross_entropy as _ce
 from ..kernels import norms as _norms
 from ..kernels import softmax as _softmax
+from ..kernels.row_reduce import MAX_N
 
 
 def _cuda(op: str, *tensors) -> None:
     for t in tensors:
         if t is not None and not t.is_cuda:
             raise RuntimeError(f"cute::{op} runs on CUDA tensors; got one on {t.device}")
+
+
+def _row_length(op: str, x: torch.Tensor) -> None:
+    n = x.shape[-1] if x.dim() else 1
+    if x.numel() and not 1 <= n <= MAX_N:
+        raise ValueError(f"cute::{op}: rows of {n} elements; the row kernels take 1 to {MAX_N} (longer rows need "
+                         "the cluster path, not written yet)")
 
 
 def _empty(like: torch.Tensor) -> torch.Tensor:
@@ -34,6 +42,7 @@ def _empty(like: torch.Tensor) -> torch.Tensor:
 def softmax(x: torch.Tensor, log: bool = False) -> torch.Tensor:
     """softmax (log_softmax with `log`) over the last dim."""
     _cuda("softmax", x)
+    _row_length("softmax", x)
     return _softmax.softmax(x, log=log)
 
 
@@ -80,6 +89,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor 
     of x (+ residual). residual_out (x + residual, in the residual's dtype) and mean are empty
     when absent."""
     _cuda("layer_norm", x, weight, bias, residual)
+    _row_length("layer_norm", x)
     if rms and bias is not None:
         raise ValueError("cute::layer_norm: RMSNorm (rms=True) takes no bias")
     y, res_out, rstd, mean = _norms.norm_forward(x, weight, bias, residual, eps=eps, rms=rms)
