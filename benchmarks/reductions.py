@@ -5,7 +5,9 @@
                                     [--ops softmax rms_norm layer_norm] [--plot reductions.png]
 
 M x N = 2^27 elements. Bytes counted: forward reads x and writes y (2 x M x N x size; the
-weight's N elements are left out), backward reads y or x and dy and writes dx (3 x). Time is
+weight's N elements are left out), backward reads y or x and dy and writes dx (3 x);
+cross-entropy's forward reads the logits (1 x, a loss per row out), its backward reads them and
+writes dlogits (2 x). Time is
 the median CUPTI device time of all the kernels of a call (benchmarks/timing.kernel_ms): our
 norm backward's count includes the torch.sum of its partial dweight rows. Eager and Inductor
 backward time autograd.grad over a graph built once. "of copy" divides a bandwidth by
@@ -20,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from timing import kernel_ms
 
-from cute_torch.kernels import norms, softmax
+from cute_torch.kernels import cross_entropy, norms, softmax
 from cute_torch.kernels.row_reduce import MAX_N
 
 try:   # quack's CuTe DSL kernels, where installed
@@ -31,9 +33,16 @@ except Exception:  # noqa: BLE001 - any import failure means "not measured"
     quack_rmsnorm = quack_softmax = None
 
 
-def _eager(op: str, n: int, dtype):
+# Bytes moved per element of x, forward and backward: cross-entropy's forward reads the logits
+# only (a per-row loss out), its backward reads them and writes dlogits.
+BYTES = {"softmax": (2, 3), "rms_norm": (2, 3), "layer_norm": (2, 3), "cross_entropy": (1, 2)}
+
+
+def _eager(op: str, n: int, dtype, target=None):
     w = torch.randn(n, device="cuda").to(dtype)
     b = torch.randn(n, device="cuda").to(dtype)
+    if op == "cross_entropy":
+        return (lambda x: F.cross_entropy(x, target, reduction="none")), []
     if op == "softmax":
         return lambda x: torch.softmax(x, -1), []
     if op == "rms_norm":
@@ -41,8 +50,12 @@ def _eager(op: str, n: int, dtype):
     return (lambda x, w=w, b=b: F.layer_norm(x, (n,), w, b, 1e-6)), [w, b]
 
 
-def _ours(op: str, x, dy, params):
+def _ours(op: str, x, dy, params, target=None):
     """(forward call, backward call) of our kernels on x and dy."""
+    if op == "cross_entropy":
+        _, lse = cross_entropy.cross_entropy_forward(x, target)
+        return ((lambda: cross_entropy.cross_entropy_forward(x, target)),
+                (lambda: cross_entropy.cross_entropy_backward(x, target, lse, dy)))
     if op == "softmax":
         y = softmax.softmax(x)
         return (lambda: softmax.softmax(x)), (lambda: softmax.softmax_backward(y, dy))
@@ -77,7 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"])
     parser.add_argument("--ns", nargs="+", type=int, default=[256, 1024, 4096, 8192, 32768, 131072])
-    parser.add_argument("--ops", nargs="+", default=["softmax", "rms_norm", "layer_norm"])
+    parser.add_argument("--ops", nargs="+", default=["softmax", "rms_norm", "layer_norm", "cross_entropy"])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--no-inductor", action="store_true")
     parser.add_argument("--plot", default=None)
@@ -97,14 +110,17 @@ def main() -> None:
             out = torch.empty_like(x)
             size = x.numel() * x.element_size()
             copy_tbs = 2 * size / kernel_ms(lambda: out.copy_(x), args.repeats, copies=True) / 1e9
+            target = torch.randint(0, n, (m,), device="cuda")
+            dloss = torch.randn(m, device="cuda")
             for op in args.ops:
-                fn, params = _eager(op, n, dtype)
-                eager = _autograd(fn, x, dy, params)
+                fn, params = _eager(op, n, dtype, target)
+                grad = dloss if op == "cross_entropy" else dy
+                eager = _autograd(fn, x, grad, params)
                 torch._dynamo.reset()      # a fresh, static compile per case (no recompile limit, no dynamic)
-                inductor = None if args.no_inductor else _autograd(torch.compile(fn, dynamic=False), x, dy, params)
-                ours = _ours(op, x, dy, params) if n <= MAX_N else None
+                inductor = None if args.no_inductor else _autograd(torch.compile(fn, dynamic=False), x, grad, params)
+                ours = _ours(op, x, grad, params, target) if n <= MAX_N or op == "cross_entropy" else None
                 quack_fwd = _quack(op, x, params)
-                for direction, bytes_ in (("fwd", 2 * size), ("bwd", 3 * size)):
+                for direction, bytes_ in zip(("fwd", "bwd"), (b * size for b in BYTES[op])):
                     k = 0 if direction == "fwd" else 1
 
                     def tbs(call):
