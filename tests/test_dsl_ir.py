@@ -304,6 +304,27 @@ def test_printf_fstring_and_arch_ops(filecheck):
 """)
 
 
+def test_reduction_profiles_fold_chosen_modes():
+    @cute.kernel
+    def k(x: cute.Tensor, out: cute.Tensor):
+        frag = cute.make_rmem_tensor((2, 3), cute.Float32)
+        frag.fill(1.0)
+        rows = frag.load().reduce(cute.ReductionOp.ADD, 0.0, reduction_profile=(None, 1))
+        assert rows.shape == (2,) and frag.load().reduce(cute.ReductionOp.MUL, 1.0, (1, None)).shape == (3,)
+        out[0] = rows[1]
+
+    _compile_with_tensors(k, (x_(), x_()))
+
+    @cute.kernel
+    def bad(x: cute.Tensor):
+        frag = cute.make_rmem_tensor((2, 3), cute.Float32)
+        x[0] = frag.load().reduce(cute.ReductionOp.ADD, 0.0, reduction_profile=(None, 1, 1))[0]
+
+    with pytest.raises(cute.DSLError, match=r"reduction_profile \(None, 1, 1\) does not match the shape") as err:
+        _compile_with_tensors(bad, (x_(),))
+    assert "test_dsl_ir.py" in str(err.value)
+
+
 def test_warp_reductions_and_fmax(filecheck):
     @cute.kernel
     def k(x: cute.Tensor, out: cute.Tensor):

@@ -76,6 +76,34 @@ def test_tensor_ssa_arithmetic_registers_and_reductions():
     torch.testing.assert_close(sums.double(), x64.sum(1) + x64.max(1).values.clamp(min=0), rtol=1e-5, atol=1e-5)
 
 
+@cute.kernel
+def _profile_kernel(x: cute.Tensor, rows: cute.Tensor, cols: cute.Tensor, inner: cute.Tensor):
+    values = x.load()                                                 # (4, 8): one thread, all of it
+    rows.store(values.reduce(cute.ReductionOp.ADD, 0.0, reduction_profile=(None, 1)))
+    cols.store(values.reduce(cute.ReductionOp.MAX, -1e30, reduction_profile=(1, None)))
+    nested = cute.make_rmem_tensor((4, (2, 4)), cute.Float32)
+    nested.store(values)
+    inner.store(nested.load().reduce(cute.ReductionOp.ADD, 1.0, reduction_profile=(None, (None, 1))))
+
+
+@cute.jit
+def _profile(x: cute.Tensor, rows: cute.Tensor, cols: cute.Tensor, inner: cute.Tensor):
+    _profile_kernel(x, rows, cols, inner).launch(grid=(1, 1, 1), block=(1, 1, 1))
+
+
+def test_tensor_ssa_reductions_over_chosen_modes():
+    g = torch.Generator().manual_seed(41)
+    x = torch.randn(8, 4, generator=g).cuda().t()                   # (4, 8), column-major like the register tile
+    rows, cols, inner = (_poisoned(s, torch.float32) for s in ((4,), (8,), (4, 2)))
+    _profile(x, rows, cols, inner)
+    x64 = x.double().cpu()
+    torch.testing.assert_close(rows.double().cpu(), x64.sum(1), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(cols.double().cpu(), x64.max(0).values, rtol=0, atol=0)
+    # (4, (2, 4)) keeps mode 0 and the 2 of mode 1: column c = c0 + 2 * c1 folds over c1.
+    want = x64.reshape(4, 4, 2).sum(1) + 1.0
+    torch.testing.assert_close(inner.double().cpu(), want, rtol=1e-6, atol=1e-6)
+
+
 # -- coordinate tensors partitioned by thread: every element learns its own (row, column) ------
 
 @cute.kernel

@@ -13,6 +13,7 @@ from enum import Enum
 
 from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
+from .int_tuple import is_tuple, leaves
 from .layout import size, spell
 from .math import fmax, fmin
 from .math import max as _max
@@ -104,22 +105,71 @@ class TensorSSA:
             return self
         return self._map(lambda x: convert(x, dtype))
 
-    def reduce(self, op: ReductionOp, init=None, reduction_profile=0) -> Numeric:
-        """Folds every element with `op` (pairwise, a tree), starting from `init` if given.
-        Float32 MAX/MIN use max.f32/min.f32, which drop a NaN operand."""
-        if reduction_profile != 0:
-            raise DSLError(UNSUPPORTED_TYPE, "only full reductions (reduction_profile=0) are supported",
-                           user_location())
+    def reduce(self, op: ReductionOp, init_val=None, reduction_profile=0, *, init=None):
+        """Folds elements with `op` (pairwise, a tree), starting from `init_val` if given.
+        `reduction_profile` 0 folds every element into one value; a profile congruent to the
+        shape, None for a mode kept and 1 for a mode folded (CuTe DSL's: (None, 1) on (4, 8)
+        gives the 4 row results), gives a TensorSSA of the kept modes. Float32 MAX/MIN use
+        max.f32/min.f32, which drop a NaN operand."""
         op = ReductionOp(op)
+        start = init_val if init_val is not None else init
         combine = _COMBINE[op]
         if self.dtype is Float32 and op in (ReductionOp.MAX, ReductionOp.MIN):
-            # max.f32 / min.f32, one instruction each (a NaN operand yields the other one).
             combine = fmax if op is ReductionOp.MAX else fmin
+        groups = _reduction_groups(self.shape, reduction_profile)
         values = self.elements()
-        while len(values) > 1:
-            values = [combine(values[i], values[i + 1]) if i + 1 < len(values) else values[i]
-                      for i in range(0, len(values), 2)]
-        return combine(init, values[0]) if init is not None else values[0]
+        results = [_fold([values[i] for i in group], combine, start) for group in groups[0]]
+        if groups[1] is None:
+            return results[0]
+        return TensorSSA.from_elements(results, type(results[0]), groups[1])
+
+
+def _fold(values: list, combine, start):
+    while len(values) > 1:
+        values = [combine(values[i], values[i + 1]) if i + 1 < len(values) else values[i]
+                  for i in range(0, len(values), 2)]
+    return combine(start, values[0]) if start is not None else values[0]
+
+
+def _profile_leaves(shape, profile) -> list:
+    """(extent, kept) per leaf of `shape` under `profile` (None keeps, 1 folds, a tuple recurses)."""
+    if profile is None or profile == 1:
+        return [(extent, profile is None) for extent in leaves(shape)]
+    if not (is_tuple(profile) and is_tuple(shape) and len(profile) == len(shape)):
+        raise DSLError(ARGUMENT_MISMATCH, f"reduction_profile {profile} does not match the shape {spell(shape)}: "
+                       "use 0, or a profile of its shape with None (keep) and 1 (fold)", user_location())
+    return [leaf for s, p in zip(shape, profile) for leaf in _profile_leaves(s, p)]
+
+
+def _kept_shape(shape, profile):
+    if profile is None:
+        return shape
+    if profile == 1:
+        return None
+    kept = [k for k in (_kept_shape(s, p) for s, p in zip(shape, profile)) if k is not None]
+    return tuple(kept) if kept else None
+
+
+def _reduction_groups(shape, profile):
+    """([element indices folded into each result, results in colexicographic order], the
+    results' shape or None for one scalar)."""
+    count = size(shape)
+    if isinstance(profile, int) and profile == 0 or profile == 1:
+        return [list(range(count))], None
+    flat = _profile_leaves(shape, profile)
+    kept_shape = _kept_shape(shape, profile)
+    if kept_shape is None:
+        return [list(range(count))], None
+    groups: dict = {}
+    for i in range(count):
+        rest, out, scale = i, 0, 1
+        for extent, kept in flat:
+            coordinate, rest = rest % extent, rest // extent
+            if kept:
+                out += coordinate * scale
+                scale *= extent
+        groups.setdefault(out, []).append(i)
+    return [groups[k] for k in sorted(groups)], kept_shape
 
 
 def _binary(op):
