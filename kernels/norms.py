@@ -83,6 +83,7 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
     dw.fill(0.0)
     db.fill(0.0)
     w = load_row(mW, 0, lane, cfg) if cute.const_expr(mW is not None) else 1.0
+    phase = 0                                       # row_reduce's slots alternate between iterations
     for block in range(bidx, (rows + cfg.rows - 1) // cfg.rows, grid):
         row = block * cfg.rows + row_in_cta
         src = clamp_row(row, rows)
@@ -91,11 +92,11 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
         rstd = mRstd[src]
         x_hat = (x - mMean[src]) * rstd if cute.const_expr(mMean is not None) else x * rstd
         g = dy * w
-        c1 = row_reduce(fold(g * x_hat, "sum"), "sum", cfg, lane, row_in_cta) * (1.0 / cfg.n)
-        if cute.const_expr(mMean is not None):
-            c2 = row_reduce(fold(g, "sum"), "sum", cfg, lane, row_in_cta) * (1.0 / cfg.n)
-            dx = (g - c2 - x_hat * c1) * rstd
+        if cute.const_expr(mMean is not None):     # both sums in one trip through shared memory
+            c1, c2 = row_reduce((fold(g * x_hat, "sum"), fold(g, "sum")), "sum", cfg, lane, row_in_cta, phase)
+            dx = (g - c2 * (1.0 / cfg.n) - x_hat * (c1 * (1.0 / cfg.n))) * rstd
         else:
+            c1 = row_reduce(fold(g * x_hat, "sum"), "sum", cfg, lane, row_in_cta, phase) * (1.0 / cfg.n)
             dx = (g - x_hat * c1) * rstd
         if row < rows:
             store_row(mDX, row, lane, cfg, dx)
@@ -103,6 +104,7 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
                 dw.store(dw.load() + dy * x_hat)
             if cute.const_expr(mDBPartial is not None):
                 db.store(db.load() + dy)
+        phase = 1 - phase
     partial_row = bidx * cfg.rows + row_in_cta
     if cute.const_expr(mDWPartial is not None):
         store_row(mDWPartial, partial_row, lane, cfg, dw.load())

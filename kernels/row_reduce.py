@@ -151,23 +151,34 @@ def store_row(t: cute.Tensor, row, lane, cfg: RowConfig, values) -> None:
 
 
 @cute.jit
-def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta):
-    """`value` (one Float32 per thread) folded with `op` over the threads of each row; every
-    thread of the row gets the result. Each call takes its own shared-memory slots, so
-    consecutive reductions need no barrier between them."""
+def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, phase=None):
+    """`value` (one Float32 per thread, or a tuple of them) folded with `op` over the threads of
+    each row; every thread of the row gets the result (a tuple for a tuple: several values
+    share one trip through shared memory and one barrier). Each call takes its own
+    shared-memory slots, so consecutive reductions need no barrier between them. A call inside
+    a loop passes `phase`, the iteration's parity: it alternates two sets of slots, so that an
+    iteration's writes cannot overtake a slower warp still reading the previous one's."""
     combine = cute.arch.fmax if op == "max" else (lambda a, b: a + b)
+    values = value if isinstance(value, tuple) else (value,)
     width = min(cfg.threads_per_row, 32)
-    value = cute.arch.warp_reduction(value, combine, width)
+    values = tuple(cute.arch.warp_reduction(v, combine, width) for v in values)
     if cute.const_expr(cfg.threads_per_row > 32):
         warps = cfg.threads_per_row // 32
-        partial = cute.arch.alloc_smem(cute.Float32, (cfg.rows, warps))
+        sets = 1 if cute.const_expr(phase is None) else 2
+        partial = cute.arch.alloc_smem(cute.Float32, (cfg.rows, warps, len(values), sets))
+        at = 0 if cute.const_expr(phase is None) else phase
         if lane % 32 == 0:
-            partial[(row_in_cta, lane // 32)] = value
+            for k in cute.range_constexpr(len(values)):
+                partial[(row_in_cta, lane // 32, k, at)] = values[k]
         cute.arch.sync_threads()
-        value = partial[(row_in_cta, 0)]
-        for w in cute.range_constexpr(1, warps):
-            value = combine(value, partial[(row_in_cta, w)])
-    return value
+        folded = []
+        for k in cute.range_constexpr(len(values)):
+            total = partial[(row_in_cta, 0, k, at)]
+            for w in cute.range_constexpr(1, warps):
+                total = combine(total, partial[(row_in_cta, w, k, at)])
+            folded.append(total)
+        values = tuple(folded)
+    return values if isinstance(value, tuple) else values[0]
 
 
 def fold(values, op):
