@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import cute_torch as cute
+from conftest import run_under_sanitizer
 from cute_torch.kernels import norms, softmax
 from cute_torch.kernels.row_reduce import MAX_N, dynamic_rows, row_config
 
@@ -216,3 +217,28 @@ def test_cross_entropy_targets_out_of_range_give_nan_rows_and_read_nothing():
     _check(loss[[0, 3]], want, torch.float32, "loss of the good rows")
     dx = cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(4, device="cuda"))
     assert dx[1].isnan().all() and dx[2].isnan().all() and torch.isfinite(dx[[0, 3]]).all()
+
+
+def run_small():
+    """Each row kernel once on shapes that take every path (several warps per row, persistent
+    loops of several iterations, guarded tail vectors, chunked vocabularies), for the sanitizers."""
+    from cute_torch.kernels import cross_entropy
+    x = _rand((300, 4000), 1, torch.bfloat16)
+    w, b = _rand((4000,), 2, torch.bfloat16), _rand((4000,), 3, torch.bfloat16)
+    y = softmax.softmax(x)
+    softmax.softmax_backward(y, x)
+    for rms in (True, False):
+        out, _, rstd, mean = norms.norm_forward(x, w, None if rms else b, eps=1e-5, rms=rms)
+        norms.norm_backward(x, w, out, rstd, mean, weight_grad=True, bias_grad=not rms)
+    target = torch.randint(0, 9000, (40,), generator=torch.Generator().manual_seed(4)).cuda()
+    logits = _rand((40, 9000), 5, torch.bfloat16)
+    _, lse = cross_entropy.cross_entropy_forward(logits, target)
+    cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), inplace=True)
+    torch.cuda.synchronize()
+
+
+@needs_gpu
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_the_row_kernels_are_clean_under_compute_sanitizer(tool):
+    code, report = run_under_sanitizer(tool, "import test_row_kernels as t; t.run_small()")
+    assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]
