@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from .kernels.row_reduce import MAX_N
 from .ops.linear import check_activation, linear
-from .ops.row_ops import cross_entropy_loss, layer_norm_fn, rms_norm
+from .ops.row_ops import DEFAULT_RMS_EPS, cross_entropy_loss, layer_norm_fn, rms_norm
 
 _TORCH_ACTIVATIONS = {None: lambda t: t, "relu": F.relu, "gelu": F.gelu,
                       "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu, "sigmoid": torch.sigmoid}
@@ -57,8 +57,7 @@ class RMSNorm(torch.nn.RMSNorm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not _rows_fit(x, self.normalized_shape):
             return super().forward(x)
-        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
-        return rms_norm(x, self.weight, eps)
+        return rms_norm(x, self.weight, self.eps if self.eps is not None else DEFAULT_RMS_EPS)
 
 
 class LayerNorm(torch.nn.LayerNorm):

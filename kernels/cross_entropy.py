@@ -112,6 +112,7 @@ def _backward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLse: cute.Tensor, m
     in_range = cute.where(target >= 0, target < vocab, False)
     scale = cute.where(target == ignore_index, 0.0, cute.where(in_range, scale, math.nan))
     lse = mLse[src]
+    lse = cute.where(lse == lse, lse, 0.0)        # a row of -inf has lse NaN: its p = exp(-inf) = 0
     for chunk in range((vocab + cfg.n - 1) // cfg.n):
         x = _load_chunk(mX, src, lane, chunk, cfg, vocab, exact, 0.0)
         p = cute.math.exp2(x * LOG2_E - lse * LOG2_E) * scale
@@ -138,10 +139,16 @@ def _backward(x, target, lse, dloss, dx, ignore_index: cute.Int32, cfg: Constexp
         grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
 
 
-def _config(x: torch.Tensor) -> tuple[RowConfig, bool]:
-    """The chunk's configuration, and whether chunks tile the vocabulary exactly (no guards)."""
-    vocab = x.shape[1]
-    cfg = row_config(min(vocab, CHUNK), x.element_size(), x.stride(0), x.data_ptr())
+def _config(*tensors: torch.Tensor) -> tuple[RowConfig, bool]:
+    """The chunk's configuration, and whether chunks tile the vocabulary exactly (no guards).
+    Its vector divides the vocabulary (the last vector of a row may not run past V) and suits
+    every tensor's rows and address (the logits, and dlogits in the backward)."""
+    vocab = tensors[0].shape[1]
+    size = tensors[0].element_size()
+    cfg = row_config(min(vocab, CHUNK), size, vocab)              # V as a "stride": the vector divides it
+    for t in tensors:
+        c = row_config(min(vocab, CHUNK), size, t.stride(0) if t.shape[0] > 1 else 0, t.data_ptr())
+        cfg = c if c.vec < cfg.vec else cfg
     exact = vocab % cfg.n == 0 and cfg.padding == 0
     return cfg, exact
 
@@ -176,7 +183,7 @@ def cross_entropy_backward(logits: torch.Tensor, target: torch.Tensor, lse: torc
     _check(logits, target)
     dx = logits if inplace else torch.empty_like(logits)
     if logits.shape[0]:
-        cfg, exact = _config(logits)
+        cfg, exact = _config(logits, dx)
         reduced = dloss.dim() == 0
         d = dloss.reshape(1).float() if reduced else dloss.float()
         _backward(dynamic_rows(logits), dynamic_rows(target), dynamic_rows(lse), d if reduced else dynamic_rows(d),

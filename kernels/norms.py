@@ -157,6 +157,8 @@ def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: fl
     """(y, residual_out or None, rstd, mean or None): RMSNorm (rms) or LayerNorm of x (+ residual)
     over the last dim; y in x's dtype, residual_out in the residual's, statistics Float32."""
     n = x.shape[-1]
+    if residual is not None and residual.shape != x.shape:
+        raise ValueError(f"residual has shape {tuple(residual.shape)} where x has {tuple(x.shape)}")
     x2, res2 = _rows(x, n, "x"), _rows(residual, n, "residual")
     w, b = _vector(weight, n, "weight"), _vector(bias, n, "bias")
     m = x2.shape[0]
@@ -177,6 +179,9 @@ def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor,
     """(dx, dweight or None, dbias or None) of RMSNorm (mean None) or LayerNorm, from the
     forward's input (after the residual add), weight and statistics."""
     n = x.shape[-1]
+    if dy.shape != x.shape or rstd.numel() != x.numel() // max(n, 1):
+        raise ValueError(f"norm_backward: dy {tuple(dy.shape)} and rstd {tuple(rstd.shape)} do not match x "
+                         f"{tuple(x.shape)}")
     x2, dy2 = _rows(x, n, "x"), _rows(dy, n, "dy")
     w = _vector(weight, n, "weight")
     m = x2.shape[0]

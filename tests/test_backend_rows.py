@@ -175,3 +175,28 @@ def test_the_examples_old_rms_norm_and_near_misses():
     for fn, x in ((dim0, randn(4, 32, seed=24)), (promoted, randn(4, 32, seed=26).bfloat16())):
         graphs = check_same(fn, x, grad=False, rtol=3e-2, atol=3e-2)
         assert not row_calls(graphs["inference"][0]), fn.__name__
+
+
+def test_replacing_calls_keeps_in_place_updates_and_torchs_default_eps():
+    """Found in review: a graph-wide dead-code pass dropped buf.add_(1); eps=None is float32's
+    machine epsilon for bf16 inputs too (torch.rms_norm's), not bf16's."""
+    from test_backend_graphs import compile_cpu
+    norm = torch.nn.RMSNorm(32).bfloat16()               # eps None
+
+    def fn(x, buf):
+        buf.add_(1)
+        return norm(x) + F.rms_norm(x, (32,), None, 1e-6)
+    compiled, seen = compile_cpu(fn)
+    x = (randn(3, 32, seed=30) * 0.02).bfloat16()         # small values: eps matters
+    buf = torch.zeros(4)
+    got = compiled(x, buf)
+    assert torch.equal(buf, torch.ones(4))
+    torch.testing.assert_close(got.float(), fn(x, torch.zeros(4)).float(), rtol=2e-2, atol=2e-2)
+    assert row_calls(seen[0][1]).count(torch.ops.cute.layer_norm.default) == 2
+
+
+def test_the_cross_entropy_rewrite_keeps_the_logits_dtype():
+    target = torch.tensor([0, 2, 4, 1])
+    graphs = check_same(lambda y: F.cross_entropy(y, target), randn(4, 5, seed=31).bfloat16(), rtol=2e-2,
+                        atol=2e-2)
+    assert any(n.target is torch.ops.cute.cross_entropy.default for n in graphs["forward"][0].graph.nodes)

@@ -242,3 +242,43 @@ def run_small():
 def test_the_row_kernels_are_clean_under_compute_sanitizer(tool):
     code, report = run_under_sanitizer(tool, "import test_row_kernels as t; t.run_small()")
     assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]
+
+
+@needs_gpu
+def test_norm_backward_sums_weight_gradients_over_many_rows_per_cta():
+    """4096 rows: every CTA of the persistent backward loops over several, accumulating dweight
+    and dbias in registers across iterations (the smaller cases give each CTA one row)."""
+    x, w, b = _rand((4096, 4096), 61, torch.bfloat16), _rand((4096,), 62, torch.bfloat16), _rand((4096,), 63,
+                                                                                                   torch.bfloat16)
+    dy = _rand((4096, 4096), 64, torch.bfloat16)
+    leaves = [t.double().requires_grad_() for t in (x, w, b)]
+    F.layer_norm(leaves[0], (4096,), leaves[1], leaves[2], 1e-5).backward(dy.double())
+    _, _, rstd, mean = norms.norm_forward(x, w, b, eps=1e-5, rms=False)
+    dx, dw, db = norms.norm_backward(x, w, dy, rstd, mean, weight_grad=True, bias_grad=True)
+    for got, want, what in ((dx, leaves[0].grad, "dx"), (dw, leaves[1].grad, "dweight"), (db, leaves[2].grad, "dbias")):
+        _check(got, want, torch.bfloat16, what)
+
+
+@needs_gpu
+def test_cross_entropy_on_a_slice_of_a_padded_vocabulary():
+    """Logits (M, 50257) sliced from a (M, 50304) buffer: the vector must divide V and suit the
+    contiguous dlogits as well (found in review: 16-byte vectors read past V and misaligned)."""
+    from cute_torch.kernels import cross_entropy
+    big = _rand((6, 50304), 71, torch.bfloat16, scale=3.0)
+    logits = big[:, :50257]
+    target = torch.tensor([0, 50256, 17, 50000, -100, 3], device="cuda")
+    ref = logits.double().requires_grad_()
+    want = F.cross_entropy(ref, target, reduction="none")
+    want.backward(torch.ones(6, dtype=torch.float64, device="cuda"))
+    loss, lse = cross_entropy.cross_entropy_forward(logits, target)
+    _check(loss, want.detach(), torch.float32, "loss")
+    dx = cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(6, device="cuda"))
+    _check(dx, ref.grad, torch.bfloat16, "dlogits")
+
+
+def test_a_residual_of_another_shape_is_an_error_before_any_launch():
+    x = torch.zeros(8, 512)
+    with pytest.raises(ValueError, match=r"residual has shape \(512,\) where x has \(8, 512\)"):
+        norms.norm_forward(x, None, None, torch.zeros(512), rms=True)
+    with pytest.raises(ValueError, match="norm_backward: dy"):
+        norms.norm_backward(x, None, torch.zeros(4, 512), torch.zeros(8))

@@ -41,8 +41,8 @@ def _rms_norm(graph: fx.Graph, node: fx.Node, options: Options):
     weight, eps = _argument(node, 2, "weight", None), _argument(node, 3, "eps", None)
     if shape is None or len(shape) != 1 or not _rows_ok(x, -1, options):
         return None
-    if eps is None:                       # torch's default: the input dtype's machine epsilon
-        eps = torch.finfo(fake_value(x).dtype).eps
+    if eps is None:
+        eps = row_ops.DEFAULT_RMS_EPS
     if not isinstance(eps, float) or (weight is not None and fake_value(weight) is None):
         return None
     return graph.call_function(row_ops.rms_norm, (x, weight, eps))
@@ -124,6 +124,18 @@ def _rsqrt_of_mean_square(node):
     return None if x is None else (_uncast(x), eps)
 
 
+def _computed_from(last: fx.Node, stops: set) -> set:
+    """The calls `last` is computed from, walking back no further than `stops`."""
+    found, stack = set(), [last]
+    while stack:
+        node = stack.pop()
+        if node in stops or node in found or node.op not in ("call_function", "call_method"):
+            continue
+        found.add(node)
+        stack.extend(node.all_input_nodes)
+    return found
+
+
 def _only_user(node):
     users = list(node.users)
     return users[0] if len(users) == 1 else None
@@ -157,7 +169,7 @@ def _written_rms_norm(graph: fx.Graph, rsqrt: fx.Node, options: Options):
         return None
     with graph.inserting_before(last):
         new = graph.call_function(row_ops.rms_norm, (x, weight, eps))
-    return last, new
+    return last, new, _computed_from(last, {x, weight})
 
 
 def replace_calls(gm: fx.GraphModule, options: Options) -> list:
@@ -171,10 +183,11 @@ def replace_calls(gm: fx.GraphModule, options: Options) -> list:
         if _is(node, (torch.rsqrt,), ("rsqrt",)):
             found = _written_rms_norm(gm.graph, node, options)
             if found is not None:
-                last, new = found
+                last, new, chain = found
                 new.meta.update(last.meta)
                 last.replace_all_uses_with(new)
                 done.append(f"{last.name} (written-out RMSNorm)")
+                _erase_unused(gm.graph, chain)
             continue
         make = _rms_norm if node.target in RMS_NORM else _cross_entropy if node.target is F.cross_entropy else None
         if make is None:
@@ -188,7 +201,21 @@ def replace_calls(gm: fx.GraphModule, options: Options) -> list:
         gm.graph.erase_node(node)
         done.append(f"{node.name} ({getattr(node.target, '__name__', node.target)})")
     if done:
-        gm.graph.eliminate_dead_code()
         gm.graph.lint()
         gm.recompile()
     return done
+
+
+def _erase_unused(graph: fx.Graph, nodes) -> None:
+    """Erases the matched nodes nothing reads any more, readers first. (Not the graph's dead
+    code elimination: Dynamo's graph holds in-place calls that it would take for dead.)"""
+    for node in sorted(nodes, key=lambda n: -_position(graph, n)):
+        if not node.users and node.op in ("call_function", "call_method"):
+            graph.erase_node(node)
+
+
+def _position(graph: fx.Graph, node: fx.Node) -> int:
+    for i, n in enumerate(graph.nodes):
+        if n is node:
+            return i
+    return -1

@@ -19,6 +19,11 @@ from ..kernels import softmax as _softmax
 from ..kernels.row_reduce import MAX_N
 
 
+# RMSNorm's eps when none is given (torch.rms_norm's: float32's machine epsilon, also for
+# bfloat16 and float16 inputs, which it computes in float32).
+DEFAULT_RMS_EPS = torch.finfo(torch.float32).eps
+
+
 def _cuda(op: str, *tensors) -> None:
     for t in tensors:
         if t is not None and not t.is_cuda:
@@ -98,6 +103,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor 
 
 @layer_norm.register_fake
 def _(x, weight, bias, residual, eps, rms):
+    if residual is not None and residual.shape != x.shape:
+        raise ValueError(f"residual has shape {tuple(residual.shape)} where x has {tuple(x.shape)}")
     rows = x.numel() // x.shape[-1] if x.dim() else 1
     stat = x.new_empty((rows,), dtype=torch.float32)
     res_out = _empty(x) if residual is None else torch.empty_like(residual, memory_format=torch.contiguous_format)
@@ -209,10 +216,11 @@ cross_entropy.register_autograd(_ce_grad, setup_context=_ce_setup)
 
 def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
                        reduction: str = "mean") -> torch.Tensor:
-    """F.cross_entropy for (M, V) logits: reduction none, sum or mean (over rows not ignored)."""
+    """F.cross_entropy for (M, V) logits: reduction none, sum or mean (over rows not ignored), in
+    the logits' dtype."""
     if reduction not in ("none", "sum", "mean"):
         raise ValueError(f"reduction is 'none', 'sum' or 'mean', got {reduction!r}")
     loss, _ = cross_entropy(logits, target, ignore_index)
-    if reduction == "none":
-        return loss
-    return loss.sum() if reduction == "sum" else loss.sum() / (target != ignore_index).sum()
+    if reduction != "none":
+        loss = loss.sum() if reduction == "sum" else loss.sum() / (target != ignore_index).sum()
+    return loss.to(logits.dtype)           # F.cross_entropy's dtype (computed in float32)
