@@ -159,13 +159,12 @@ def _check(logits: torch.Tensor, target: torch.Tensor) -> None:
                          f"{tuple(target.shape)}")
     if target.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"cross_entropy targets are int64 or int32, got {target.dtype}")
-    if logits.stride(1) != 1:
-        raise ValueError("cross_entropy reads logits with unit column stride; pass logits.contiguous()")
 
 
 def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
     """(loss per row, lse per row), both Float32."""
     _check(logits, target)
+    logits = logits if logits.stride(1) == 1 else logits.contiguous()   # rows read as vectors
     m = logits.shape[0]
     loss = torch.empty(m, dtype=torch.float32, device=logits.device)
     lse = torch.empty(m, dtype=torch.float32, device=logits.device)
@@ -181,6 +180,10 @@ def cross_entropy_backward(logits: torch.Tensor, target: torch.Tensor, lse: torc
     """dlogits from the saved lse and the loss gradient (per row (M,), or one value () for a
     reduced loss whose scale the caller folded in); over the logits when `inplace`."""
     _check(logits, target)
+    if logits.stride(1) != 1:
+        if inplace:
+            raise ValueError("cross_entropy_backward in place needs logits with unit column stride")
+        logits = logits.contiguous()
     dx = logits if inplace else torch.empty_like(logits)
     if logits.shape[0]:
         cfg, exact = _config(logits, dx)
