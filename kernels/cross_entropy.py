@@ -1,12 +1,10 @@
 """Cross-entropy over logits (M, V) with integer targets (M,), forward and backward, each one pass
 over the logits, for any vocabulary size.
 
-A row is read in chunks of CHUNK columns (a vocabulary of 128K does not fit one CTA's
-registers). Each thread keeps an online log-sum-exp of the values it has seen: a running max m
-and a running sum s of exp(x - m), rescaled when m grows; after the last chunk one max and one
-sum over the row's threads give
+A row is read in chunks (kernels/row_chunks.py: a vocabulary of 128K does not fit one CTA's
+registers), its log-sum-exp taken online in one pass, and
 
-    lse = M + log(sum over threads of s * exp(m - M)),   loss = lse - x[target]
+    loss = lse - x[target]
 
 (0 where target == ignore_index; NaN, and no read, for a target outside [0, V): a bad target
 shows in the loss instead of reading another row). The forward saves lse; the backward writes,
@@ -27,67 +25,16 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_reduce import RowConfig, clamp_row, dynamic_rows, launch_grid, row_config, row_reduce, thread_place
-
-LOG2_E = math.log2(math.e)
-CHUNK = 8192
-
-
-def _chunk_vectors(t: cute.Tensor, row, lane, chunk, cfg: RowConfig):
-    """This thread's (vec, vectors) elements of chunk `chunk` of row `row` (chunks cfg.n wide)."""
-    split = cute.make_layout((cfg.vec, cfg.threads_per_row, cfg.vectors, (t.shape[1] + cfg.n - 1) // cfg.n),
-                             stride=(1, cfg.vec, cfg.vec * cfg.threads_per_row, cfg.n))
-    return cute.composition(t[(row, None)], split)[(None, lane, None, chunk)]
-
-
-def _column(i, lane, chunk, cfg: RowConfig):
-    return chunk * cfg.n + (i * cfg.threads_per_row + lane) * cfg.vec
-
-
-@cute.jit
-def _load_chunk(t: cute.Tensor, row, lane, chunk, cfg: Constexpr, vocab: Constexpr, exact: Constexpr, fill):
-    src = _chunk_vectors(t, row, lane, chunk, cfg)
-    frag = cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type)
-    for i in cute.range_constexpr(cfg.vectors):
-        if cute.const_expr(exact):
-            frag[(None, i)].store(src[(None, i)].load())
-        else:
-            frag[(None, i)].fill(fill)
-            if _column(i, lane, chunk, cfg) < vocab:
-                frag[(None, i)].store(src[(None, i)].load())
-    return frag.load().to(cute.Float32)
-
-
-@cute.jit
-def _store_chunk(t: cute.Tensor, row, lane, chunk, cfg: Constexpr, vocab: Constexpr, exact: Constexpr, values):
-    dst = _chunk_vectors(t, row, lane, chunk, cfg)
-    frag = cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type)
-    frag.store(values.to(t.element_type))
-    for i in cute.range_constexpr(cfg.vectors):
-        if cute.const_expr(exact):
-            dst[(None, i)].store(frag[(None, i)].load())
-        elif _column(i, lane, chunk, cfg) < vocab:
-            dst[(None, i)].store(frag[(None, i)].load())
-
+from .row_chunks import LOG2_E, chunk_config, chunks, load_chunk, online_logsumexp, store_chunk
+from .row_reduce import clamp_row, dynamic_rows, launch_grid, thread_place
 
 @cute.kernel
 def _forward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLoss: cute.Tensor, mLse: cute.Tensor,
                     ignore_index: cute.Int32, cfg: Constexpr, exact: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
-    rows, vocab = mX.shape[0], mX.shape[1]
-    src = clamp_row(row, rows)
-    m = -math.inf
-    s = 0.0
-    for chunk in range((vocab + cfg.n - 1) // cfg.n):
-        x = _load_chunk(mX, src, lane, chunk, cfg, vocab, exact, -math.inf)
-        m_new = cute.arch.fmax(m, x.reduce(cute.ReductionOp.MAX))
-        shift = cute.where(m_new == -math.inf, 0.0, m_new)         # no (-inf) - (-inf)
-        e = cute.math.exp2(x * LOG2_E - shift * LOG2_E)
-        s = s * cute.math.exp2((m - shift) * LOG2_E) + e.reduce(cute.ReductionOp.ADD)
-        m = m_new
-    row_max = row_reduce(m, "max", cfg, lane, row_in_cta)
-    total = row_reduce(s * cute.math.exp2((m - row_max) * LOG2_E), "sum", cfg, lane, row_in_cta)
-    lse = row_max + cute.math.log(total)
+    rows = mX.shape[0]
+    lse = online_logsumexp(mX, clamp_row(row, rows), lane, row_in_cta, cfg, exact)
+    vocab = mX.shape[1]
     if row < rows and lane == 0:
         target = mTarget[row]
         loss = 0.0
@@ -113,11 +60,11 @@ def _backward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLse: cute.Tensor, m
     scale = cute.where(target == ignore_index, 0.0, cute.where(in_range, scale, math.nan))
     lse = mLse[src]
     lse = cute.where(lse == lse, lse, 0.0)        # a row of -inf has lse NaN: its p = exp(-inf) = 0
-    for chunk in range((vocab + cfg.n - 1) // cfg.n):
-        x = _load_chunk(mX, src, lane, chunk, cfg, vocab, exact, 0.0)
+    for chunk in range(chunks(mX, cfg)):
+        x = load_chunk(mX, src, lane, chunk, cfg, exact, 0.0)
         p = cute.math.exp2(x * LOG2_E - lse * LOG2_E) * scale
         if row < rows:
-            _store_chunk(mDX, row, lane, chunk, cfg, vocab, exact, p)
+            store_chunk(mDX, row, lane, chunk, cfg, exact, p)
     # The target's column: one thread of the row takes dloss back off, after its row is written.
     cute.arch.sync_threads()
     if row < rows and lane == 0 and in_range:
@@ -139,20 +86,6 @@ def _backward(x, target, lse, dloss, dx, ignore_index: cute.Int32, cfg: Constexp
         grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
 
 
-def _config(*tensors: torch.Tensor) -> tuple[RowConfig, bool]:
-    """The chunk's configuration, and whether chunks tile the vocabulary exactly (no guards).
-    Its vector divides the vocabulary (the last vector of a row may not run past V) and suits
-    every tensor's rows and address (the logits, and dlogits in the backward)."""
-    vocab = tensors[0].shape[1]
-    size = tensors[0].element_size()
-    cfg = row_config(min(vocab, CHUNK), size, vocab)              # V as a "stride": the vector divides it
-    for t in tensors:
-        c = row_config(min(vocab, CHUNK), size, t.stride(0) if t.shape[0] > 1 else 0, t.data_ptr())
-        cfg = c if c.vec < cfg.vec else cfg
-    exact = vocab % cfg.n == 0 and cfg.padding == 0
-    return cfg, exact
-
-
 def _check(logits: torch.Tensor, target: torch.Tensor) -> None:
     if logits.dim() != 2 or target.shape != logits.shape[:1]:
         raise ValueError(f"cross_entropy takes logits (M, V) and targets (M,), got {tuple(logits.shape)} and "
@@ -169,7 +102,7 @@ def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_ind
     loss = torch.empty(m, dtype=torch.float32, device=logits.device)
     lse = torch.empty(m, dtype=torch.float32, device=logits.device)
     if m:
-        cfg, exact = _config(logits)
+        cfg, exact = chunk_config(logits)
         _forward(dynamic_rows(logits), dynamic_rows(target), dynamic_rows(loss), dynamic_rows(lse), ignore_index,
                  cfg, exact)
     return loss, lse
@@ -186,7 +119,7 @@ def cross_entropy_backward(logits: torch.Tensor, target: torch.Tensor, lse: torc
         logits = logits.contiguous()
     dx = logits if inplace else torch.empty_like(logits)
     if logits.shape[0]:
-        cfg, exact = _config(logits, dx)
+        cfg, exact = chunk_config(logits, dx)
         reduced = dloss.dim() == 0
         d = dloss.reshape(1).float() if reduced else dloss.float()
         _backward(dynamic_rows(logits), dynamic_rows(target), dynamic_rows(lse), d if reduced else dynamic_rows(d),

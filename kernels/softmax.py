@@ -12,6 +12,12 @@ Backward, from the forward's output y and the incoming gradient dy:
     log_softmax:  dx = dy - exp(y) * sum(dy)
 
 Statistics are Float32 whatever the input type (bfloat16, float16, float32).
+
+Rows over row_reduce.MAX_N elements do not fit a CTA's registers: they are read in chunks
+(kernels/row_chunks.py), the forward's log-sum-exp online in one pass and the output in a
+second (two reads and one write), the backward's sum in one pass and dx in a second (four reads
+and one write). The cluster path that would keep such rows in several CTAs' registers is not
+written.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_reduce import (RowConfig, clamp_row, dynamic_rows, fold, launch_grid, load_row, row_config,
+from .row_chunks import chunk_config, chunks, load_chunk, online_logsumexp, store_chunk
+from .row_reduce import (MAX_N, RowConfig, clamp_row, dynamic_rows, fold, launch_grid, load_row, row_config,
                          row_reduce, store_row, thread_place)
 
 LOG2_E = math.log2(math.e)
@@ -63,6 +70,53 @@ def _backward_kernel(mY: cute.Tensor, mDY: cute.Tensor, mDX: cute.Tensor, cfg: C
         store_row(mDX, row, lane, cfg, dx)
 
 
+@cute.kernel
+def _long_forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, exact: Constexpr, log: Constexpr):
+    row, lane, row_in_cta = thread_place(cfg)
+    rows = mX.shape[0]
+    src = clamp_row(row, rows)
+    lse = online_logsumexp(mX, src, lane, row_in_cta, cfg, exact)
+    for chunk in range(chunks(mX, cfg)):
+        x = load_chunk(mX, src, lane, chunk, cfg, exact, 0.0)
+        y = x - lse if cute.const_expr(log) else cute.math.exp2(x * LOG2_E - lse * LOG2_E)
+        if row < rows:
+            store_chunk(mY, row, lane, chunk, cfg, exact, y)
+
+
+@cute.kernel
+def _long_backward_kernel(mY: cute.Tensor, mDY: cute.Tensor, mDX: cute.Tensor, cfg: Constexpr, exact: Constexpr,
+                          log: Constexpr):
+    row, lane, row_in_cta = thread_place(cfg)
+    rows = mY.shape[0]
+    src = clamp_row(row, rows)
+    total = 0.0
+    for chunk in range(chunks(mY, cfg)):
+        dy = load_chunk(mDY, src, lane, chunk, cfg, exact, 0.0)
+        if cute.const_expr(log):
+            total = total + fold(dy, "sum")
+        else:
+            total = total + fold(dy * load_chunk(mY, src, lane, chunk, cfg, exact, 0.0), "sum")
+    total = row_reduce(total, "sum", cfg, lane, row_in_cta)
+    for chunk in range(chunks(mY, cfg)):
+        y = load_chunk(mY, src, lane, chunk, cfg, exact, 0.0)
+        dy = load_chunk(mDY, src, lane, chunk, cfg, exact, 0.0)
+        dx = dy - cute.math.exp2(y * LOG2_E) * total if cute.const_expr(log) else y * (dy - total)
+        if row < rows:
+            store_chunk(mDX, row, lane, chunk, cfg, exact, dx)
+
+
+@cute.jit
+def _long_forward(x: cute.Tensor, y: cute.Tensor, cfg: Constexpr, exact: Constexpr, log: Constexpr):
+    _long_forward_kernel(x, y, cfg, exact, log).launch(grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
+
+
+@cute.jit
+def _long_backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, cfg: Constexpr, exact: Constexpr,
+                   log: Constexpr):
+    _long_backward_kernel(y, dy, dx, cfg, exact, log).launch(grid=launch_grid(y.shape[0], cfg),
+                                                             block=(cfg.threads, 1, 1))
+
+
 @cute.jit
 def _forward(x: cute.Tensor, y: cute.Tensor, cfg: Constexpr, log: Constexpr):
     _forward_kernel(x, y, cfg, log).launch(grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
@@ -94,10 +148,12 @@ def _config(*tensors: torch.Tensor) -> RowConfig:
 
 
 def softmax(x: torch.Tensor, log: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
-    """softmax (or log_softmax) over the last dim of a CUDA tensor, in its dtype."""
+    """softmax (or log_softmax) over the last dim of a CUDA tensor, in its dtype; any row length."""
     x2 = _rows(x, "x")
     y = torch.empty(x2.shape, dtype=x.dtype, device=x.device) if out is None else out.view(x2.shape)
-    if x2.numel():
+    if x2.numel() and x2.shape[1] > MAX_N:
+        _long_forward(dynamic_rows(x2), dynamic_rows(y), *chunk_config(x2, y), log)
+    elif x2.numel():
         _forward(dynamic_rows(x2), dynamic_rows(y), _config(x2, y), log)
     return y.view(x.shape)
 
@@ -108,6 +164,8 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, log: bool = False) -> to
         raise ValueError(f"softmax_backward: y {tuple(y.shape)} and dy {tuple(dy.shape)} differ in shape")
     y2, dy2 = _rows(y, "y"), _rows(dy, "dy")
     dx = torch.empty(y2.shape, dtype=dy.dtype, device=y.device)
-    if y2.numel():
+    if y2.numel() and y2.shape[1] > MAX_N:
+        _long_backward(dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx), *chunk_config(y2, dy2, dx), log)
+    elif y2.numel():
         _backward(dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx), _config(y2, dy2, dx), log)
     return dx.view(y.shape)

@@ -58,6 +58,14 @@ def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     assert f"ld.global.{vec}" in _accesses(ptx) and "rsqrt.approx" in ptx
 
 
+def test_rows_too_long_for_registers_are_read_in_chunks_16_bytes_at_a_time():
+    from cute_torch.kernels.row_chunks import chunk_config
+    x = torch.empty(4, 131072, dtype=torch.bfloat16)
+    ptx = cute.compile(softmax._long_forward, dynamic_rows(x), dynamic_rows(x), *chunk_config(x, x), False).__ptx__
+    assert {a for a in _accesses(ptx) if ".v" in a} == {"ld.global.v4.b32", "st.global.v4.b32"}
+    assert chunk_config(x[:, :130001], x)[0].vec == 1       # the vector divides the row length
+
+
 def test_one_kernel_serves_every_number_of_rows():
     a, b = torch.empty(7, 512), torch.empty(70000, 512)
     ka = cute.compile(softmax._forward, dynamic_rows(a), dynamic_rows(a), softmax._config(a, a), False)
@@ -88,7 +96,8 @@ def _check(got, want, dtype, what):
                                msg=lambda m: f"{what}: {m}")
 
 
-SHAPES = [(1, 1), (5, 7), (300, 256), (129, 1000), (64, 4096), (3, 6000), (17, 32768)]
+# The last two take the chunked path of rows over 32768 (one not a multiple of the chunk).
+SHAPES = [(1, 1), (5, 7), (300, 256), (129, 1000), (64, 4096), (3, 6000), (17, 32768), (3, 40000), (2, 131072)]
 
 
 @needs_gpu

@@ -10,7 +10,8 @@ row kernels' ops (cute_torch/ops/row_ops.py), forward and backward.
                                                       -> cute.layer_norm_backward(x, w, dy, rstd, mean, ...)
 
 These ops are core ATen, so the backend's decompositions keep them whole. Conditions: the
-last dimension, at most 32768 elements (kernels/row_reduce.MAX_N), float32/bfloat16/float16,
+last dimension, for LayerNorm at most 32768 elements (kernels/row_reduce.MAX_N; softmax takes
+any length), float32/bfloat16/float16,
 a device type the options allow. LayerNorm's mean and rstd keep their (..., 1) shapes and the
 dtype the graph gave them. RMSNorm (composite: it arrives as pow/mean/rsqrt) and cross-entropy
 (log_softmax + nll_loss) are not matched yet.
@@ -34,13 +35,14 @@ SOFTMAX = {aten._softmax.default: False, aten._log_softmax.default: True}
 SOFTMAX_BACKWARD = {aten._softmax_backward_data.default: False, aten._log_softmax_backward_data.default: True}
 
 
-def _rows_ok(node, dim, options: Options) -> bool:
-    """Whether `node`'s value is rows the kernels take, reduced over `dim`."""
+def _rows_ok(node, dim, options: Options, longest: int = MAX_N) -> bool:
+    """Whether `node`'s value is rows the kernels take, reduced over `dim` (rows of at most
+    `longest` elements: softmax takes any length)."""
     v = fake_value(node)
     if v is None or v.dtype not in FLOATS or v.dim() == 0 or v.device.type not in options.devices:
         return False
     n = v.shape[-1]
-    return dim in (-1, v.dim() - 1) and isinstance(n, int) and 1 <= n <= MAX_N
+    return dim in (-1, v.dim() - 1) and isinstance(n, int) and 1 <= n <= longest
 
 
 def _call(graph: fx.Graph, fake_mode, target, args):
@@ -121,11 +123,11 @@ def fuse_rows(gm: fx.GraphModule, fake_mode, options: Options) -> dict:
         if node.op != "call_function":
             continue
         target = node.target
-        if target in SOFTMAX and not node.args[2] and _rows_ok(node.args[0], node.args[1], options):
+        if target in SOFTMAX and not node.args[2] and _rows_ok(node.args[0], node.args[1], options, 1 << 31):
             with graph.inserting_before(node):
                 new = _call(graph, fake_mode, cute.softmax.default, (node.args[0], SOFTMAX[target]))
             node.replace_all_uses_with(new)
-        elif target in SOFTMAX_BACKWARD and _rows_ok(node.args[1], node.args[2], options) \
+        elif target in SOFTMAX_BACKWARD and _rows_ok(node.args[1], node.args[2], options, 1 << 31) \
                 and fake_value(node.args[0]) is not None and node.args[3] == fake_value(node.args[0]).dtype:
             with graph.inserting_before(node):
                 new = _call(graph, fake_mode, cute.softmax_backward.default,
