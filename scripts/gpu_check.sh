@@ -2,9 +2,11 @@
 # On the GPU machine (no LLVM/MLIR there): builds the runtime, cute_torch._C and the torch
 # extension against the carried compiler bundle, runs the whole test suite (GPU tier included)
 # and the benchmarks, and prints a short summary. Logs go to $OUT when it is set.
-#   scripts/gpu_check.sh [bundle-dir] [all|tests|bench]      (see docs/gpu.md)
-# `tests` runs the build and the test suite, `bench` the build, benchmarks and examples: each fits
-# one device command (10 minutes) where `all` may not.
+#   scripts/gpu_check.sh [bundle-dir] [all|tests|bench|sanitize]      (see docs/gpu.md)
+# `tests` runs the build and the test suite, `bench` the build, benchmarks and examples,
+# `sanitize` the build and the compute-sanitizer tier (scripts/sanitize.py: four tools over every
+# kernel family and a planted bug each): each fits one device command (10 minutes) where `all`
+# may not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CUTE_TORCH_PREBUILT_COMPILER=${1:-bundle}
@@ -26,6 +28,11 @@ start=$(date +%s)
 "$PYTHON" setup.py -q build_ext --inplace >"$LOG/build.log" 2>&1 || { tail -40 "$LOG/build.log"; exit 1; }
 "$PYTHON" setup.py -q egg_info >>"$LOG/build.log" 2>&1  # the torch_dynamo_backends entry point
 echo "build: ok in $(( $(date +%s) - start )) s"
+
+if [[ $PART == sanitize ]]; then
+  "$PYTHON" scripts/sanitize.py 2>"$LOG/sanitize.log"
+  exit $?
+fi
 
 tests_rc=0
 if [[ $PART != bench ]]; then
