@@ -19,7 +19,7 @@ def test_schemas():
                 "cross_entropy_backward")}
     assert schemas["layer_norm"] == ("cute::layer_norm(Tensor x, Tensor? weight, Tensor? bias, Tensor? residual, "
                                      "float eps, bool rms) -> (Tensor, Tensor, Tensor, Tensor)")
-    assert schemas["cross_entropy"].endswith("(Tensor logits, Tensor target, SymInt ignore_index=-100) -> "
+    assert schemas["cross_entropy"].endswith("(Tensor logits, Tensor target, int ignore_index=-100) -> "
                                              "(Tensor, Tensor)")
 
 
@@ -161,3 +161,31 @@ def test_bad_inputs_on_the_gpu_are_errors_naming_the_op():
         cops.cross_entropy_loss(x, torch.zeros(3, dtype=torch.long, device="cuda"))
     with pytest.raises(TypeError, match="targets are int64 or int32"):
         cops.cross_entropy_loss(x, torch.zeros(2, device="cuda"))
+
+
+def test_the_builder_compiles_each_op_and_says_where_its_arguments_come_from():
+    """What csrc/torch/RowOps.cpp asks on a miss (cute_torch/ops/row_build.py), answered without
+    a GPU: each op compiles for sm_90a from descriptions alone, and the recipe lists each
+    operand's pointer, then its rows where M is a run-time value, then the scalars."""
+    from cute_torch.ops import row_build
+    rows, vec, col = "r;bfloat16;4096;4096;16;0", "v;float32;1;1;16;0", "c;bfloat16;4096;1;16;0"
+    cases = {
+        ("softmax", f"{rows}|{rows}", "0"): [0, 1000, 1, 1001],
+        ("softmax", "r;float32;131072;131072;16;0|r;float32;131072;131072;16;0", "1"): [0, 1000, 1, 1001],
+        ("softmax_backward", f"{rows}|{rows}|{rows}", "1"): [0, 1000, 1, 1001, 2, 1002],
+        ("layer_norm", f"{rows}|-|{col}|-|{rows}|-|{vec}|-", "1"): [0, 1000, 2, 4, 1004, 6, 1006, 4000],
+        ("layer_norm_backward", f"{rows}|{col}|{rows}|{vec}|{vec}|{rows}|r;float32;4096;4096;16;0|-", ""):
+            [0, 1000, 1, 2, 1002, 3, 1003, 4, 1004, 5, 1005, 6, 1006, 5000],
+        ("cross_entropy", "r;bfloat16;50257;50304;16;0|v;int64;1;1;16;0|{v}|{v}".format(v=vec), ""):
+            [0, 1000, 1, 1001, 2, 1002, 3, 1003, 5000],
+        ("cross_entropy_backward", "r;bfloat16;32000;32000;16;0|v;int64;1;1;16;0|{v}|s;float32;1;1;16;0|"
+                                   "r;bfloat16;32000;32000;16;0".format(v=vec), ""):
+            [0, 1000, 1, 1001, 2, 1002, 3, 4, 1004, 5000],
+    }
+    for (op, described, flags), recipe in cases.items():
+        entry, runtime, rows_per_cta, threads, *rest = row_build.build(op, described, flags, 0, arch="sm_90a")
+        assert rest[:-1] == recipe, (op, rest[:-1])
+        assert rows_per_cta >= 1 and threads % 32 == 0 and threads >= rows_per_cta
+        assert ".entry" in rest[-1].__ptx__
+    with pytest.raises(ValueError, match="unknown row op"):
+        row_build.build("median", rows, "", 0, arch="sm_90a")

@@ -50,7 +50,6 @@ struct GemmKernel {
 
 std::mutex cacheMutex;
 std::unordered_map<std::string, GemmKernel> kernelCache;
-std::unordered_map<int, int64_t> smCounts;
 
 /// "[2, 3]": built with std::to_string, like every number in these messages (OpCommon.h).
 std::string shapeText(c10::IntArrayRef sizes) {
@@ -166,19 +165,6 @@ std::string viewText(const View &v) {
   for (int d = 0; d < v.rank; ++d)
     text += (d ? "," : ";") + std::to_string(v.strides[d]);
   return text + ";" + std::to_string(alignment(v));
-}
-
-int64_t smCount(int device) {
-  {
-    std::lock_guard<std::mutex> lock(cacheMutex);
-    auto found = smCounts.find(device);
-    if (found != smCounts.end())
-      return found->second;
-  }
-  BuilderResult result = callBuilder("sms", {BuilderArg(device)});
-  TORCH_CHECK(!result.ints.empty(), "cute::gemm: the builder returned no SM count");
-  std::lock_guard<std::mutex> lock(cacheMutex);
-  return smCounts[device] = static_cast<int64_t>(result.ints[0]);
 }
 
 /// 256-column tiles unless 128 x 256 tiles would leave more than half the SMs idle or N is

@@ -1,9 +1,13 @@
 //===- OpCommon.cpp - helpers shared by the torch.ops.cute families -------===//
 
 #include "OpCommon.h"
+#include "PythonBuilder.h"
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <mutex>
+#include <unordered_map>
 
 namespace cute_torch::ops {
 namespace {
@@ -43,6 +47,21 @@ c10::ScalarType dtypeFromName(const std::string &name, const char *op) {
     if (name == d.name)
       return d.type;
   TORCH_CHECK(false, op, ": the builder returned an unknown dtype '", name, "'");
+}
+
+int64_t smCount(int device) {
+  static std::mutex mutex;
+  static std::unordered_map<int, int64_t> counts;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = counts.find(device);
+    if (found != counts.end())
+      return found->second;
+  }
+  BuilderResult result = callBuilder("sms", {BuilderArg(device)});
+  TORCH_CHECK(!result.ints.empty(), "the builder returned no SM count");
+  std::lock_guard<std::mutex> lock(mutex);
+  return counts[device] = static_cast<int64_t>(result.ints[0]);
 }
 
 void runOnCurrentStream(void (*entry)(void **), runtime::LoadedArtifact *artifact,

@@ -28,6 +28,9 @@ const char *dtypeName(c10::ScalarType type, const char *op, const std::string &w
 /// The dtype of a language name the Python builder returned.
 c10::ScalarType dtypeFromName(const std::string &name, const char *op);
 
+/// The device's number of SMs (asked of the Python builder once per device).
+int64_t smCount(int device);
+
 /// Runs a compiled host entry with its argument slots (8 bytes each; i32 arguments are read
 /// from the low half) on the current stream of `device`, under a device guard; a CUDA error
 /// becomes a torch error from `op`.

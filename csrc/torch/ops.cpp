@@ -8,6 +8,7 @@
 
 #include "Gemm.h"
 #include "Pointwise.h"
+#include "RowOps.h"
 #include "cute_torch/runtime.h"
 
 #include <torch/library.h>
@@ -43,6 +44,7 @@ TORCH_LIBRARY(cute, m) {
   m.def("gemm.multi(Tensor a, Tensor b, str[] epilogues, Tensor[] inputs, ScalarType[]? "
         "out_dtypes=None) "
         "-> Tensor[]");
+  cute_torch::ops::defineRowOps(m);
 }
 
 TORCH_LIBRARY_IMPL(cute, CUDA, m) {
@@ -50,11 +52,13 @@ TORCH_LIBRARY_IMPL(cute, CUDA, m) {
   m.impl("pointwise.multi", &cute_torch::ops::pointwiseMultiCuda);
   m.impl("gemm", &cute_torch::ops::gemmCuda);
   m.impl("gemm.multi", &cute_torch::ops::gemmMultiCuda);
+  cute_torch::ops::implementRowOpsCuda(m);
 }
 TORCH_LIBRARY_IMPL(cute, CPU, m) {
   m.impl("pointwise", &cute_torch::ops::pointwiseCpu);
   m.impl("pointwise.multi", &cute_torch::ops::pointwiseMultiCpu);
   m.impl("gemm", &cute_torch::ops::gemmCpu);
   m.impl("gemm.multi", &cute_torch::ops::gemmMultiCpu);
+  cute_torch::ops::implementRowOpsCpu(m);
 }
 TORCH_LIBRARY_IMPL(cute, Autograd, m) { m.impl("pointwise", &cute_torch::ops::pointwiseAutograd); }

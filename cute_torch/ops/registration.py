@@ -50,6 +50,10 @@ def _builder(kind: str, *args):
         return gemm_build.build(*args)
     if kind == "sms":
         return (gemm_build.sm_count(*args),)
+    if kind == "rows":
+        kernel_builds += 1
+        from . import row_build
+        return row_build.build(*args)
     raise ValueError(f"unknown builder request {kind!r}")
 
 
@@ -139,4 +143,6 @@ def load() -> None:
         torch.library.register_fake("cute::gemm")(_gemm_fake)
         torch.library.register_fake("cute::gemm.multi")(_gemm_multi_fake)
         gemm_autograd.register()
+        from . import row_ops
+        row_ops.register()
         _loaded = True

@@ -1,70 +1,89 @@
-"""torch.ops.cute.softmax / log_softmax / rms_norm / layer_norm / cross_entropy and their backward
-ops, over the row kernels of kernels/softmax.py, kernels/norms.py and kernels/cross_entropy.py.
+"""torch.ops.cute.softmax / layer_norm / cross_entropy and their backward ops: the Python side.
 
-Each is a torch.library custom op (schema, fake kernel, autograd formula through the backward
-op), so it works under torch.compile, opcheck and CUDA graphs. They run on CUDA tensors over
-the last dimension; statistics (rstd, mean, lse) are Float32. These ops launch from Python
-(the DSL's dispatch, about 20-40 us of host time a call); a C++ fast path like cute::gemm's is
-not written yet.
+The schemas and the CUDA kernels are C++ (csrc/torch/RowOps.cpp: the hot path, a kernel cache
+keyed by the operands' description, the launch on the current stream; a miss compiles through
+cute_torch/ops/row_build.py). Here: the fake kernels, the autograd formulas (through the
+backward ops), registered by `register()` when the extension loads, and the Python entries
+(softmax, log_softmax, rms_norm, layer_norm_fn, cross_entropy_loss). The ops run on CUDA tensors
+over the last dimension; statistics (rstd, mean, lse) are Float32.
 """
 
 from __future__ import annotations
 
 import torch
-from torch.library import custom_op
 
-from ..kernels import cross_entropy as _ce
-from ..kernels import norms as _norms
-from ..kernels import softmax as _softmax
 from ..kernels.row_reduce import MAX_N
-
 
 # RMSNorm's eps when none is given (torch.rms_norm's: float32's machine epsilon, also for
 # bfloat16 and float16 inputs, which it computes in float32).
 DEFAULT_RMS_EPS = torch.finfo(torch.float32).eps
 
 
-def _cuda(op: str, *tensors) -> None:
-    for t in tensors:
-        if t is not None and not t.is_cuda:
-            raise RuntimeError(f"cute::{op} runs on CUDA tensors; got one on {t.device}")
-
-
-def _row_length(op: str, x: torch.Tensor) -> None:
-    n = x.shape[-1] if x.dim() else 1
-    if x.numel() and not 1 <= n <= MAX_N:
-        raise ValueError(f"cute::{op}: rows of {n} elements; the norm kernels take 1 to {MAX_N} (longer rows "
-                         "need the cluster path, not written yet)")
-
-
 def _empty(like: torch.Tensor) -> torch.Tensor:
     return like.new_empty((0,))
 
 
-# -- softmax -------------------------------------------------------------------------------------------
+# -- fake kernels (shapes and dtypes; the checks that need no data) -------------------------------------
 
-@custom_op("cute::softmax", mutates_args=())
-def softmax(x: torch.Tensor, log: bool = False) -> torch.Tensor:
-    """softmax (log_softmax with `log`) over the last dim."""
-    _cuda("softmax", x)
-    return _softmax.softmax(x, log=log)
-
-
-@softmax.register_fake
-def _(x, log=False):
+def _softmax_fake(x, log=False):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-@custom_op("cute::softmax_backward", mutates_args=())
-def softmax_backward(y: torch.Tensor, dy: torch.Tensor, log: bool = False) -> torch.Tensor:
-    _cuda("softmax_backward", y, dy)
-    return _softmax.softmax_backward(y, dy, log=log)
-
-
-@softmax_backward.register_fake
-def _(y, dy, log=False):
+def _softmax_backward_fake(y, dy, log=False):
+    if y.shape != dy.shape:
+        raise ValueError("cute::softmax_backward: y and dy differ in shape")
     return torch.empty_like(dy, memory_format=torch.contiguous_format)
 
+
+def _layer_norm_fake(x, weight, bias, residual, eps, rms):
+    if rms and bias is not None:
+        raise ValueError("cute::layer_norm: RMSNorm (rms=True) takes no bias")
+    if residual is not None and residual.shape != x.shape:
+        raise ValueError("cute::layer_norm: residual has another shape than x")
+    n = x.shape[-1]
+    for t, name in ((weight, "weight"), (bias, "bias")):
+        if t is not None and tuple(t.shape) != (n,):
+            raise ValueError(f"cute::layer_norm: {name} must have shape ({n},)")
+    if x.numel() and not 1 <= n <= MAX_N:
+        raise ValueError(f"cute::layer_norm: rows of {n} elements; the norm kernels take 1 to {MAX_N} (longer "
+                         "rows need the cluster path, not written yet)")
+    rows = x.numel() // n if n else 0
+    stat = x.new_empty((rows,), dtype=torch.float32)
+    res_out = _empty(x) if residual is None else torch.empty_like(residual, memory_format=torch.contiguous_format)
+    return (torch.empty_like(x, memory_format=torch.contiguous_format), res_out, stat,
+            _empty(stat) if rms else x.new_empty((rows,), dtype=torch.float32))
+
+
+def _layer_norm_backward_fake(x, weight, dy, rstd, mean, weight_grad, bias_grad):
+    if dy.shape != x.shape:
+        raise ValueError("cute::layer_norm_backward: dy has another shape than x")
+    n = x.shape[-1]
+    dtype = weight.dtype if weight is not None else x.dtype
+    dw = x.new_empty((n,), dtype=dtype) if weight_grad and weight is not None else _empty(x)
+    db = x.new_empty((n,), dtype=dtype) if bias_grad else _empty(x)
+    return torch.empty_like(x, memory_format=torch.contiguous_format), dw, db
+
+
+def _check_logits(logits, target, op: str) -> None:
+    if logits.dim() != 2 or target.dim() != 1 or target.shape[0] != logits.shape[0]:
+        raise ValueError(f"cute::{op}: cross_entropy takes logits (M, V) and targets (M,)")
+    if target.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"cute::{op}: cross_entropy targets are int64 or int32, got {target.dtype}")
+
+
+def _cross_entropy_fake(logits, target, ignore_index=-100):
+    _check_logits(logits, target, "cross_entropy")
+    rows = logits.new_empty((logits.shape[0],), dtype=torch.float32)
+    return rows, torch.empty_like(rows)
+
+
+def _cross_entropy_backward_fake(logits, target, lse, dloss, ignore_index=-100):
+    _check_logits(logits, target, "cross_entropy_backward")
+    return torch.empty(logits.shape, dtype=logits.dtype, device=logits.device)
+
+
+# -- autograd ------------------------------------------------------------------------------------------
+# (The dispatcher drops trailing arguments left at their defaults: inputs may be shorter.)
 
 def _softmax_setup(ctx, inputs, output):
     ctx.log = inputs[1] if len(inputs) > 1 else False
@@ -73,62 +92,7 @@ def _softmax_setup(ctx, inputs, output):
 
 def _softmax_grad(ctx, dy):
     (y,) = ctx.saved_tensors
-    return softmax_backward(y, dy, ctx.log), None
-
-
-softmax.register_autograd(_softmax_grad, setup_context=_softmax_setup)
-
-
-def log_softmax(x: torch.Tensor) -> torch.Tensor:
-    return softmax(x, True)
-
-
-# -- RMSNorm and LayerNorm ---------------------------------------------------------------------------
-
-@custom_op("cute::layer_norm", mutates_args=())
-def layer_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-               residual: torch.Tensor | None, eps: float, rms: bool) -> tuple[torch.Tensor, torch.Tensor,
-                                                                                torch.Tensor, torch.Tensor]:
-    """(y, residual_out, rstd, mean) of LayerNorm, or RMSNorm with `rms` (bias must be None),
-    of x (+ residual). residual_out (x + residual, in the residual's dtype) and mean are empty
-    when absent."""
-    _cuda("layer_norm", x, weight, bias, residual)
-    _row_length("layer_norm", x)
-    if rms and bias is not None:
-        raise ValueError("cute::layer_norm: RMSNorm (rms=True) takes no bias")
-    y, res_out, rstd, mean = _norms.norm_forward(x, weight, bias, residual, eps=eps, rms=rms)
-    return y, _empty(x) if res_out is None else res_out, rstd, _empty(rstd) if mean is None else mean
-
-
-@layer_norm.register_fake
-def _(x, weight, bias, residual, eps, rms):
-    if residual is not None and residual.shape != x.shape:
-        raise ValueError(f"residual has shape {tuple(residual.shape)} where x has {tuple(x.shape)}")
-    rows = x.numel() // x.shape[-1] if x.dim() else 1
-    stat = x.new_empty((rows,), dtype=torch.float32)
-    res_out = _empty(x) if residual is None else torch.empty_like(residual, memory_format=torch.contiguous_format)
-    return (torch.empty_like(x, memory_format=torch.contiguous_format), res_out, stat,
-            _empty(stat) if rms else x.new_empty((rows,), dtype=torch.float32))
-
-
-@custom_op("cute::layer_norm_backward", mutates_args=())
-def layer_norm_backward(x: torch.Tensor, weight: torch.Tensor | None, dy: torch.Tensor, rstd: torch.Tensor,
-                        mean: torch.Tensor, weight_grad: bool, bias_grad: bool) -> tuple[torch.Tensor, torch.Tensor,
-                                                                                         torch.Tensor]:
-    """(dx, dweight, dbias) from the normalized x (after the residual add), the weight and the
-    saved statistics (an empty `mean`: RMSNorm); gradients not asked for are empty."""
-    _cuda("layer_norm_backward", x, weight, dy, rstd)
-    dx, dw, db = _norms.norm_backward(x, weight, dy, rstd, mean if mean.numel() else None,
-                                      weight_grad=weight_grad, bias_grad=bias_grad)
-    return dx, _empty(x) if dw is None else dw, _empty(x) if db is None else db
-
-
-@layer_norm_backward.register_fake
-def _(x, weight, dy, rstd, mean, weight_grad, bias_grad):
-    n = x.shape[-1]
-    dw = x.new_empty((n,), dtype=weight.dtype) if weight_grad and weight is not None else _empty(x)
-    db = x.new_empty((n,), dtype=weight.dtype if weight is not None else x.dtype) if bias_grad else _empty(x)
-    return torch.empty_like(x, memory_format=torch.contiguous_format), dw, db
+    return torch.ops.cute.softmax_backward(y, dy, ctx.log), None
 
 
 def _norm_setup(ctx, inputs, output):
@@ -145,58 +109,13 @@ def _norm_grad(ctx, dy, d_res_out, _drstd, _dmean):
     gradient plus the gradient of residual_out (the residual stream going on)."""
     s, weight, rstd, mean = ctx.saved_tensors
     has_w, has_b, has_res = ctx.has
-    ds, dw, db = layer_norm_backward(s, weight, dy, rstd, mean, has_w and ctx.needs_input_grad[1],
-                                     has_b and ctx.needs_input_grad[2])
+    ds, dw, db = torch.ops.cute.layer_norm_backward(s, weight, dy, rstd, mean, has_w and ctx.needs_input_grad[1],
+                                                    has_b and ctx.needs_input_grad[2])
     if has_res and d_res_out is not None:
         ds = ds + d_res_out
     x_dtype, res_dtype = ctx.dtypes
     return (ds.to(x_dtype), dw if dw.numel() else None, db if db.numel() else None,
             ds.to(res_dtype) if has_res else None, None, None)
-
-
-layer_norm.register_autograd(_norm_grad, setup_context=_norm_setup)
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6,
-             residual: torch.Tensor | None = None):
-    """RMSNorm over the last dim: y, or (y, x + residual) with a residual."""
-    y, res_out, _, _ = layer_norm(x, weight, None, residual, eps, True)
-    return y if residual is None else (y, res_out)
-
-
-def layer_norm_fn(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
-                  eps: float = 1e-5, residual: torch.Tensor | None = None):
-    """LayerNorm over the last dim: y, or (y, x + residual) with a residual."""
-    y, res_out, _, _ = layer_norm(x, weight, bias, residual, eps, False)
-    return y if residual is None else (y, res_out)
-
-
-# -- cross-entropy --------------------------------------------------------------------------------------
-
-@custom_op("cute::cross_entropy", mutates_args=())
-def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100) -> tuple[torch.Tensor,
-                                                                                                 torch.Tensor]:
-    """(loss per row, lse per row), Float32; loss is 0 where target == ignore_index."""
-    _cuda("cross_entropy", logits, target)
-    return _ce.cross_entropy_forward(logits, target, ignore_index)
-
-
-@cross_entropy.register_fake
-def _(logits, target, ignore_index=-100):
-    rows = logits.new_empty((logits.shape[0],), dtype=torch.float32)
-    return rows, torch.empty_like(rows)
-
-
-@custom_op("cute::cross_entropy_backward", mutates_args=())
-def cross_entropy_backward(logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, dloss: torch.Tensor,
-                           ignore_index: int = -100) -> torch.Tensor:
-    _cuda("cross_entropy_backward", logits, target, lse, dloss)
-    return _ce.cross_entropy_backward(logits, target, lse, dloss, ignore_index)
-
-
-@cross_entropy_backward.register_fake
-def _(logits, target, lse, dloss, ignore_index=-100):
-    return torch.empty_like(logits, memory_format=torch.contiguous_format)
 
 
 def _ce_setup(ctx, inputs, output):
@@ -207,10 +126,49 @@ def _ce_setup(ctx, inputs, output):
 
 def _ce_grad(ctx, dloss, _dlse):
     logits, target, lse = ctx.saved_tensors
-    return cross_entropy_backward(logits, target, lse, dloss, ctx.ignore_index), None, None
+    return torch.ops.cute.cross_entropy_backward(logits, target, lse, dloss, ctx.ignore_index), None, None
 
 
-cross_entropy.register_autograd(_ce_grad, setup_context=_ce_setup)
+def register() -> None:
+    """Fakes and autograd of the C++ row ops (called once, when the extension loads)."""
+    for name, fake in (("softmax", _softmax_fake), ("softmax_backward", _softmax_backward_fake),
+                       ("layer_norm", _layer_norm_fake), ("layer_norm_backward", _layer_norm_backward_fake),
+                       ("cross_entropy", _cross_entropy_fake),
+                       ("cross_entropy_backward", _cross_entropy_backward_fake)):
+        torch.library.register_fake(f"cute::{name}")(fake)
+    torch.library.register_autograd("cute::softmax", _softmax_grad, setup_context=_softmax_setup)
+    torch.library.register_autograd("cute::layer_norm", _norm_grad, setup_context=_norm_setup)
+    torch.library.register_autograd("cute::cross_entropy", _ce_grad, setup_context=_ce_setup)
+
+
+# -- Python entries ------------------------------------------------------------------------------------
+
+def softmax(x: torch.Tensor, log: bool = False) -> torch.Tensor:
+    """softmax (log_softmax with `log`) over the last dim, any row length."""
+    return torch.ops.cute.softmax(x, log)
+
+
+def log_softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.cute.softmax(x, True)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6,
+             residual: torch.Tensor | None = None):
+    """RMSNorm over the last dim: y, or (y, x + residual) with a residual."""
+    y, res_out, _, _ = torch.ops.cute.layer_norm(x, weight, None, residual, eps, True)
+    return y if residual is None else (y, res_out)
+
+
+def layer_norm_fn(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                  eps: float = 1e-5, residual: torch.Tensor | None = None):
+    """LayerNorm over the last dim: y, or (y, x + residual) with a residual."""
+    y, res_out, _, _ = torch.ops.cute.layer_norm(x, weight, bias, residual, eps, False)
+    return y if residual is None else (y, res_out)
+
+
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
+    """(loss per row, lse per row), Float32; loss is 0 where target == ignore_index."""
+    return torch.ops.cute.cross_entropy(logits, target, ignore_index)
 
 
 def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
@@ -219,7 +177,7 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index:
     the logits' dtype."""
     if reduction not in ("none", "sum", "mean"):
         raise ValueError(f"reduction is 'none', 'sum' or 'mean', got {reduction!r}")
-    loss, _ = cross_entropy(logits, target, ignore_index)
+    loss, _ = torch.ops.cute.cross_entropy(logits, target, ignore_index)
     if reduction != "none":
         loss = loss.sum() if reduction == "sum" else loss.sum() / (target != ignore_index).sum()
     return loss.to(logits.dtype)           # F.cross_entropy's dtype (computed in float32)

@@ -1,0 +1,25 @@
+//===- RowOps.h - the row ops for the dispatcher --------------------*- C++ -*-===//
+//
+// cute::softmax, cute::layer_norm, cute::cross_entropy and their backward ops over the row
+// kernels (kernels/softmax.py, norms.py, cross_entropy.py): the schemas and CUDA kernels are
+// here, with a C++ cache of compiled kernels keyed by the operands' static description; fakes
+// and autograd formulas are registered from Python (cute_torch/ops/row_ops.py).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CUTE_TORCH_OPS_ROWOPS_H
+#define CUTE_TORCH_OPS_ROWOPS_H
+
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+namespace cute_torch::ops {
+
+/// The schemas (TORCH_LIBRARY(cute)) and the CUDA and CPU (an error) kernels.
+void defineRowOps(torch::Library &m);
+void implementRowOpsCuda(torch::Library &m);
+void implementRowOpsCpu(torch::Library &m);
+
+} // namespace cute_torch::ops
+
+#endif // CUTE_TORCH_OPS_ROWOPS_H

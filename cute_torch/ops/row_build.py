@@ -1,0 +1,116 @@
+"""The Python side of a row op's cache miss (csrc/torch/RowOps.cpp): compile the row kernel
+(kernels/softmax.py, norms.py, cross_entropy.py) for the operands' static description and say
+how the C++ side fills its arguments.
+
+C++ describes each operand as "kind;dtype;n;row_stride;alignment;wide", or "-" for an absent
+one. Kinds: "r" rows (M, n), M a run-time value, the row stride compile-time, as
+kernels/row_reduce.dynamic_rows makes; "v" a per-row vector (M,); "c" a per-column vector (n,);
+"s" one element. The kernels' own configuration functions pick the CTA shape from these
+descriptions as they would from the tensors (the alignment stands in for the address).
+
+The result is (host entry, runtime, rows per CTA, threads per CTA, *recipe, compiled function):
+the recipe lists, per argument slot of the compiled host function, kind * 1000 + index, kinds
+0 operand `index`'s data pointer, 1 its number of rows, 4 float scalar `index` (as float32),
+5 int scalar `index`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..dsl.tensor import TensorArg, numeric_of_torch_dtype
+
+POINTER, ROWS, FLOAT, INT = 0, 1, 4, 5
+
+
+class _Described:
+    """An operand as the kernels' configuration functions see a tensor."""
+
+    def __init__(self, text: str, device: int):
+        kind, dtype, n, stride, alignment, wide = text.split(";")
+        self.kind, self.dtype = kind, getattr(torch, dtype)
+        self.n, self.row_stride, self.alignment, self.wide = int(n), int(stride), int(alignment), wide == "1"
+        self.shape = (2, self.n) if kind == "r" else (2,) if kind == "v" else (self.n,) if kind == "c" else (1,)
+        self.device = device
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def stride(self, d: int) -> int:
+        return self.row_stride if self.kind == "r" and d == 0 else 1
+
+    def data_ptr(self) -> int:
+        return self.alignment
+
+    def element_size(self) -> int:
+        return torch.empty((), dtype=self.dtype).element_size()
+
+    def arg(self) -> TensorArg:
+        numeric = numeric_of_torch_dtype(self.dtype)
+        if self.kind == "r":
+            arg = TensorArg.describe(numeric, (1, self.n), (self.row_stride, 1), self.alignment, self.device, self.wide)
+            return arg.mark_compact_shape_dynamic(0, stride_order=(1, 0))
+        if self.kind == "v":
+            return TensorArg.describe(numeric, (1,), (1,), self.alignment, self.device, False) \
+                .mark_compact_shape_dynamic(0)
+        return TensorArg.describe(numeric, self.shape, (1,), self.alignment, self.device, False)
+
+
+def _operands(descriptions: str, device: int) -> list:
+    return [None if text == "-" else _Described(text, device) for text in descriptions.split("|")]
+
+
+def _recipe(operands: list, floats: int = 0, ints: int = 0) -> list[int]:
+    """Slots in the host ABI's order: each present operand's pointer (then its rows when M is a
+    run-time value), then the scalars, float ones first, as the kernels' hosts take them."""
+    slots = []
+    for i, op in enumerate(operands):
+        if op is not None:
+            slots.append(POINTER * 1000 + i)
+            if op.kind in ("r", "v"):
+                slots.append(ROWS * 1000 + i)
+    return slots + [FLOAT * 1000 + j for j in range(floats)] + [INT * 1000 + j for j in range(ints)]
+
+
+def build(op: str, descriptions: str, flags: str, device: int, arch: str | None = None):
+    """See the module docstring. `flags` is a string of 0/1 (the op's booleans); `arch` (tests
+    without a GPU) overrides the device's."""
+    from ..kernels import cross_entropy, norms, softmax
+    from ..kernels.row_chunks import chunk_config
+    from ..kernels.row_reduce import MAX_N
+
+    ops = _operands(descriptions, device)
+    args = [None if o is None else o.arg() for o in ops]
+    bits = [f == "1" for f in flags]
+    options = {"arch": arch} if arch else None
+    if op in ("softmax", "softmax_backward"):
+        log = bits[0]
+        present = [o for o in ops if o is not None]
+        long = present[0].n > MAX_N
+        if op == "softmax":
+            host = softmax._long_forward if long else softmax._forward
+        else:
+            host = softmax._long_backward if long else softmax._backward
+        cfg, *exact = chunk_config(*present) if long else (softmax._config(*present),)
+        compiled = host.compile(*args, cfg, *exact, log, options=options)
+        recipe = _recipe(ops)
+    elif op == "layer_norm":            # x, residual, weight, bias, y, residual_out, rstd, mean
+        cfg = norms._config(ops[0].n, [o for o in ops[:6]], 32)
+        compiled = norms._forward.compile(*args, 1e-5, cfg, bits[0], options=options)
+        recipe = _recipe(ops, floats=1)
+    elif op == "layer_norm_backward":   # x, weight, dy, rstd, mean, dx, dweight partial, dbias partial
+        cfg = norms._config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]], 16)
+        compiled = norms._backward.compile(*args, 1, cfg, options=options)
+        recipe = _recipe(ops, ints=1)
+    elif op == "cross_entropy":          # logits, target, loss, lse
+        cfg, exact = chunk_config(ops[0])
+        compiled = cross_entropy._forward.compile(*args, -100, cfg, exact, options=options)
+        recipe = _recipe(ops, ints=1)
+    elif op == "cross_entropy_backward":  # logits, target, lse, dloss, dlogits
+        cfg, exact = chunk_config(ops[0], ops[4])
+        compiled = cross_entropy._backward.compile(*args, -100, cfg, exact, ops[3].kind == "s", options=options)
+        recipe = _recipe(ops, ints=1)
+    else:
+        raise ValueError(f"unknown row op {op!r}")
+    entry = compiled.host_entry()
+    return (entry.address, entry.runtime, cfg.rows, cfg.threads, *recipe, compiled)
