@@ -83,19 +83,21 @@ std::string describe(char kind, const at::Tensor &t, const char *op) {
 
 const RowKernel &rowKernel(const std::string &op, const std::string &described,
                            const std::string &flags, int device) {
-  const std::string key = op + '\x1f' + flags + '\x1f' + std::to_string(device) + '\x1f' + described;
+  const std::string key =
+      op + '\x1f' + flags + '\x1f' + std::to_string(device) + '\x1f' + described;
   {
     std::lock_guard<std::mutex> lock(cacheMutex);
     auto found = kernelCache.find(key);
     if (found != kernelCache.end())
       return found->second;
   }
-  BuilderResult built = callBuilder("rows", {BuilderArg(op), BuilderArg(described),
-                                             BuilderArg(flags), BuilderArg(device)});
+  BuilderResult built = callBuilder(
+      "rows", {BuilderArg(op), BuilderArg(described), BuilderArg(flags), BuilderArg(device)});
   TORCH_CHECK(built.ints.size() >= 4, "cute::", op, ": the builder returned no kernel");
   RowKernel kernel{reinterpret_cast<void (*)(void **)>(built.ints[0]),
                    reinterpret_cast<runtime::LoadedArtifact *>(built.ints[1]),
-                   static_cast<int64_t>(built.ints[2]), static_cast<int64_t>(built.ints[3]),
+                   static_cast<int64_t>(built.ints[2]),
+                   static_cast<int64_t>(built.ints[3]),
                    {built.ints.begin() + 4, built.ints.end()}};
   std::lock_guard<std::mutex> lock(cacheMutex);
   return kernelCache.emplace(key, std::move(kernel)).first->second;
@@ -219,12 +221,12 @@ layerNormCuda(const at::Tensor &x, const std::optional<at::Tensor> &weight,
   at::Tensor rstd = at::empty({m}, f32);
   at::Tensor mean = rms ? at::Tensor() : at::empty({m}, f32);
   if (m && n) {
-    const RowKernel &k = rowKernel(
-        "layer_norm",
-        join({describe('r', x2, op), describe('r', r2, op), describe('c', w, op),
-              describe('c', b, op), describe('r', y, op), describe('r', rOut, op),
-              describe('v', rstd, op), describe('v', mean, op)}),
-        rms ? "1" : "0", x.device().index());
+    const RowKernel &k =
+        rowKernel("layer_norm",
+                  join({describe('r', x2, op), describe('r', r2, op), describe('c', w, op),
+                        describe('c', b, op), describe('r', y, op), describe('r', rOut, op),
+                        describe('v', rstd, op), describe('v', mean, op)}),
+                  rms ? "1" : "0", x.device().index());
     launch(k, {x2, r2, w, b, y, rOut, rstd, mean}, {eps}, {}, op);
   }
   return {y.view(x.sizes()), rOut.defined() ? rOut.view(x.sizes()) : at::empty({0}, x.options()),
@@ -266,14 +268,13 @@ layerNormBackwardCuda(const at::Tensor &x, const std::optional<at::Tensor> &weig
     return {dx.view(x.sizes()), dw, db};
   }
   // The partial rows are fresh allocations: described before they exist (stride N, 16 bytes).
-  const std::string part =
-      "r;float32;" + std::to_string(n) + ";" + std::to_string(n) + ";16;0";
-  const RowKernel &k = rowKernel(
-      "layer_norm_backward",
-      join({describe('r', x2, op), describe('c', w, op), describe('r', dy2, op),
-            describe('v', rstd, op), describe('v', mean, op), describe('r', dx, op),
-            wantW ? part : "-", biasGrad ? part : "-"}),
-      "", x.device().index());
+  const std::string part = "r;float32;" + std::to_string(n) + ";" + std::to_string(n) + ";16;0";
+  const RowKernel &k =
+      rowKernel("layer_norm_backward",
+                join({describe('r', x2, op), describe('c', w, op), describe('r', dy2, op),
+                      describe('v', rstd, op), describe('v', mean, op), describe('r', dx, op),
+                      wantW ? part : "-", biasGrad ? part : "-"}),
+                "", x.device().index());
   const int64_t blocks = (m + k.rowsPerCta - 1) / k.rowsPerCta;
   // Enough resident CTAs (about 16 warps per SM) to keep loads in flight (kernels/norms.py).
   const int64_t ctas = std::max<int64_t>(
@@ -289,8 +290,8 @@ layerNormBackwardCuda(const at::Tensor &x, const std::optional<at::Tensor> &weig
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>
-layerNormCpu(const at::Tensor &x, const std::optional<at::Tensor> &, const std::optional<at::Tensor> &,
-             const std::optional<at::Tensor> &, double, bool) {
+layerNormCpu(const at::Tensor &x, const std::optional<at::Tensor> &,
+             const std::optional<at::Tensor> &, const std::optional<at::Tensor> &, double, bool) {
   checkCuda("layer_norm", {&x});
   return {};
 }
@@ -312,9 +313,8 @@ void checkLogits(const at::Tensor &logits, const at::Tensor &target, const char 
                    c10::toString(target.scalar_type()));
 }
 
-std::tuple<at::Tensor, at::Tensor> crossEntropyCuda(const at::Tensor &logitsIn,
-                                                    const at::Tensor &targetIn,
-                                                    int64_t ignoreIndex) {
+std::tuple<at::Tensor, at::Tensor>
+crossEntropyCuda(const at::Tensor &logitsIn, const at::Tensor &targetIn, int64_t ignoreIndex) {
   const char *op = "cute::cross_entropy";
   checkCuda("cross_entropy", {&logitsIn, &targetIn});
   checkLogits(logitsIn, targetIn, "cross_entropy");
