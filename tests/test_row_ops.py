@@ -189,3 +189,32 @@ def test_the_builder_compiles_each_op_and_says_where_its_arguments_come_from():
         assert ".entry" in rest[-1].__ptx__
     with pytest.raises(ValueError, match="unknown row op"):
         row_build.build("median", rows, "", 0, arch="sm_90a")
+
+
+def test_the_builder_configures_from_a_description_what_the_kernels_configure_from_the_tensor():
+    """Random row views (offsets into a buffer, padded row strides, every dtype): the CTA shape
+    row_build picks from csrc/torch/RowOps.cpp's descriptions equals the one the Python entries
+    of kernels/*.py pick from the tensors themselves (those passed on the GPU)."""
+    from cute_torch.kernels import norms, softmax
+    from cute_torch.kernels.row_chunks import chunk_config
+    from cute_torch.ops.row_build import _Described
+
+    def described(t, kind="r"):
+        return _Described(torch.ops.cute.row_describe(t, kind), 0)
+
+    g = torch.Generator().manual_seed(81)
+    dtypes = [torch.bfloat16, torch.float16, torch.float32]
+    for _ in range(200):
+        dtype = dtypes[int(torch.randint(0, 3, (1,), generator=g))]
+        n = int(torch.randint(1, 40000, (1,), generator=g))
+        pad = int(torch.randint(0, 9, (1,), generator=g))
+        offset = int(torch.randint(0, 9, (1,), generator=g))
+        buffer = torch.empty(4 * (n + pad) + offset, dtype=dtype)
+        x = buffer[offset:offset + 4 * (n + pad)].view(4, n + pad)[:, :n]
+        y = torch.empty(4, n, dtype=dtype)
+        if n <= 32768:
+            assert softmax._config(x, y) == softmax._config(described(x), described(y)), (n, pad, offset, dtype)
+            w = torch.empty(n, dtype=dtype)
+            assert norms._config(n, (x, w, y), 32) == norms._config(n, (described(x), described(w, "c"),
+                                                                        described(y)), 32)
+        assert chunk_config(x, y) == chunk_config(described(x), described(y)), (n, pad, offset, dtype)

@@ -368,9 +368,19 @@ at::Tensor crossEntropyBackwardCpu(const at::Tensor &logits, const at::Tensor &t
   return {};
 }
 
+/// cute::row_describe(Tensor t, str kind) -> str: describe() on any device, for the CPU tests
+/// that check the builder picks from a description what the kernels pick from the tensor.
+std::string rowDescribe(const at::Tensor &t, c10::string_view kind) {
+  TORCH_CHECK_VALUE(kind.size() == 1 && std::string("rvcs").find(kind[0]) != std::string::npos,
+                    "cute::row_describe: kind is one of r, v, c, s");
+  TORCH_CHECK_VALUE(kind[0] != 'r' || t.dim() == 2, "cute::row_describe: rows are 2-D");
+  return describe(kind[0], t, "cute::row_describe");
+}
+
 } // namespace
 
 void defineRowOps(torch::Library &m) {
+  m.def("row_describe(Tensor t, str kind) -> str", &rowDescribe);
   m.def("softmax(Tensor x, bool log=False) -> Tensor");
   m.def("softmax_backward(Tensor y, Tensor dy, bool log=False) -> Tensor");
   m.def("layer_norm(Tensor x, Tensor? weight, Tensor? bias, Tensor? residual, float eps, bool rms) "
