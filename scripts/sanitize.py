@@ -12,38 +12,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import shutil
-import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTS = os.path.join(ROOT, "tests")
-sys.path[:0] = [TESTS, ROOT]
+sys.path[:0] = [os.path.join(ROOT, "tests"), ROOT]
 
-import sanitizer_cases  # noqa: E402 - after the path
+import sanitizer  # noqa: E402 - after the path
+import sanitizer_cases  # noqa: E402
 
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
-
-
-def sanitizer() -> str:
-    cuda_home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
-    found = shutil.which("compute-sanitizer") or os.path.join(cuda_home, "bin", "compute-sanitizer")
-    if not os.access(found, os.X_OK):
-        raise SystemExit("sanitize: compute-sanitizer is not installed")
-    return found
-
-
-def run(tool: str, call: str) -> tuple[int, int, str]:
-    """(exit code, errors reported, report) of `import sanitizer_cases as c; c.<call>()` under `tool`."""
-    env = dict(os.environ, CUTE_TORCH_NO_CACHE="1", PYTHONPATH=os.pathsep.join([TESTS, ROOT]))
-    result = subprocess.run([sanitizer(), "--tool", tool, "--error-exitcode", "99", sys.executable, "-c",
-                             f"import sanitizer_cases as c; c.{call}()"], capture_output=True, text=True, env=env,
-                            timeout=600)
-    report = result.stdout + result.stderr
-    summary = re.search(r"ERROR SUMMARY: (\d+) error", report)
-    return result.returncode, int(summary.group(1)) if summary else -1, report
 
 
 def main() -> int:
@@ -53,16 +31,22 @@ def main() -> int:
                         choices=list(sanitizer_cases.FAMILIES))
     args = parser.parse_args()
     failed = False
+    found = sanitizer.find()
+    if found is None:
+        raise SystemExit("sanitize: compute-sanitizer is not installed")
     for tool in args.tools:
         start = time.time()
         dirty = []
         for family in args.families:
-            code, errors, report = run(tool, f"FAMILIES[{family!r}]")
+            script = f"import sanitizer_cases as c; c.FAMILIES[{family!r}]()"
+            code, errors, report = sanitizer.run(found, tool, script)
             if code != 0 or errors != 0:
                 dirty.append(f"{family} ({errors} errors, exit {code})")
                 print(report[-2000:], file=sys.stderr)
-        code, errors, report = run(tool, f"PLANTED[{tool!r}]")
-        seen = code == 99 and errors > 0
+        code, errors, report = sanitizer.run(found, tool, f"import sanitizer_cases as c; c.PLANTED[{tool!r}]()")
+        seen = code == sanitizer.ERROR_EXIT and errors > 0
+        if not seen:
+            print(report[-2000:], file=sys.stderr)
         failed |= bool(dirty) or not seen
         clean = "clean" if not dirty else "REPORTS in " + ", ".join(dirty)
         planted = f"planted bug found ({errors} errors)" if seen else f"PLANTED BUG MISSED (exit {code})"

@@ -4,11 +4,11 @@ unless a CUDA driver, a device and torch with CUDA are present."""
 import importlib.util
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
 import pytest
+import sanitizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -82,17 +82,13 @@ def vector_add_mlir():
     return read_mlir("vector_add.mlir")
 
 def run_under_sanitizer(tool: str, script: str, **env) -> tuple[int, str]:
-    """Runs `python -c script` (with tests/ and the repository on its path) under compute-sanitizer's
-    `tool`; returns (exit code: 99 when it found errors, its report). Skips where it is missing."""
-    cuda_home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
-    sanitizer = shutil.which("compute-sanitizer") or os.path.join(cuda_home, "bin", "compute-sanitizer")
-    if not os.access(sanitizer, os.X_OK):
+    """Runs `python -c script` under compute-sanitizer's `tool` (tests/sanitizer.py); returns (exit
+    code: 99 when it found errors, its report). Skips where the tool is missing."""
+    found = sanitizer.find()
+    if found is None:
         pytest.skip("compute-sanitizer is not installed")
-    env = dict(os.environ, CUTE_TORCH_NO_CACHE="1", PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "tests"), ROOT]),
-               **env)
-    result = subprocess.run([sanitizer, "--tool", tool, "--error-exitcode", "99", sys.executable, "-c", script],
-                            capture_output=True, text=True, env=env, timeout=300)
-    return result.returncode, result.stdout + result.stderr
+    code, _, report = sanitizer.run(found, tool, script, timeout=300, **env)
+    return code, report
 
 
 @pytest.fixture

@@ -64,9 +64,9 @@ def _out_of_bounds(a: cute.Tensor, n: cute.Int32):
 @cute.kernel
 def _shared_race(out: cute.Tensor):
     tid = cute.arch.thread_idx()[0]
-    slot = cute.arch.alloc_smem(cute.Float32, (1,))
-    slot[0] = cute.Float32(tid)                    # PLANTED: 64 threads, two warps, no barrier
-    out[tid] = slot[0]
+    slots = cute.arch.alloc_smem(cute.Float32, (64,))
+    slots[tid] = cute.Float32(tid)
+    out[tid] = slots[63 - tid]                     # PLANTED: reads the other warp's write, no barrier
 
 
 @cute.kernel

@@ -127,7 +127,9 @@ def test_cross_entropy_loss_gradients_opcheck_and_compile(reduction):
     ours, ref = logits.clone().requires_grad_(), logits.double().requires_grad_()
     loss = cops.cross_entropy_loss(ours, target, reduction=reduction)
     want = F.cross_entropy(ref, target, reduction=reduction)
-    torch.testing.assert_close(loss.double().cpu(), want.detach().cpu(), rtol=1e-4, atol=1e-4)
+    # The loss comes back in the logits' dtype, as F.cross_entropy's does: one bf16 rounding.
+    assert loss.dtype == logits.dtype
+    torch.testing.assert_close(loss.double().cpu(), want.detach().cpu(), rtol=8e-3, atol=1e-4)
     grad = torch.ones_like(loss) if reduction != "none" else _rand((64,), 23, torch.float32)
     loss.backward(grad)
     want.backward(grad.double())
