@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from timing import kernel_ms
 
 from cute_torch.kernels import cross_entropy, norms, softmax
-from cute_torch.kernels.row_reduce import MAX_N
+from cute_torch.kernels.norms import MAX_NORM_N
 
 try:   # quack's CuTe DSL kernels, where installed
     import quack  # noqa: F401
@@ -89,7 +89,7 @@ def main() -> None:
     torch._functorch.config.donated_buffer = False
     parser = argparse.ArgumentParser()
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"])
-    parser.add_argument("--ns", nargs="+", type=int, default=[256, 1024, 4096, 8192, 32768, 131072])
+    parser.add_argument("--ns", nargs="+", type=int, default=[256, 1024, 4096, 8192, 16384, 32768, 131072])
     parser.add_argument("--ops", nargs="+", default=["softmax", "rms_norm", "layer_norm", "cross_entropy"])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--no-inductor", action="store_true")
@@ -118,7 +118,8 @@ def main() -> None:
                 eager = _autograd(fn, x, grad, params)
                 torch._dynamo.reset()      # a fresh, static compile per case (no recompile limit, no dynamic)
                 inductor = None if args.no_inductor else _autograd(torch.compile(fn, dynamic=False), x, grad, params)
-                ours = _ours(op, x, grad, params, target) if n <= MAX_N or op == "cross_entropy" else None
+                # softmax and cross-entropy take any N (chunks past 32768), the norms up to MAX_NORM_N
+                ours = _ours(op, x, grad, params, target) if n <= MAX_NORM_N or not op.endswith("norm") else None
                 quack_fwd = _quack(op, x, params)
                 for direction, bytes_ in zip(("fwd", "bwd"), (b * size for b in BYTES[op])):
                     k = 0 if direction == "fwd" else 1

@@ -18,6 +18,12 @@ Backward, with x_hat = (x - mean) * rstd and g = dy * w:
 dw and db are reduced in two stages: a persistent grid of CTAs each sums its rows into a
 Float32 partial row in registers and writes it; the partial rows are then summed (torch.sum,
 a (CTAs x N) read, small next to the (M x N) tensors).
+
+Rows too long for one CTA's registers are split over a cluster of CTAs (kernels/row_reduce.py),
+up to 8 x 32768 columns: past FORWARD_VALUES values per thread forward, past
+BACKWARD_VALUES backward, where x, dy, w and the dw (and db) partial rows are live at once.
+The limits are measured (benchmarks/RESULTS.md): each cluster reduction waits at a cluster
+barrier, so fewer, fuller CTAs win until registers spill.
 """
 
 from __future__ import annotations
@@ -27,8 +33,14 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_reduce import (clamp_row, column_mask, dynamic_rows, fold, launch_grid, load_row, row_config, row_reduce,
-                         store_row, thread_place)
+from .row_reduce import (MAX_CLUSTER, clamp_row, column_mask, cta_group, dynamic_rows, fold, launch_cluster,
+                         launch_grid, load_row, row_config, row_reduce, store_row, thread_place)
+
+# Rows of up to this many elements: one CTA's registers, times the largest cluster.
+MAX_NORM_N = 32768 * MAX_CLUSTER
+# Row values a thread holds at most, forward and backward (x, dy, w and the dw and db partial
+# rows live at once; RMSNorm's backward measured faster at 32 but spills at 512 threads).
+FORWARD_VALUES, BACKWARD_VALUES = 64, 16
 
 
 @cute.jit
@@ -75,8 +87,7 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
 def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, mMean, mDX: cute.Tensor,
                      mDWPartial, mDBPartial, cfg: Constexpr):
     _, lane, row_in_cta = thread_place(cfg)
-    bidx, _, _ = cute.arch.block_idx()
-    grid, _, _ = cute.arch.grid_dim()
+    group, groups = cta_group(cfg)
     rows = mX.shape[0]
     dw = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
     db = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
@@ -84,7 +95,7 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
     db.fill(0.0)
     w = load_row(mW, 0, lane, cfg) if cute.const_expr(mW is not None) else 1.0
     phase = 0                                       # row_reduce's slots alternate between iterations
-    for block in range(bidx, (rows + cfg.rows - 1) // cfg.rows, grid):
+    for block in range(group, (rows + cfg.rows - 1) // cfg.rows, groups):
         row = block * cfg.rows + row_in_cta
         src = clamp_row(row, rows)
         x = load_row(mX, src, lane, cfg)
@@ -105,7 +116,7 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
             if cute.const_expr(mDBPartial is not None):
                 db.store(db.load() + dy)
         phase = 1 - phase
-    partial_row = bidx * cfg.rows + row_in_cta
+    partial_row = group * cfg.rows + row_in_cta
     if cute.const_expr(mDWPartial is not None):
         store_row(mDWPartial, partial_row, lane, cfg, dw.load())
     if cute.const_expr(mDBPartial is not None):
@@ -115,13 +126,13 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
 @cute.jit
 def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, cfg: Constexpr, rms: Constexpr):
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms).launch(
-        grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
+        grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg))
 
 
 @cute.jit
-def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, ctas: cute.Int32, cfg: Constexpr):
+def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, groups: cute.Int32, cfg: Constexpr):
     _backward_kernel(x, w, dy, rstd, mean, dx, dw_partial, db_partial, cfg).launch(
-        grid=(ctas, 1, 1), block=(cfg.threads, 1, 1))
+        grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg))
 
 
 # -- host entries ----------------------------------------------------------------------------------
@@ -146,11 +157,18 @@ def _vector(t: torch.Tensor | None, n: int, name: str) -> torch.Tensor | None:
 def _config(n: int, tensors, max_values: int) -> object:
     present = [t for t in tensors if t is not None]
     size = max(t.element_size() for t in present)
-    cfg = row_config(n, size, max_values=max_values)
+    cfg = row_config(n, size, max_values=max_values, max_cluster=MAX_CLUSTER)
     for t in present:
-        c = row_config(n, size, t.stride(0) if t.dim() == 2 else 0, t.data_ptr(), max_values)
+        c = row_config(n, size, t.stride(0) if t.dim() == 2 else 0, t.data_ptr(), max_values, MAX_CLUSTER)
         cfg = c if c.vec < cfg.vec else cfg
     return cfg
+
+
+def backward_groups(m: int, cfg, sms: int) -> int:
+    """The backward's persistent grid, in groups of cfg.cluster CTAs: enough resident CTAs
+    (about 16 warps per SM) to keep loads in flight; each group adds cfg.rows partial rows.
+    csrc/torch/RowOps.cpp computes the same."""
+    return max(1, min(-(-m // cfg.rows), sms * max(1, 512 // cfg.threads) // cfg.cluster))
 
 
 def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: float = 1e-6, rms: bool = True):
@@ -167,7 +185,7 @@ def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: fl
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     mean = None if rms else torch.empty(m, dtype=torch.float32, device=x.device)
     if m:
-        cfg = _config(n, (x2, res2, w, b, y, res_out), 32)   # x and w live at once
+        cfg = _config(n, (x2, res2, w, b, y, res_out), FORWARD_VALUES)
         _forward(dynamic_rows(x2), dynamic_rows(res2), w, b, dynamic_rows(y), dynamic_rows(res_out), dynamic_rows(rstd),
                  dynamic_rows(mean), eps, cfg, rms)
     shape = x.shape
@@ -186,16 +204,14 @@ def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor,
     w = _vector(weight, n, "weight")
     m = x2.shape[0]
     dx = torch.empty_like(x2)
-    cfg = _config(n, (x2, dy2, w, dx), 16)   # x, dy, w, dw and db live at once
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    # Enough resident CTAs (about 16 warps per SM) to keep loads in flight; each adds a partial row.
-    ctas = max(1, min(launch_grid(m, cfg)[0], sms * max(1, 512 // cfg.threads)))
-    partial = (lambda: torch.empty(ctas * cfg.rows, n, dtype=torch.float32, device=x.device))
+    cfg = _config(n, (x2, dy2, w, dx), BACKWARD_VALUES)
+    groups = backward_groups(m, cfg, torch.cuda.get_device_properties(x.device).multi_processor_count)
+    partial = (lambda: torch.empty(groups * cfg.rows, n, dtype=torch.float32, device=x.device))
     dw_partial = partial() if weight_grad and weight is not None else None
     db_partial = partial() if bias_grad else None
     if m:
         _backward(dynamic_rows(x2), w, dynamic_rows(dy2), dynamic_rows(rstd), dynamic_rows(mean), dynamic_rows(dx),
-                  dynamic_rows(dw_partial), dynamic_rows(db_partial), ctas, cfg)
+                  dynamic_rows(dw_partial), dynamic_rows(db_partial), groups, cfg)
     dw = None if dw_partial is None else (dw_partial.sum(0) if m else dw_partial.new_zeros(n)).to(weight.dtype)
     db = None if db_partial is None else (db_partial.sum(0) if m else db_partial.new_zeros(n)).to(
         weight.dtype if weight is not None else x.dtype)

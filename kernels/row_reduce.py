@@ -10,6 +10,13 @@ predicate) and store nothing; vectors past N (N not a multiple of threads_per_ro
 guarded one by one, and only the last ones can be. A reduction folds a thread's values, then
 the row's lanes by butterfly shuffles, then, for rows wider than a warp, the warps' partial
 results through shared memory.
+
+Rows too long for one CTA's registers are split over a cluster of up to MAX_CLUSTER CTAs, each
+holding a contiguous part of every row of its group; a reduction then also trades the CTAs'
+partial results through distributed shared memory (each CTA stores its value into every
+peer's slot, one cluster barrier, each sums the slots in rank order: the same result in every
+CTA). A thread's `lane` counts the row's threads over the whole cluster (rank * threads_per_row
++ its lane in the CTA), so `lane == 0` is still one thread per row.
 """
 
 from __future__ import annotations
@@ -20,8 +27,11 @@ import torch
 
 import cute_torch as cute
 
-# Rows longer than this do not fit one CTA's registers; they need the cluster path (not yet).
+# Rows longer than this do not fit one CTA's registers: kernels written for clusters (the
+# norms) split them over up to MAX_CLUSTER CTAs (the portable cluster size), the others read
+# them in chunks (kernels/row_chunks.py).
 MAX_N = 32768
+MAX_CLUSTER = 8
 # Threads per CTA at most: 128 registers each (1024 threads would leave 64, and the backward
 # kernels spilled there).
 MAX_THREADS = 512
@@ -32,8 +42,9 @@ class RowConfig:
     """How a CTA covers rows of `n` elements (a Constexpr of every row kernel)."""
     n: int
     vec: int              # elements per vector access (16 bytes where N and the rows allow)
-    threads_per_row: int
+    threads_per_row: int  # per CTA
     threads: int          # per CTA
+    cluster: int = 1      # CTAs that share a row, each holding `part` columns
 
     @property
     def rows(self) -> int:
@@ -43,35 +54,47 @@ class RowConfig:
     @property
     def padding(self) -> int:
         """Columns past N that a row's threads hold."""
-        return self.vectors * self.threads_per_row * self.vec - self.n
+        return self.cluster * self.part - self.n
 
     @property
     def vectors(self) -> int:
         """Vectors per thread per row."""
-        return -(-self.n // (self.threads_per_row * self.vec))
+        return -(-self.n // (self.cluster * self.threads_per_row * self.vec))
+
+    @property
+    def part(self) -> int:
+        """Columns of a row per CTA (the last CTA's may run past N)."""
+        return self.vectors * self.threads_per_row * self.vec
 
     def guarded(self, i: int) -> bool:
         """Whether some lane's vector `i` can fall past N (then its accesses are predicated)."""
-        return ((i + 1) * self.threads_per_row) * self.vec > self.n
+        return (self.cluster - 1) * self.part + (i + 1) * self.threads_per_row * self.vec > self.n
 
 
 def row_config(n: int, element_size: int, row_stride: int = 0, data_ptr: int = 0,
-               max_values: int = 64) -> RowConfig:
+               max_values: int = 64, max_cluster: int = 1) -> RowConfig:
     """The CTA shape for rows of `n` elements of `element_size` bytes: the widest vector that
     divides N, the row stride and the address; 8 to 32 threads per row for short rows, more
     as rows grow, so that a thread holds at most `max_values` elements of a row (a kernel that
     keeps several row-sized values live asks for fewer) while a row's threads fit one CTA of
-    MAX_THREADS; 128 threads per CTA, or one row's threads where a row needs more."""
-    if not 1 <= n <= MAX_N:
-        raise ValueError(f"row kernels take rows of 1 to {MAX_N} elements, got {n}")
+    MAX_THREADS; 128 threads per CTA, or one row's threads where a row needs more. Where one
+    CTA's row would still exceed `max_values` per thread, the row is split over a cluster of
+    2, 4, ... CTAs, up to `max_cluster` (a kernel written for clusters passes MAX_CLUSTER)."""
+    if not 1 <= n <= MAX_N * max_cluster:
+        raise ValueError(f"row kernels take rows of 1 to {MAX_N * max_cluster} elements, got {n}")
     vec = 16 // element_size
     while vec > 1 and (n % vec or row_stride % vec or data_ptr % (vec * element_size)):
         vec //= 2
-    vectors = -(-n // vec)
-    per_row = 8 if vectors <= 8 else 16 if vectors <= 32 else 32
-    while per_row < MAX_THREADS and -(-vectors // per_row) * vec > max_values:
-        per_row *= 2
-    return RowConfig(n, vec, per_row, max(128, per_row))
+    cluster = 1
+    while True:
+        vectors = -(-n // (vec * cluster))
+        per_row = 8 if vectors <= 8 else 16 if vectors <= 32 else 32
+        while per_row < MAX_THREADS and -(-vectors // per_row) * vec > max_values:
+            per_row *= 2
+        fits = -(-vectors // per_row) * vec <= max_values and vectors * vec <= MAX_N
+        if fits or cluster >= max_cluster:
+            return RowConfig(n, vec, per_row, max(128, per_row), cluster)
+        cluster *= 2
 
 
 def dynamic_rows(t: torch.Tensor | None) -> cute.TensorArg | None:
@@ -85,20 +108,57 @@ def dynamic_rows(t: torch.Tensor | None) -> cute.TensorArg | None:
 
 # -- device helpers (called while tracing a kernel) -----------------------------------------------
 
-def thread_place(cfg: RowConfig):
-    """(row of this thread, its lane in the row, its row within the CTA)."""
-    tidx, _, _ = cute.arch.thread_idx()
+def cta_group(cfg: RowConfig):
+    """(this CTA's group, the grid's number of groups): a group of `cfg.cluster` CTAs (one
+    cluster) covers `cfg.rows` rows."""
     bidx, _, _ = cute.arch.block_idx()
+    grid, _, _ = cute.arch.grid_dim()
+    if cute.const_expr(cfg.cluster == 1):
+        return bidx, grid
+    return bidx // cfg.cluster, grid // cfg.cluster
+
+
+def cta_rank(cfg: RowConfig):
+    """This CTA's rank in its cluster (0 without one)."""
+    if cute.const_expr(cfg.cluster == 1):
+        return 0
+    bidx, _, _ = cute.arch.block_idx()
+    return bidx % cfg.cluster          # clusters of (cluster, 1, 1) CTAs: the rank is block_idx's low part
+
+
+def thread_place(cfg: RowConfig):
+    """(row of this thread, its lane in the row, its row within the CTA). Every kernel calls it
+    first: with a cluster, it waits for the whole cluster to start."""
+    tidx, _, _ = cute.arch.thread_idx()
+    group, _ = cta_group(cfg)
     row_in_cta = tidx // cfg.threads_per_row
-    return bidx * cfg.rows + row_in_cta, tidx % cfg.threads_per_row, row_in_cta
+    lane = tidx % cfg.threads_per_row
+    if cute.const_expr(cfg.cluster > 1):
+        lane = cta_rank(cfg) * cfg.threads_per_row + lane
+        # No CTA may store into a peer's shared memory before every CTA of the cluster runs.
+        cute.arch.cluster_arrive_relaxed()
+        cute.arch.cluster_wait()
+    return group * cfg.rows + row_in_cta, lane, row_in_cta
+
+
+def _column(lane, i: int, cfg: RowConfig):
+    """The first column of this thread's vector `i`."""
+    if cute.const_expr(cfg.cluster == 1):
+        return (i * cfg.threads_per_row + lane) * cfg.vec
+    rank, local = lane // cfg.threads_per_row, lane % cfg.threads_per_row
+    return rank * cfg.part + (i * cfg.threads_per_row + local) * cfg.vec
 
 
 def thread_vectors(t: cute.Tensor, row, lane, cfg: RowConfig) -> cute.Tensor:
     """This thread's (vec, vectors) elements of row `row` of `t` (a 1-D `t` is one row)."""
     line = t if cute.rank(t) == 1 else t[(row, None)]
-    split = cute.make_layout((cfg.vec, cfg.threads_per_row, cfg.vectors),
-                             stride=(1, cfg.vec, cfg.vec * cfg.threads_per_row))
-    return cute.composition(line, split)[(None, lane, None)]
+    if cute.const_expr(cfg.cluster == 1):
+        split = cute.make_layout((cfg.vec, cfg.threads_per_row, cfg.vectors),
+                                 stride=(1, cfg.vec, cfg.vec * cfg.threads_per_row))
+        return cute.composition(line, split)[(None, lane, None)]
+    split = cute.make_layout((cfg.vec, cfg.threads_per_row, cfg.vectors, cfg.cluster),
+                             stride=(1, cfg.vec, cfg.vec * cfg.threads_per_row, cfg.part))
+    return cute.composition(line, split)[(None, lane % cfg.threads_per_row, None, lane // cfg.threads_per_row)]
 
 
 def clamp_row(row, rows):
@@ -115,7 +175,7 @@ def load_row(t: cute.Tensor, row, lane, cfg: RowConfig, fill=0.0):
     for i in cute.range_constexpr(cfg.vectors):
         if cute.const_expr(cfg.guarded(i)):
             frag[(None, i)].fill(fill)
-            if (i * cfg.threads_per_row + lane) * cfg.vec < cfg.n:
+            if _column(lane, i, cfg) < cfg.n:
                 frag[(None, i)].store(src[(None, i)].load())
         else:
             frag[(None, i)].store(src[(None, i)].load())
@@ -130,7 +190,7 @@ def column_mask(lane, cfg: RowConfig):
     mask.fill(1.0)
     for i in cute.range_constexpr(cfg.vectors):
         if cute.const_expr(cfg.guarded(i)):
-            if (i * cfg.threads_per_row + lane) * cfg.vec >= cfg.n:
+            if _column(lane, i, cfg) >= cfg.n:
                 mask[(None, i)].fill(0.0)
     return mask.load()
 
@@ -144,7 +204,7 @@ def store_row(t: cute.Tensor, row, lane, cfg: RowConfig, values) -> None:
     frag.store(values.to(t.element_type))
     for i in cute.range_constexpr(cfg.vectors):
         if cute.const_expr(cfg.guarded(i)):
-            if (i * cfg.threads_per_row + lane) * cfg.vec < cfg.n:
+            if _column(lane, i, cfg) < cfg.n:
                 dst[(None, i)].store(frag[(None, i)].load())
         else:
             dst[(None, i)].store(frag[(None, i)].load())
@@ -157,28 +217,48 @@ def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, phase=None):
     share one trip through shared memory and one barrier). Each call takes its own
     shared-memory slots, so consecutive reductions need no barrier between them. A call inside
     a loop passes `phase`, the iteration's parity: it alternates two sets of slots, so that an
-    iteration's writes cannot overtake a slower warp still reading the previous one's."""
+    iteration's writes cannot overtake a slower warp still reading the previous one's.
+    Every thread of every CTA of a cluster must make the call (it holds a cluster barrier)."""
     combine = cute.arch.fmax if op == "max" else (lambda a, b: a + b)
     values = value if isinstance(value, tuple) else (value,)
+    sets = 1 if cute.const_expr(phase is None) else 2
+    at = 0 if cute.const_expr(phase is None) else phase
+    local = lane if cute.const_expr(cfg.cluster == 1) else lane % cfg.threads_per_row
     width = min(cfg.threads_per_row, 32)
     values = tuple(cute.arch.warp_reduction(v, combine, width) for v in values)
     if cute.const_expr(cfg.threads_per_row > 32):
         warps = cfg.threads_per_row // 32
-        sets = 1 if cute.const_expr(phase is None) else 2
         partial = cute.arch.alloc_smem(cute.Float32, (cfg.rows, warps, len(values), sets))
-        at = 0 if cute.const_expr(phase is None) else phase
-        if lane % 32 == 0:
+        if local % 32 == 0:
             for k in cute.range_constexpr(len(values)):
-                partial[(row_in_cta, lane // 32, k, at)] = values[k]
+                partial[(row_in_cta, local // 32, k, at)] = values[k]
         cute.arch.sync_threads()
-        folded = []
-        for k in cute.range_constexpr(len(values)):
-            total = partial[(row_in_cta, 0, k, at)]
-            for w in cute.range_constexpr(1, warps):
-                total = combine(total, partial[(row_in_cta, w, k, at)])
-            folded.append(total)
-        values = tuple(folded)
+        values = _fold_slots(partial, row_in_cta, warps, len(values), at, combine)
+    if cute.const_expr(cfg.cluster > 1):
+        # Lane r of each row sends the CTA's values to peer r; the barrier's release/acquire
+        # makes the stores visible. Two slot sets (by phase) keep a fast CTA's next stores off
+        # slots a peer is still reading, as above: it cannot pass the next barrier before them.
+        slots = cute.arch.alloc_smem(cute.Float32, (cfg.rows, cfg.cluster, len(values), sets))
+        if local < cfg.cluster:
+            rank = cta_rank(cfg)
+            for k in cute.range_constexpr(len(values)):
+                cute.arch.store_shared_remote(values[k], slots.iterator + slots.layout((row_in_cta, rank, k, at)),
+                                              local)
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
+        values = _fold_slots(slots, row_in_cta, cfg.cluster, len(values), at, combine)
     return values if isinstance(value, tuple) else values[0]
+
+
+def _fold_slots(slots: cute.Tensor, row_in_cta, count: int, values: int, at, combine) -> tuple:
+    """Each of `values` values folded over slots 0 .. count-1 of the row, in order."""
+    folded = []
+    for k in cute.range_constexpr(values):
+        total = slots[(row_in_cta, 0, k, at)]
+        for w in cute.range_constexpr(1, count):
+            total = combine(total, slots[(row_in_cta, w, k, at)])
+        folded.append(total)
+    return tuple(folded)
 
 
 def fold(values, op):
@@ -189,4 +269,10 @@ def fold(values, op):
 
 
 def launch_grid(rows, cfg: RowConfig):
-    return ((rows + cfg.rows - 1) // cfg.rows, 1, 1)
+    """One group of CTAs (one cluster) per `cfg.rows` rows."""
+    return ((rows + cfg.rows - 1) // cfg.rows * cfg.cluster, 1, 1)
+
+
+def launch_cluster(cfg: RowConfig):
+    """The launch's cluster shape (None without one)."""
+    return None if cfg.cluster == 1 else (cfg.cluster, 1, 1)

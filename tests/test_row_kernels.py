@@ -44,6 +44,48 @@ def test_row_config_narrows_the_vector_for_unaligned_rows():
         row_config(MAX_N + 1, 2)
 
 
+@pytest.mark.parametrize("n,max_values,cluster,per_row", [(8192, 16, 1, 512), (16384, 16, 2, 512),
+                                                           (32768, 16, 4, 512), (32768, 32, 2, 512),
+                                                           (262144, 32, 8, 512), (200000, 32, 8, 512)])
+def test_rows_too_long_for_one_cta_are_split_over_a_cluster(n, max_values, cluster, per_row):
+    cfg = row_config(n, 2, max_values=max_values, max_cluster=8)
+    assert (cfg.cluster, cfg.threads_per_row) == (cluster, per_row)
+    # At the largest cluster a thread may hold more than asked (up to a CTA's 32768 / 512).
+    assert cfg.vectors * cfg.vec <= (max_values if cluster < 8 else MAX_N // 512)
+    assert cfg.part * cfg.cluster >= n > cfg.part * (cfg.cluster // 2)   # the smallest cluster that holds it
+    # The guards: a vector is predicated exactly when the last CTA's copy of it can pass N.
+    last = [(cfg.cluster - 1) * cfg.part + (i + 1) * cfg.threads_per_row * cfg.vec > n for i in range(cfg.vectors)]
+    assert [cfg.guarded(i) for i in range(cfg.vectors)] == last
+    if n <= MAX_N:
+        assert row_config(n, 2, max_values=max_values).cluster == 1   # only kernels written for clusters get one
+    with pytest.raises(ValueError, match="rows of 1 to 262144"):
+        row_config(262145, 2, max_cluster=8)
+
+
+@pytest.mark.parametrize("rms", [True, False])
+def test_cluster_norms_trade_partial_sums_through_distributed_shared_memory(rms):
+    """A 65536-column row over two CTAs (eight backward): the kernels launch as
+    clusters, store their partial sums into the peer's shared memory (mapa, st.shared::cluster) and meet at a cluster
+    barrier; ptxas takes them (sm_90a) without spilling."""
+    x, w = torch.empty(8, 65536, dtype=torch.bfloat16), torch.empty(65536, dtype=torch.bfloat16)
+    stat = torch.empty(8)
+    fwd_cfg = norms._config(65536, (x, w), norms.FORWARD_VALUES)
+    bwd_cfg = norms._config(65536, (x, w), norms.BACKWARD_VALUES)
+    assert (fwd_cfg.cluster, bwd_cfg.cluster) == (2, 8)
+    mean = None if rms else dynamic_rows(stat)
+    fwd = cute.compile(norms._forward, dynamic_rows(x), None, w, None if rms else w, dynamic_rows(x), None,
+                       dynamic_rows(stat), mean, 1e-6, fwd_cfg, rms, options={"arch": "sm_90a"})
+    part = torch.empty(4, 65536)
+    bwd = cute.compile(norms._backward, dynamic_rows(x), w, dynamic_rows(x), dynamic_rows(stat), mean, dynamic_rows(x),
+                       dynamic_rows(part), None if rms else dynamic_rows(part), 1, bwd_cfg, options={"arch": "sm_90a"})
+    for kernel in (fwd, bwd):
+        ptx = kernel.__ptx__
+        assert "mapa.shared::cluster.u32" in ptx and "st.shared::cluster.f32" in ptx
+        assert "barrier.cluster.arrive" in ptx and "barrier.cluster.wait" in ptx
+        assert "ld.global.v4.b32" in _accesses(ptx)
+        assert all(k.get("spill_stores") == 0 for k in kernel.kernels), kernel.kernels
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     x = torch.empty(96, 4096, dtype=dtype)
@@ -54,7 +96,7 @@ def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     assert "ex2.approx" in ptx and "max.f32" in ptx and "shfl.sync.bfly" in ptx
     w, rstd = torch.empty(4096, dtype=dtype), torch.empty(96)
     ptx = cute.compile(norms._forward, dynamic_rows(x), None, w, None, dynamic_rows(x), None, dynamic_rows(rstd),
-                       None, 1e-6, norms._config(4096, (x, w), 32), True).__ptx__
+                       None, 1e-6, norms._config(4096, (x, w), norms.FORWARD_VALUES), True).__ptx__
     assert f"ld.global.{vec}" in _accesses(ptx) and "rsqrt.approx" in ptx
 
 
@@ -136,7 +178,11 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("rms,weight,bias,residual", NORM_CASES)
-@pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (256, 4096), (9, 8192), (3, 32768)])
+# 16384 and up split rows over clusters (kernels/row_reduce.py): 300 rows of 16384 loop the
+# backward's clusters of two several times (both slot sets); at 200000 the eighth CTA holds
+# only columns past N.
+@pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (256, 4096), (9, 8192), (3, 32768), (300, 16384), (5, 65536),
+                                 (2, 200000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
     if rms and bias:
         pytest.skip("RMSNorm has no bias")
@@ -236,9 +282,13 @@ def run_small():
     w, b = _rand((4000,), 2, torch.bfloat16), _rand((4000,), 3, torch.bfloat16)
     y = softmax.softmax(x)
     softmax.softmax_backward(y, x)
+    long = _rand((70, 40000), 6, torch.bfloat16)           # clusters of 2 CTAs forward, 8 backward
+    wl = _rand((40000,), 7, torch.bfloat16)
     for rms in (True, False):
         out, _, rstd, mean = norms.norm_forward(x, w, None if rms else b, eps=1e-5, rms=rms)
         norms.norm_backward(x, w, out, rstd, mean, weight_grad=True, bias_grad=not rms)
+        out, _, rstd, mean = norms.norm_forward(long, wl, None if rms else wl, eps=1e-5, rms=rms)
+        norms.norm_backward(long, wl, out, rstd, mean, weight_grad=True, bias_grad=not rms)
     target = torch.randint(0, 9000, (40,), generator=torch.Generator().manual_seed(4)).cuda()
     logits = _rand((40, 9000), 5, torch.bfloat16)
     _, lse = cross_entropy.cross_entropy_forward(logits, target)

@@ -152,8 +152,8 @@ def test_modules_on_the_gpu_match_torchs():
 
 @pytest.mark.gpu
 def test_bad_inputs_on_the_gpu_are_errors_naming_the_op():
-    with pytest.raises(ValueError, match="cute::layer_norm: rows of 40000 elements; the norm kernels take 1 to 32768"):
-        cops.rms_norm(torch.zeros(2, 40000, device="cuda"))
+    with pytest.raises(ValueError, match="cute::layer_norm: rows of 300000 elements; the norm kernels take 1 to 262144"):
+        cops.rms_norm(torch.zeros(2, 300000, device="cuda"))
     x = torch.zeros(2, 64, device="cuda")
     with pytest.raises(ValueError, match="RMSNorm \\(rms=True\\) takes no bias"):
         torch.ops.cute.layer_norm(x, None, torch.zeros(64, device="cuda"), None, 1e-6, True)
@@ -178,6 +178,8 @@ def test_the_builder_compiles_each_op_and_says_where_its_arguments_come_from():
         ("layer_norm", f"{rows}|-|{col}|-|{rows}|-|{vec}|-", "1"): [0, 1000, 2, 4, 1004, 6, 1006, 4000],
         ("layer_norm_backward", f"{rows}|{col}|{rows}|{vec}|{vec}|{rows}|r;float32;4096;4096;16;0|-", ""):
             [0, 1000, 1, 2, 1002, 3, 1003, 4, 1004, 5, 1005, 6, 1006, 5000],
+        ("layer_norm", "r;bfloat16;65536;65536;16;0|-|c;bfloat16;65536;1;16;0|-|r;bfloat16;65536;65536;16;0|-|"
+                       f"{vec}|-", "1"): [0, 1000, 2, 4, 1004, 6, 1006, 4000],
         ("cross_entropy", "r;bfloat16;50257;50304;16;0|v;int64;1;1;16;0|{v}|{v}".format(v=vec), ""):
             [0, 1000, 1, 1001, 2, 1002, 3, 1003, 5000],
         ("cross_entropy_backward", "r;bfloat16;32000;32000;16;0|v;int64;1;1;16;0|{v}|s;float32;1;1;16;0|"
@@ -185,9 +187,12 @@ def test_the_builder_compiles_each_op_and_says_where_its_arguments_come_from():
             [0, 1000, 1, 1001, 2, 1002, 3, 4, 1004, 5000],
     }
     for (op, described, flags), recipe in cases.items():
-        entry, runtime, rows_per_cta, threads, *rest = row_build.build(op, described, flags, 0, arch="sm_90a")
+        entry, runtime, rows_per_cta, threads, cluster, *rest = row_build.build(op, described, flags, 0,
+                                                                                arch="sm_90a")
         assert rest[:-1] == recipe, (op, rest[:-1])
         assert rows_per_cta >= 1 and threads % 32 == 0 and threads >= rows_per_cta
+        # A row of 65536 does not fit one CTA: the norm splits it over a cluster.
+        assert cluster == (2 if "65536" in described else 1), (op, cluster)
         assert ".entry" in rest[-1].__ptx__
     with pytest.raises(ValueError, match="unknown row op"):
         row_build.build("median", rows, "", 0, arch="sm_90a")
@@ -206,9 +211,9 @@ def test_the_builder_configures_from_a_description_what_the_kernels_configure_fr
 
     g = torch.Generator().manual_seed(81)
     dtypes = [torch.bfloat16, torch.float16, torch.float32]
-    for _ in range(200):
+    for i in range(200):
         dtype = dtypes[int(torch.randint(0, 3, (1,), generator=g))]
-        n = int(torch.randint(1, 40000, (1,), generator=g))
+        n = int(torch.randint(1, 40000 if i % 2 else 300000, (1,), generator=g))
         pad = int(torch.randint(0, 9, (1,), generator=g))
         offset = int(torch.randint(0, 9, (1,), generator=g))
         buffer = torch.empty(4 * (n + pad) + offset, dtype=dtype)
@@ -216,7 +221,9 @@ def test_the_builder_configures_from_a_description_what_the_kernels_configure_fr
         y = torch.empty(4, n, dtype=dtype)
         if n <= 32768:
             assert softmax._config(x, y) == softmax._config(described(x), described(y)), (n, pad, offset, dtype)
+        if n <= norms.MAX_NORM_N:
             w = torch.empty(n, dtype=dtype)
-            assert norms._config(n, (x, w, y), 32) == norms._config(n, (described(x), described(w, "c"),
-                                                                        described(y)), 32)
+            for max_values in (norms.FORWARD_VALUES, norms.BACKWARD_VALUES):
+                assert norms._config(n, (x, w, y), max_values) == norms._config(
+                    n, (described(x), described(w, "c"), described(y)), max_values)
         assert chunk_config(x, y) == chunk_config(described(x), described(y)), (n, pad, offset, dtype)

@@ -27,14 +27,15 @@
 namespace cute_torch::ops {
 namespace {
 
-// kernels/row_reduce.MAX_N: longer rows do not fit the norm kernels' registers.
-constexpr int64_t kMaxNormRow = 32768;
+// kernels/norms.MAX_NORM_N: one CTA's registers times the largest cluster.
+constexpr int64_t kMaxNormRow = 32768 * 8;
 
 struct RowKernel {
   void (*entry)(void **) = nullptr;
   runtime::LoadedArtifact *runtime = nullptr;
-  int64_t rowsPerCta = 1;
+  int64_t rowsPerCta = 1; // per group of `cluster` CTAs
   int64_t threads = 128;
+  int64_t cluster = 1;
   std::vector<int64_t> recipe; // kind * 1000 + index (cute_torch/ops/row_build.py)
 };
 
@@ -93,12 +94,13 @@ const RowKernel &rowKernel(const std::string &op, const std::string &described,
   }
   BuilderResult built = callBuilder(
       "rows", {BuilderArg(op), BuilderArg(described), BuilderArg(flags), BuilderArg(device)});
-  TORCH_CHECK(built.ints.size() >= 4, "cute::", op, ": the builder returned no kernel");
+  TORCH_CHECK(built.ints.size() >= 5, "cute::", op, ": the builder returned no kernel");
   RowKernel kernel{reinterpret_cast<void (*)(void **)>(built.ints[0]),
                    reinterpret_cast<runtime::LoadedArtifact *>(built.ints[1]),
                    static_cast<int64_t>(built.ints[2]),
                    static_cast<int64_t>(built.ints[3]),
-                   {built.ints.begin() + 4, built.ints.end()}};
+                   static_cast<int64_t>(built.ints[4]),
+                   {built.ints.begin() + 5, built.ints.end()}};
   std::lock_guard<std::mutex> lock(cacheMutex);
   return kernelCache.emplace(key, std::move(kernel)).first->second;
 }
@@ -206,8 +208,7 @@ layerNormCuda(const at::Tensor &x, const std::optional<at::Tensor> &weight,
   const int64_t n = x.size(-1);
   TORCH_CHECK_VALUE(x.numel() == 0 || (n >= 1 && n <= kMaxNormRow), "cute::layer_norm: rows of ",
                     std::to_string(n), " elements; the norm kernels take 1 to ",
-                    std::to_string(kMaxNormRow),
-                    " (longer rows need the cluster path, not written yet)");
+                    std::to_string(kMaxNormRow));
   checkVector(weight, n, "weight");
   checkVector(bias, n, "bias");
   TORCH_CHECK_VALUE(!r.defined() || r.sizes() == x.sizes(),
@@ -276,12 +277,14 @@ layerNormBackwardCuda(const at::Tensor &x, const std::optional<at::Tensor> &weig
                       wantW ? part : "-", biasGrad ? part : "-"}),
                 "", x.device().index());
   const int64_t blocks = (m + k.rowsPerCta - 1) / k.rowsPerCta;
-  // Enough resident CTAs (about 16 warps per SM) to keep loads in flight (kernels/norms.py).
-  const int64_t ctas = std::max<int64_t>(
-      1, std::min(blocks, smCount(x.device().index()) * std::max<int64_t>(1, 512 / k.threads)));
-  at::Tensor dwPart = wantW ? at::empty({ctas * k.rowsPerCta, n}, f32) : at::Tensor();
-  at::Tensor dbPart = biasGrad ? at::empty({ctas * k.rowsPerCta, n}, f32) : at::Tensor();
-  launch(k, {x2, w, dy2, rstd, mean, dx, dwPart, dbPart}, {}, {ctas}, op);
+  // kernels/norms.backward_groups: enough resident CTAs (about 16 warps per SM) to keep loads
+  // in flight, in groups of one cluster.
+  const int64_t groups =
+      std::max<int64_t>(1, std::min(blocks, smCount(x.device().index()) *
+                                                std::max<int64_t>(1, 512 / k.threads) / k.cluster));
+  at::Tensor dwPart = wantW ? at::empty({groups * k.rowsPerCta, n}, f32) : at::Tensor();
+  at::Tensor dbPart = biasGrad ? at::empty({groups * k.rowsPerCta, n}, f32) : at::Tensor();
+  launch(k, {x2, w, dy2, rstd, mean, dx, dwPart, dbPart}, {}, {groups}, op);
   if (wantW)
     dw = dwPart.sum(0).to(paramType);
   if (biasGrad)

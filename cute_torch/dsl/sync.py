@@ -15,7 +15,7 @@ import contextlib
 
 from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
-from .numeric import Boolean, Int32, as_numeric, convert
+from .numeric import Boolean, Float32, Int32, as_numeric, convert
 from .pointer import Pointer, shared_pointer
 
 # How long one mbarrier.try_wait may suspend the thread before the loop around it retries
@@ -244,3 +244,26 @@ def cluster_arrive_relaxed() -> None:
 def cluster_wait() -> None:
     """barrier.cluster.wait (acquire): waits for every thread of the cluster to arrive."""
     ir.require("device", "cluster_wait").emit("nvvm.cluster.wait")
+
+
+def store_shared_remote(value, smem_ptr: Pointer, peer_cta_rank_in_cluster) -> None:
+    """Stores `value` (a 32-bit Float32 or Int32) at the same shared-memory offset as `smem_ptr`
+    in CTA `peer_cta_rank_in_cluster` of the cluster (distributed shared memory: mapa, then
+    st.shared::cluster). The store is weak: a cluster barrier (cluster_arrive, whose release
+    orders it, then the peer's cluster_wait) makes it visible to the peer's threads. quack's
+    helper of this name also completes bytes on a peer mbarrier (st.async); this one does not."""
+    b = ir.require("device", "store_shared_remote")
+    require_arch("sm_90", "store_shared_remote (distributed shared memory)")
+    ptr = shared_pointer(smem_ptr, "store_shared_remote")
+    dtype = smem_ptr.dtype
+    if getattr(dtype, "width", None) != 32 or dtype not in (Float32, Int32):
+        raise DSLError(UNSUPPORTED_TYPE, f"store_shared_remote stores Float32 or Int32, not {dtype.__name__}",
+                       user_location())
+    v = convert(as_numeric(value, dtype), dtype)
+    address = b.op(f"llvm.ptrtoint {ptr.value.name} : !llvm.ptr<3> to i32", "i32")
+    rank = _i32(peer_cta_rank_in_cluster)
+    kind, constraint = ("f32", "f") if dtype is Float32 else ("b32", "r")
+    b.emit('llvm.inline_asm has_side_effects "{\\0A.reg .b32 remote;\\0Amapa.shared::cluster.u32 remote, $0, $1;'
+           f'\\0Ast.shared::cluster.{kind} [remote], $2;\\0A}}", "r,r,{constraint}" '
+           f"{address.name}, {rank.ir.name}, {v.ir.name} : (i32, i32, {dtype.mlir}) -> ()")
+

@@ -8,7 +8,8 @@ kernels/row_reduce.dynamic_rows makes; "v" a per-row vector (M,); "c" a per-colu
 "s" one element. The kernels' own configuration functions pick the CTA shape from these
 descriptions as they would from the tensors (the alignment stands in for the address).
 
-The result is (host entry, runtime, rows per CTA, threads per CTA, *recipe, compiled function):
+The result is (host entry, runtime, rows per CTA group, threads per CTA, CTAs per group (the
+cluster), *recipe, compiled function):
 the recipe lists, per argument slot of the compiled host function, kind * 1000 + index, kinds
 0 operand `index`'s data pointer, 1 its number of rows, 4 float scalar `index` (as float32),
 5 int scalar `index`.
@@ -95,11 +96,11 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         compiled = host.compile(*args, cfg, *exact, log, options=options)
         recipe = _recipe(ops)
     elif op == "layer_norm":            # x, residual, weight, bias, y, residual_out, rstd, mean
-        cfg = norms._config(ops[0].n, [o for o in ops[:6]], 32)
+        cfg = norms._config(ops[0].n, [o for o in ops[:6]], norms.FORWARD_VALUES)
         compiled = norms._forward.compile(*args, 1e-5, cfg, bits[0], options=options)
         recipe = _recipe(ops, floats=1)
     elif op == "layer_norm_backward":   # x, weight, dy, rstd, mean, dx, dweight partial, dbias partial
-        cfg = norms._config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]], 16)
+        cfg = norms._config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]], norms.BACKWARD_VALUES)
         compiled = norms._backward.compile(*args, 1, cfg, options=options)
         recipe = _recipe(ops, ints=1)
     elif op == "cross_entropy":          # logits, target, loss, lse
@@ -113,4 +114,4 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
     else:
         raise ValueError(f"unknown row op {op!r}")
     entry = compiled.host_entry()
-    return (entry.address, entry.runtime, cfg.rows, cfg.threads, *recipe, compiled)
+    return (entry.address, entry.runtime, cfg.rows, cfg.threads, cfg.cluster, *recipe, compiled)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels.row_reduce import MAX_N
+from ..kernels.norms import MAX_NORM_N
 
 # RMSNorm's eps when none is given (torch.rms_norm's: float32's machine epsilon, also for
 # bfloat16 and float16 inputs, which it computes in float32).
@@ -44,9 +44,8 @@ def _layer_norm_fake(x, weight, bias, residual, eps, rms):
     for t, name in ((weight, "weight"), (bias, "bias")):
         if t is not None and tuple(t.shape) != (n,):
             raise ValueError(f"cute::layer_norm: {name} must have shape ({n},)")
-    if x.numel() and not 1 <= n <= MAX_N:
-        raise ValueError(f"cute::layer_norm: rows of {n} elements; the norm kernels take 1 to {MAX_N} (longer "
-                         "rows need the cluster path, not written yet)")
+    if x.numel() and not 1 <= n <= MAX_NORM_N:
+        raise ValueError(f"cute::layer_norm: rows of {n} elements; the norm kernels take 1 to {MAX_NORM_N}")
     rows = x.numel() // n if n else 0
     stat = x.new_empty((rows,), dtype=torch.float32)
     res_out = _empty(x) if residual is None else torch.empty_like(residual, memory_format=torch.contiguous_format)
