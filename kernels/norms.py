@@ -33,8 +33,8 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_reduce import (MAX_CLUSTER, clamp_row, column_mask, cta_group, dynamic_rows, fold, launch_cluster,
-                         launch_grid, load_row, row_config, row_reduce, store_row, thread_place)
+from .row_reduce import (MAX_CLUSTER, clamp_row, cluster_peers, column_mask, cta_group, dynamic_rows, fold,
+                         launch_cluster, launch_grid, load_row, row_config, row_reduce, store_row, thread_place)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -44,17 +44,18 @@ FORWARD_VALUES, BACKWARD_VALUES = 64, 16
 
 
 @cute.jit
-def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta):
+def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta, peers):
     """(mean, rstd) of this thread's row (mean is 0.0 for RMSNorm)."""
+    first, second = (0, 1) if cute.const_expr(peers is not None) else (None, None)   # steps under a cluster
     if cute.const_expr(rms):
         mean = 0.0
-        var = row_reduce(fold(x * x, "sum"), "sum", cfg, lane, row_in_cta) * (1.0 / cfg.n)
+        var = row_reduce(fold(x * x, "sum"), "sum", cfg, lane, row_in_cta, first, peers) * (1.0 / cfg.n)
     else:
-        mean = row_reduce(fold(x, "sum"), "sum", cfg, lane, row_in_cta) * (1.0 / cfg.n)
+        mean = row_reduce(fold(x, "sum"), "sum", cfg, lane, row_in_cta, first, peers) * (1.0 / cfg.n)
         centered = x - mean
         if cute.const_expr(cfg.padding):
             centered = centered * column_mask(lane, cfg)
-        var = row_reduce(fold(centered * centered, "sum"), "sum", cfg, lane, row_in_cta) * (1.0 / cfg.n)
+        var = row_reduce(fold(centered * centered, "sum"), "sum", cfg, lane, row_in_cta, second, peers) * (1.0 / cfg.n)
     return mean, cute.math.rsqrt(var + eps)
 
 
@@ -62,12 +63,13 @@ def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta):
 def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRstd: cute.Tensor, mMean,
                     eps: cute.Float32, cfg: Constexpr, rms: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
+    peers = cluster_peers(cfg)
     rows = mX.shape[0]
     src = clamp_row(row, rows)
     x = load_row(mX, src, lane, cfg)
     if cute.const_expr(mRes is not None):
         x = x + load_row(mRes, src, lane, cfg)
-    mean, rstd = _statistics(x, cfg, rms, eps, lane, row_in_cta)
+    mean, rstd = _statistics(x, cfg, rms, eps, lane, row_in_cta, peers)
     y = x * rstd if cute.const_expr(rms) else (x - mean) * rstd
     if cute.const_expr(mW is not None):
         y = y * load_row(mW, 0, lane, cfg)
@@ -87,6 +89,7 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
 def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, mMean, mDX: cute.Tensor,
                      mDWPartial, mDBPartial, cfg: Constexpr):
     _, lane, row_in_cta = thread_place(cfg)
+    peers = cluster_peers(cfg)
     group, groups = cta_group(cfg)
     rows = mX.shape[0]
     dw = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
@@ -94,7 +97,7 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
     dw.fill(0.0)
     db.fill(0.0)
     w = load_row(mW, 0, lane, cfg) if cute.const_expr(mW is not None) else 1.0
-    phase = 0                                       # row_reduce's slots alternate between iterations
+    step = 0                                        # row_reduce's slots alternate between iterations
     for block in range(group, (rows + cfg.rows - 1) // cfg.rows, groups):
         row = block * cfg.rows + row_in_cta
         src = clamp_row(row, rows)
@@ -104,10 +107,11 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
         x_hat = (x - mMean[src]) * rstd if cute.const_expr(mMean is not None) else x * rstd
         g = dy * w
         if cute.const_expr(mMean is not None):     # both sums in one trip through shared memory
-            c1, c2 = row_reduce((fold(g * x_hat, "sum"), fold(g, "sum")), "sum", cfg, lane, row_in_cta, phase)
+            c1, c2 = row_reduce((fold(g * x_hat, "sum"), fold(g, "sum")), "sum", cfg, lane, row_in_cta, step,
+                                peers)
             dx = (g - c2 * (1.0 / cfg.n) - x_hat * (c1 * (1.0 / cfg.n))) * rstd
         else:
-            c1 = row_reduce(fold(g * x_hat, "sum"), "sum", cfg, lane, row_in_cta, phase) * (1.0 / cfg.n)
+            c1 = row_reduce(fold(g * x_hat, "sum"), "sum", cfg, lane, row_in_cta, step, peers) * (1.0 / cfg.n)
             dx = (g - x_hat * c1) * rstd
         if row < rows:
             store_row(mDX, row, lane, cfg, dx)
@@ -115,7 +119,7 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
                 dw.store(dw.load() + dy * x_hat)
             if cute.const_expr(mDBPartial is not None):
                 db.store(db.load() + dy)
-        phase = 1 - phase
+        step = step + 1
     partial_row = group * cfg.rows + row_in_cta
     if cute.const_expr(mDWPartial is not None):
         store_row(mDWPartial, partial_row, lane, cfg, dw.load())

@@ -13,15 +13,18 @@ results through shared memory.
 
 Rows too long for one CTA's registers are split over a cluster of up to MAX_CLUSTER CTAs, each
 holding a contiguous part of every row of its group; a reduction then also trades the CTAs'
-partial results through distributed shared memory (each CTA stores its value into every
-peer's slot, one cluster barrier, each sums the slots in rank order: the same result in every
-CTA). A thread's `lane` counts the row's threads over the whole cluster (rank * threads_per_row
-+ its lane in the CTA), so `lane == 0` is still one thread per row.
+partial results through distributed shared memory: each CTA stores its values into a slot of
+every CTA (its own too) with st.async, which counts the bytes on the receiver's mbarrier; each
+waits on its own barrier and folds the slots in rank order (the same result in every CTA).
+No cluster barrier per reduction: a CTA waits for its peers' values only. A thread's `lane`
+counts the row's threads over the whole cluster (rank * threads_per_row + its lane in the
+CTA), so `lane == 0` is still one thread per row.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -127,18 +130,43 @@ def cta_rank(cfg: RowConfig):
 
 
 def thread_place(cfg: RowConfig):
-    """(row of this thread, its lane in the row, its row within the CTA). Every kernel calls it
-    first: with a cluster, it waits for the whole cluster to start."""
+    """(row of this thread, its lane in the row, its row within the CTA)."""
     tidx, _, _ = cute.arch.thread_idx()
     group, _ = cta_group(cfg)
     row_in_cta = tidx // cfg.threads_per_row
     lane = tidx % cfg.threads_per_row
     if cute.const_expr(cfg.cluster > 1):
         lane = cta_rank(cfg) * cfg.threads_per_row + lane
-        # No CTA may store into a peer's shared memory before every CTA of the cluster runs.
-        cute.arch.cluster_arrive_relaxed()
-        cute.arch.cluster_wait()
     return group * cfg.rows + row_in_cta, lane, row_in_cta
+
+
+class ClusterPeers(NamedTuple):
+    """A cluster kernel's exchange buffers for row_reduce: slots (rows, CTAs, values, 2 sets)
+    and one mbarrier per set."""
+    slots: cute.Tensor
+    bars: cute.Pointer
+
+
+MAX_VALUES_PER_REDUCTION = 2
+
+
+@cute.jit
+def cluster_peers(cfg: RowConfig):
+    """The exchange buffers row_reduce needs under a cluster (None without one), ready: a kernel
+    calls it at its start, before any reduction. Waits for every CTA of the cluster to start
+    (no CTA may store into a peer's shared memory before)."""
+    if cute.const_expr(cfg.cluster == 1):
+        return None
+    slots = cute.arch.alloc_smem(cute.Float32, (cfg.rows, cfg.cluster, MAX_VALUES_PER_REDUCTION, 2))
+    bars = cute.arch.alloc_smem(cute.Int64, (2,), alignment=8).iterator
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx == 0:
+        cute.arch.mbarrier_init(bars, 1)
+        cute.arch.mbarrier_init(bars + 1, 1)
+    cute.arch.mbarrier_init_fence()
+    cute.arch.cluster_arrive_relaxed()
+    cute.arch.cluster_wait()
+    return ClusterPeers(slots, bars)
 
 
 def _column(lane, i: int, cfg: RowConfig):
@@ -211,18 +239,19 @@ def store_row(t: cute.Tensor, row, lane, cfg: RowConfig, values) -> None:
 
 
 @cute.jit
-def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, phase=None):
+def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, step=None, peers=None):
     """`value` (one Float32 per thread, or a tuple of them) folded with `op` over the threads of
     each row; every thread of the row gets the result (a tuple for a tuple: several values
     share one trip through shared memory and one barrier). Each call takes its own
     shared-memory slots, so consecutive reductions need no barrier between them. A call inside
-    a loop passes `phase`, the iteration's parity: it alternates two sets of slots, so that an
+    a loop passes `step`, the iteration's count: it alternates two sets of slots, so that an
     iteration's writes cannot overtake a slower warp still reading the previous one's.
-    Every thread of every CTA of a cluster must make the call (it holds a cluster barrier)."""
+    Under a cluster, `peers` is the kernel's cluster_peers() and `step` counts the kernel's
+    reductions (0, 1, ... in the order every thread makes them)."""
     combine = cute.arch.fmax if op == "max" else (lambda a, b: a + b)
     values = value if isinstance(value, tuple) else (value,)
-    sets = 1 if cute.const_expr(phase is None) else 2
-    at = 0 if cute.const_expr(phase is None) else phase
+    sets = 1 if cute.const_expr(step is None) else 2
+    at = 0 if cute.const_expr(step is None) else step % 2
     local = lane if cute.const_expr(cfg.cluster == 1) else lane % cfg.threads_per_row
     width = min(cfg.threads_per_row, 32)
     values = tuple(cute.arch.warp_reduction(v, combine, width) for v in values)
@@ -235,19 +264,31 @@ def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, phase=None):
         cute.arch.sync_threads()
         values = _fold_slots(partial, row_in_cta, warps, len(values), at, combine)
     if cute.const_expr(cfg.cluster > 1):
-        # Lane r of each row sends the CTA's values to peer r; the barrier's release/acquire
-        # makes the stores visible. Two slot sets (by phase) keep a fast CTA's next stores off
-        # slots a peer is still reading, as above: it cannot pass the next barrier before them.
-        slots = cute.arch.alloc_smem(cute.Float32, (cfg.rows, cfg.cluster, len(values), sets))
+        _require_cluster_args(cfg, step, peers, len(values))
+        # Set `at` of the slots and its barrier, whose phase parity flips every other step.
+        # Lane r of each row sends the CTA's values to CTA r. A fast CTA cannot overwrite a set
+        # a peer still reads: it needs the peer's next values first, which the peer sends
+        # after the CTA-wide barrier above, so after all its threads read this set.
+        bar = peers.bars + at
+        tidx, _, _ = cute.arch.thread_idx()
+        if tidx == 0:
+            cute.arch.mbarrier_arrive_and_expect_tx(bar, cfg.rows * cfg.cluster * len(values) * 4)
         if local < cfg.cluster:
             rank = cta_rank(cfg)
             for k in cute.range_constexpr(len(values)):
-                cute.arch.store_shared_remote(values[k], slots.iterator + slots.layout((row_in_cta, rank, k, at)),
-                                              local)
-        cute.arch.cluster_arrive()
-        cute.arch.cluster_wait()
-        values = _fold_slots(slots, row_in_cta, cfg.cluster, len(values), at, combine)
+                slot = peers.slots.iterator + peers.slots.layout((row_in_cta, rank, k, at))
+                cute.arch.store_shared_remote(values[k], slot, bar, local)
+        cute.arch.mbarrier_wait(bar, (step // 2) % 2)
+        values = _fold_slots(peers.slots, row_in_cta, cfg.cluster, len(values), at, combine)
     return values if isinstance(value, tuple) else values[0]
+
+
+def _require_cluster_args(cfg: RowConfig, step, peers, values: int) -> None:
+    if peers is None or step is None:
+        raise ValueError("row_reduce under a cluster needs the kernel's cluster_peers(cfg) and its reduction step")
+    if values > MAX_VALUES_PER_REDUCTION or cfg.threads_per_row <= 32:
+        # (the CTA-wide barrier of a row of several warps is what orders the slot sets)
+        raise ValueError(f"cluster reductions take up to {MAX_VALUES_PER_REDUCTION} values and rows of several warps")
 
 
 def _fold_slots(slots: cute.Tensor, row_in_cta, count: int, values: int, at, combine) -> tuple:

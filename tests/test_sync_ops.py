@@ -37,6 +37,9 @@ def _pipeline_sync(out: cute.Tensor, phase: cute.Int32):
     cx, _, _ = cute.arch.block_idx_in_cluster()
     cute.arch.cluster_arrive_relaxed()
     cute.arch.cluster_wait()
+    slot = cute.arch.alloc_smem(cute.Float32, (2,))
+    cute.arch.store_shared_remote(cute.Float32(t), slot.iterator, full, 1 - rank)      # st.async, counted on `full`
+    cute.arch.store_shared_remote(cute.Float32(t), slot.iterator + 1, None, 1 - rank)  # weak, for a cluster barrier
     out[t] = cute.Float32(cute.arch.make_warp_uniform(rank + cx)) + cute.Float32(ready)
 
 
@@ -53,7 +56,8 @@ def test_sync_primitives_reach_ptx_for_sm90a():
                         "mbarrier.try_wait.parity.shared::cta.b64", "bar.sync", "fence.proxy.async.shared::cta",
                         "setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232",
                         "%cluster_ctarank", "%cluster_ctaid.x", "barrier.cluster.arrive.relaxed",
-                        "barrier.cluster.wait", "shfl.sync.idx"):
+                        "barrier.cluster.wait", "shfl.sync.idx", "mapa.shared::cluster.u32",
+                        "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32", "st.shared::cluster.f32"):
         assert instruction in ptx, instruction
 
 
@@ -106,6 +110,10 @@ def _kernel_with(body):
     (lambda out: cute.arch.fence_proxy("sync"), "fence_proxy kind must be one of"),
     (lambda out: cute.arch.barrier_arrive(barrier_id=1), "barrier_arrive needs number_of_threads"),
     (lambda out: cute.recast_ptr(out), "recast_ptr takes a cute.Pointer, got Tensor"),
+    (lambda out: cute.arch.store_shared_remote(1.0, out.iterator, None, 0),
+     "store_shared_remote takes a shared-memory cute.Pointer"),
+    (lambda out: cute.arch.store_shared_remote(1.0, cute.arch.alloc_smem(cute.Float16, (2,)).iterator, None, 0),
+     "store_shared_remote stores Float32 or Int32, not Float16"),
 ])
 def test_misuse_is_a_clear_error(body, message):
     with pytest.raises(DSLError) as err:

@@ -246,24 +246,33 @@ def cluster_wait() -> None:
     ir.require("device", "cluster_wait").emit("nvvm.cluster.wait")
 
 
-def store_shared_remote(value, smem_ptr: Pointer, peer_cta_rank_in_cluster) -> None:
-    """Stores `value` (a 32-bit Float32 or Int32) at the same shared-memory offset as `smem_ptr`
-    in CTA `peer_cta_rank_in_cluster` of the cluster (distributed shared memory: mapa, then
-    st.shared::cluster). The store is weak: a cluster barrier (cluster_arrive, whose release
-    orders it, then the peer's cluster_wait) makes it visible to the peer's threads. quack's
-    helper of this name also completes bytes on a peer mbarrier (st.async); this one does not."""
+def store_shared_remote(value, smem_ptr: Pointer, mbar_ptr, peer_cta_rank_in_cluster) -> None:
+    """Stores `value` (a Float32 or Int32) at the same shared-memory offset as `smem_ptr` in CTA
+    `peer_cta_rank_in_cluster` of the cluster (distributed shared memory; the rank may be this
+    CTA's own). With `mbar_ptr`, the store is asynchronous (st.async) and completes 4 bytes of
+    transactions on the barrier at mbar_ptr's offset in that CTA: the peer waits on its barrier
+    (expecting the bytes), and no cluster barrier is needed. With mbar_ptr None it is a weak
+    st.shared::cluster that a cluster barrier (cluster_arrive, then the peer's cluster_wait)
+    makes visible. quack's helper of this name takes the same arguments."""
     b = ir.require("device", "store_shared_remote")
     require_arch("sm_90", "store_shared_remote (distributed shared memory)")
     ptr = shared_pointer(smem_ptr, "store_shared_remote")
     dtype = smem_ptr.dtype
-    if getattr(dtype, "width", None) != 32 or dtype not in (Float32, Int32):
+    if dtype not in (Float32, Int32):
         raise DSLError(UNSUPPORTED_TYPE, f"store_shared_remote stores Float32 or Int32, not {dtype.__name__}",
                        user_location())
     v = convert(as_numeric(value, dtype), dtype)
     address = b.op(f"llvm.ptrtoint {ptr.value.name} : !llvm.ptr<3> to i32", "i32")
     rank = _i32(peer_cta_rank_in_cluster)
     kind, constraint = ("f32", "f") if dtype is Float32 else ("b32", "r")
-    b.emit('llvm.inline_asm has_side_effects "{\\0A.reg .b32 remote;\\0Amapa.shared::cluster.u32 remote, $0, $1;'
-           f'\\0Ast.shared::cluster.{kind} [remote], $2;\\0A}}", "r,r,{constraint}" '
-           f"{address.name}, {rank.ir.name}, {v.ir.name} : (i32, i32, {dtype.mlir}) -> ()")
-
+    if mbar_ptr is None:
+        b.emit('llvm.inline_asm has_side_effects "{\\0A.reg .b32 remote;\\0Amapa.shared::cluster.u32 remote, $0, $1;'
+               f'\\0Ast.shared::cluster.{kind} [remote], $2;\\0A}}", "r,r,{constraint}" '
+               f"{address.name}, {rank.ir.name}, {v.ir.name} : (i32, i32, {dtype.mlir}) -> ()")
+        return
+    bar = b.op(f"llvm.ptrtoint {_barrier_ptr(mbar_ptr, 'store_shared_remote').name} : !llvm.ptr<3> to i32", "i32")
+    b.emit('llvm.inline_asm has_side_effects "{\\0A.reg .b32 remote, remote_bar;'
+           '\\0Amapa.shared::cluster.u32 remote, $0, $1;\\0Amapa.shared::cluster.u32 remote_bar, $3, $1;'
+           f'\\0Ast.async.shared::cluster.mbarrier::complete_tx::bytes.{kind} [remote], $2, [remote_bar];'
+           f'\\0A}}", "r,r,{constraint},r" '
+           f"{address.name}, {rank.ir.name}, {v.ir.name}, {bar.name} : (i32, i32, {dtype.mlir}, i32) -> ()")
