@@ -33,8 +33,9 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_reduce import (MAX_CLUSTER, clamp_row, cluster_peers, column_mask, cta_group, dynamic_rows, fold,
-                         launch_cluster, launch_grid, load_row, row_config, row_reduce, store_row, thread_place)
+from .row_reduce import (MAX_CLUSTER, clamp_row, cluster_peers, column_mask, cta_group, dynamic_rows, fetch_row, fold,
+                         launch_cluster, launch_grid, load_row, row_config, row_fragment, row_reduce, store_row,
+                         thread_place)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -97,12 +98,26 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
     dw.fill(0.0)
     db.fill(0.0)
     w = load_row(mW, 0, lane, cfg) if cute.const_expr(mW is not None) else 1.0
+    # RMSNorm reads x and dy a row ahead: the next row's loads are in flight while this row
+    # waits at its reduction (one CTA per SM at 512 threads: nothing else hides that wait).
+    # LayerNorm's mean and db partial row leave no registers for it (it spills).
+    ahead = mMean is None
+    x_next, dy_next = row_fragment(mX, cfg), row_fragment(mDY, cfg)
+    if cute.const_expr(ahead):
+        first = clamp_row(group * cfg.rows + row_in_cta, rows)
+        fetch_row(x_next, mX, first, lane, cfg)
+        fetch_row(dy_next, mDY, first, lane, cfg)
     step = 0                                        # row_reduce's slots alternate between iterations
     for block in range(group, (rows + cfg.rows - 1) // cfg.rows, groups):
         row = block * cfg.rows + row_in_cta
         src = clamp_row(row, rows)
-        x = load_row(mX, src, lane, cfg)
-        dy = load_row(mDY, src, lane, cfg)
+        if cute.const_expr(ahead):
+            x, dy = x_next.load().to(cute.Float32), dy_next.load().to(cute.Float32)
+            following = clamp_row(row + groups * cfg.rows, rows)
+            fetch_row(x_next, mX, following, lane, cfg)
+            fetch_row(dy_next, mDY, following, lane, cfg)
+        else:
+            x, dy = load_row(mX, src, lane, cfg), load_row(mDY, src, lane, cfg)
         rstd = mRstd[src]
         x_hat = (x - mMean[src]) * rstd if cute.const_expr(mMean is not None) else x * rstd
         g = dy * w
