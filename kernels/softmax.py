@@ -13,11 +13,11 @@ Backward, from the forward's output y and the incoming gradient dy:
 
 Statistics are Float32 whatever the input type (bfloat16, float16, float32).
 
-Rows over row_reduce.MAX_N elements do not fit a CTA's registers: they are read in chunks
-(kernels/row_chunks.py), the forward's log-sum-exp online in one pass and the output in a
-second (two reads and one write), the backward's sum in one pass and dx in a second (four reads
-and one write). The cluster path that would keep such rows in several CTAs' registers is not
-written.
+Rows over row_reduce.MAX_N elements do not fit a CTA's registers: up to REGISTER_N they are
+split over a cluster of CTAs (kernels/row_reduce.py), still one pass. Longer rows are read in
+chunks (kernels/row_chunks.py), the forward's log-sum-exp online in one pass and the output in
+a second (two reads and one write), the backward's sum in one pass and dx in a second (four
+reads and one write).
 """
 
 from __future__ import annotations
@@ -30,21 +30,25 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .row_chunks import chunk_config, chunks, load_chunk, online_logsumexp, store_chunk
-from .row_reduce import (MAX_N, RowConfig, clamp_row, dynamic_rows, fold, launch_grid, load_row, row_config,
-                         row_reduce, store_row, thread_place)
+from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, dynamic_rows, fold, launch_cluster,
+                         launch_grid, load_row, row_config, row_reduce, store_row, thread_place)
 
 LOG2_E = math.log2(math.e)
+# Rows of up to this many elements stay in registers (over a cluster past MAX_N).
+REGISTER_N = MAX_N * MAX_CLUSTER
 
 
 @cute.kernel
 def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
+    peers = cluster_peers(cfg)
+    first, second = (0, 1) if cute.const_expr(peers is not None) else (None, None)   # steps under a cluster
     rows = mX.shape[0]
     src = clamp_row(row, rows)
     x = load_row(mX, src, lane, cfg, fill=-math.inf)
-    m = row_reduce(fold(x, "max"), "max", cfg, lane, row_in_cta)
+    m = row_reduce(fold(x, "max"), "max", cfg, lane, row_in_cta, first, peers)
     e = cute.math.exp2(x * LOG2_E - m * LOG2_E)
-    s = row_reduce(fold(e, "sum"), "sum", cfg, lane, row_in_cta)
+    s = row_reduce(fold(e, "sum"), "sum", cfg, lane, row_in_cta, second, peers)
     if cute.const_expr(log):
         y = x - (m + cute.math.log(s))
     else:
@@ -56,15 +60,17 @@ def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Const
 @cute.kernel
 def _backward_kernel(mY: cute.Tensor, mDY: cute.Tensor, mDX: cute.Tensor, cfg: Constexpr, log: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
+    peers = cluster_peers(cfg)
+    step = 0 if cute.const_expr(peers is not None) else None
     rows = mY.shape[0]
     src = clamp_row(row, rows)
     y = load_row(mY, src, lane, cfg)
     dy = load_row(mDY, src, lane, cfg)
     if cute.const_expr(log):
-        total = row_reduce(fold(dy, "sum"), "sum", cfg, lane, row_in_cta)
+        total = row_reduce(fold(dy, "sum"), "sum", cfg, lane, row_in_cta, step, peers)
         dx = dy - cute.math.exp2(y * LOG2_E) * total
     else:
-        dot = row_reduce(fold(dy * y, "sum"), "sum", cfg, lane, row_in_cta)
+        dot = row_reduce(fold(dy * y, "sum"), "sum", cfg, lane, row_in_cta, step, peers)
         dx = y * (dy - dot)
     if row < rows:
         store_row(mDX, row, lane, cfg, dx)
@@ -119,12 +125,14 @@ def _long_backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, cfg: Conste
 
 @cute.jit
 def _forward(x: cute.Tensor, y: cute.Tensor, cfg: Constexpr, log: Constexpr):
-    _forward_kernel(x, y, cfg, log).launch(grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
+    _forward_kernel(x, y, cfg, log).launch(grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1),
+                                           cluster=launch_cluster(cfg))
 
 
 @cute.jit
 def _backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, cfg: Constexpr, log: Constexpr):
-    _backward_kernel(y, dy, dx, cfg, log).launch(grid=launch_grid(y.shape[0], cfg), block=(cfg.threads, 1, 1))
+    _backward_kernel(y, dy, dx, cfg, log).launch(grid=launch_grid(y.shape[0], cfg), block=(cfg.threads, 1, 1),
+                                                 cluster=launch_cluster(cfg))
 
 
 def _rows(t: torch.Tensor, name: str) -> torch.Tensor:
@@ -138,10 +146,10 @@ def _rows(t: torch.Tensor, name: str) -> torch.Tensor:
 def _config(*tensors: torch.Tensor) -> RowConfig:
     n = tensors[0].shape[-1]
     size = max(t.element_size() for t in tensors)
-    cfg = row_config(n, size)
+    cfg = row_config(n, size, max_cluster=MAX_CLUSTER)
     # The vector must suit every tensor's rows and address.
     for t in tensors:
-        c = row_config(n, size, t.stride(0), t.data_ptr())
+        c = row_config(n, size, t.stride(0), t.data_ptr(), max_cluster=MAX_CLUSTER)
         if c.vec < cfg.vec:
             cfg = c
     return cfg
@@ -151,7 +159,7 @@ def softmax(x: torch.Tensor, log: bool = False, out: torch.Tensor | None = None)
     """softmax (or log_softmax) over the last dim of a CUDA tensor, in its dtype; any row length."""
     x2 = _rows(x, "x")
     y = torch.empty(x2.shape, dtype=x.dtype, device=x.device) if out is None else out.view(x2.shape)
-    if x2.numel() and x2.shape[1] > MAX_N:
+    if x2.numel() and x2.shape[1] > REGISTER_N:
         _long_forward(dynamic_rows(x2), dynamic_rows(y), *chunk_config(x2, y), log)
     elif x2.numel():
         _forward(dynamic_rows(x2), dynamic_rows(y), _config(x2, y), log)
@@ -164,7 +172,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, log: bool = False) -> to
         raise ValueError(f"softmax_backward: y {tuple(y.shape)} and dy {tuple(dy.shape)} differ in shape")
     y2, dy2 = _rows(y, "y"), _rows(dy, "dy")
     dx = torch.empty(y2.shape, dtype=dy.dtype, device=y.device)
-    if y2.numel() and y2.shape[1] > MAX_N:
+    if y2.numel() and y2.shape[1] > REGISTER_N:
         _long_backward(dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx), *chunk_config(y2, dy2, dx), log)
     elif y2.numel():
         _backward(dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx), _config(y2, dy2, dx), log)

@@ -88,6 +88,23 @@ def test_cluster_norms_trade_partial_sums_through_distributed_shared_memory(rms)
         assert all(k.get("spill_stores") == 0 for k in kernel.kernels), kernel.kernels
 
 
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
+    x = torch.empty(4, 131072, dtype=torch.bfloat16)
+    cfg = softmax._config(x, x)
+    assert cfg.cluster == 4 and cfg.vectors * cfg.vec == 64
+    for kernel in (cute.compile(softmax._forward, dynamic_rows(x), dynamic_rows(x), cfg, log, options={"arch": "sm_90a"}),
+                   cute.compile(softmax._backward, dynamic_rows(x), dynamic_rows(x), dynamic_rows(x), cfg, log,
+                                options={"arch": "sm_90a"})):
+        ptx = kernel.__ptx__
+        assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32" in ptx
+        assert {a for a in _accesses(ptx) if ".v" in a} == {"ld.global.v4.b32", "st.global.v4.b32"}
+        assert all(k.get("cluster_dims") == [4, 1, 1] for k in kernel.kernels)
+    # y and dy (64 values each) do not fit the backward's 128 registers; the forward fits.
+    assert all(k.get("spill_stores") == 0 for k in cute.compile(softmax._forward, dynamic_rows(x), dynamic_rows(x), cfg,
+                                                                log, options={"arch": "sm_90a"}).kernels)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     x = torch.empty(96, 4096, dtype=dtype)
@@ -140,8 +157,10 @@ def _check(got, want, dtype, what):
                                msg=lambda m: f"{what}: {m}")
 
 
-# The last two take the chunked path of rows over 32768 (one not a multiple of the chunk).
-SHAPES = [(1, 1), (5, 7), (300, 256), (129, 1000), (64, 4096), (3, 6000), (17, 32768), (3, 40000), (2, 131072)]
+# Past 32768 the rows split over clusters (40000: the last CTA's part runs past N), past
+# 262144 they take the chunked path (300001: not a multiple of the chunk).
+SHAPES = [(1, 1), (5, 7), (300, 256), (129, 1000), (64, 4096), (3, 6000), (17, 32768), (3, 40000), (2, 131072),
+          (2, 300001)]
 
 
 @needs_gpu
@@ -285,6 +304,7 @@ def run_small():
     y = softmax.softmax(x)
     softmax.softmax_backward(y, x)
     long = _rand((70, 40000), 6, torch.bfloat16)           # clusters of 2 CTAs forward, 8 backward
+    softmax.softmax_backward(softmax.softmax(long), long)   # (softmax: clusters of 2)
     wl = _rand((40000,), 7, torch.bfloat16)
     for rms in (True, False):
         out, _, rstd, mean = norms.norm_forward(x, w, None if rms else b, eps=1e-5, rms=rms)

@@ -78,7 +78,6 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
     without a GPU) overrides the device's."""
     from ..kernels import cross_entropy, norms, softmax
     from ..kernels.row_chunks import chunk_config
-    from ..kernels.row_reduce import MAX_N
 
     ops = _operands(descriptions, device)
     args = [None if o is None else o.arg() for o in ops]
@@ -87,7 +86,7 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
     if op in ("softmax", "softmax_backward"):
         log = bits[0]
         present = [o for o in ops if o is not None]
-        long = present[0].n > MAX_N
+        long = present[0].n > softmax.REGISTER_N
         if op == "softmax":
             host = softmax._long_forward if long else softmax._forward
         else:
