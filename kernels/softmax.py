@@ -38,6 +38,13 @@ LOG2_E = math.log2(math.e)
 REGISTER_N = MAX_N * MAX_CLUSTER
 
 
+def values_per_thread(n: int) -> int:
+    """64 values of a row per thread, 32 past 16384 columns: there the row spreads over twice
+    the CTAs (a cluster from 32768 on), measured faster both ways (and the backward's y and dy
+    fit its registers)."""
+    return 64 if n <= MAX_N // 2 else 32
+
+
 @cute.kernel
 def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
@@ -146,10 +153,11 @@ def _rows(t: torch.Tensor, name: str) -> torch.Tensor:
 def _config(*tensors: torch.Tensor) -> RowConfig:
     n = tensors[0].shape[-1]
     size = max(t.element_size() for t in tensors)
-    cfg = row_config(n, size, max_cluster=MAX_CLUSTER)
+    values = values_per_thread(n)
+    cfg = row_config(n, size, max_values=values, max_cluster=MAX_CLUSTER)
     # The vector must suit every tensor's rows and address.
     for t in tensors:
-        c = row_config(n, size, t.stride(0), t.data_ptr(), max_cluster=MAX_CLUSTER)
+        c = row_config(n, size, t.stride(0), t.data_ptr(), values, MAX_CLUSTER)
         if c.vec < cfg.vec:
             cfg = c
     return cfg
