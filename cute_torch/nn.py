@@ -9,7 +9,7 @@ fp32 or mixed dtypes, CPU tensors) it computes the same thing with torch.
 `RMSNorm`, `LayerNorm` and `CrossEntropyLoss` are torch's modules (same arguments, parameters
 and state dicts) whose forward runs the row kernels (cute_torch.ops.rms_norm, layer_norm,
 cross_entropy_loss) on CUDA tensors over the last dimension, and torch's own forward where
-those cannot (CPU tensors, a normalized shape of several dims, rows over 32768 elements, class
+those cannot (CPU tensors, a normalized shape of several dims, rows over 262144 elements, class
 weights or label smoothing).
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .kernels.row_reduce import MAX_N
+from .kernels.norms import MAX_NORM_N
 from .ops.linear import check_activation, linear
 from .ops.row_ops import DEFAULT_RMS_EPS, cross_entropy_loss, layer_norm_fn, rms_norm
 
@@ -50,7 +50,7 @@ class Linear(torch.nn.Linear):
 
 
 def _rows_fit(x: torch.Tensor, normalized_shape) -> bool:
-    return x.is_cuda and len(normalized_shape) == 1 and 1 <= x.shape[-1] <= MAX_N
+    return x.is_cuda and len(normalized_shape) == 1 and 1 <= x.shape[-1] <= MAX_NORM_N
 
 
 class RMSNorm(torch.nn.RMSNorm):

@@ -93,9 +93,9 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
     x = torch.empty(4, 131072, dtype=torch.bfloat16)
     cfg = softmax._config(x, x)
     assert cfg.cluster == 8 and cfg.vectors * cfg.vec == 32
-    for kernel in (cute.compile(softmax._forward, dynamic_rows(x), dynamic_rows(x), cfg, log, options={"arch": "sm_90a"}),
-                   cute.compile(softmax._backward, dynamic_rows(x), dynamic_rows(x), dynamic_rows(x), cfg, log,
-                                options={"arch": "sm_90a"})):
+    rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
+    for kernel in (cute.compile(softmax._forward, rows, rows, cfg, log, options=hopper),
+                   cute.compile(softmax._backward, rows, rows, rows, cfg, log, options=hopper)):
         ptx = kernel.__ptx__
         assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32" in ptx
         assert {a for a in _accesses(ptx) if ".v" in a} == {"ld.global.v4.b32", "st.global.v4.b32"}

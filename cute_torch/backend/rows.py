@@ -10,8 +10,8 @@ row kernels' ops (cute_torch/ops/row_ops.py), forward and backward.
                                                       -> cute.layer_norm_backward(x, w, dy, rstd, mean, ...)
 
 These ops are core ATen, so the backend's decompositions keep them whole. Conditions: the
-last dimension, for LayerNorm at most 32768 elements (kernels/row_reduce.MAX_N; softmax takes
-any length), float32/bfloat16/float16,
+last dimension, for LayerNorm at most 262144 elements (kernels/norms.MAX_NORM_N; softmax
+takes any length), float32/bfloat16/float16,
 a device type the options allow. LayerNorm's mean and rstd keep their (..., 1) shapes and the
 dtype the graph gave them. RMSNorm (composite: it arrives as pow/mean/rsqrt) and cross-entropy
 (log_softmax + nll_loss) are not matched yet.
@@ -24,7 +24,7 @@ import operator
 import torch
 import torch.fx as fx
 
-from ..kernels.row_reduce import MAX_N
+from ..kernels.norms import MAX_NORM_N
 from .fusion import fake_value
 from .options import Options
 
@@ -35,7 +35,7 @@ SOFTMAX = {aten._softmax.default: False, aten._log_softmax.default: True}
 SOFTMAX_BACKWARD = {aten._softmax_backward_data.default: False, aten._log_softmax_backward_data.default: True}
 
 
-def _rows_ok(node, dim, options: Options, longest: int = MAX_N) -> bool:
+def _rows_ok(node, dim, options: Options, longest: int = MAX_NORM_N) -> bool:
     """Whether `node`'s value is rows the kernels take, reduced over `dim` (rows of at most
     `longest` elements: softmax takes any length)."""
     v = fake_value(node)

@@ -10,7 +10,7 @@ into pointwise ops and sums would be left to match.
       (written out, as Hugging Face's LlamaRMSNorm does: casts to float32 and back around it,
        x * x or x ** 2 for the square, the weight on either side)
 
-Conditions: as backend/rows.py's (the last dim, N <= 32768 for the norm, float dtypes, a device
+Conditions: as backend/rows.py's (the last dim, N <= 262144 for the norm, float dtypes, a device
 type the options allow); the written-out RMSNorm's result in x's dtype (the kernel rounds once,
 where the written form may round before the weight); cross-entropy with (M, V) logits, (M,)
 integer targets, no class weights and no label smoothing.

@@ -1,0 +1,74 @@
+"""How the row kernels' configuration was chosen: the norms and softmax at long rows under
+hand-made configurations (values per thread, hence CTAs per cluster), as a fraction of copy
+bandwidth. The shipped choices are kernels/norms.FORWARD_VALUES / BACKWARD_VALUES and
+kernels/softmax.values_per_thread; benchmarks/RESULTS.md has the measured sweep.
+
+    python benchmarks/row_configs.py [--ns 8192 16384 32768 65536 131072] [--repeats 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from timing import kernel_ms
+
+from cute_torch.kernels import norms, softmax
+from cute_torch.kernels.row_reduce import MAX_CLUSTER, MAX_N, dynamic_rows, row_config
+
+
+def _label(cfg) -> str:
+    return f"c{cfg.cluster}/t{cfg.threads}/v{cfg.vectors * cfg.vec}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ns", nargs="+", type=int, default=[8192, 16384, 32768, 65536, 131072])
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args()
+    total = 1 << 27
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"{torch.cuda.get_device_name()}, bf16, M x N = 2^27; fraction of copy bandwidth per configuration "
+          "(c: CTAs per cluster, t: threads per CTA, v: row values per thread)")
+    for n in args.ns:
+        m = total // n
+        x = torch.randn(m, n, device="cuda").bfloat16()
+        dy, w, out = torch.randn_like(x), torch.randn(n, device="cuda").bfloat16(), torch.empty_like(x)
+        copy = 2 * x.numel() * 2 / kernel_ms(lambda: out.copy_(x), args.repeats, copies=True) / 1e9
+
+        def fraction(call, bytes_per_element):
+            return bytes_per_element * x.numel() * 2 / kernel_ms(call, args.repeats) / 1e9 / copy
+
+        def configs(values):
+            for v in values:
+                cfg = row_config(n, 2, max_values=v, max_cluster=MAX_CLUSTER)
+                if cfg.vectors * cfg.vec <= MAX_N // 512:
+                    yield cfg
+        y = softmax.softmax(x)
+        line = f"softmax  N={n:6}"
+        for cfg in configs((32, 64)):
+            fwd = fraction(lambda: softmax._forward(dynamic_rows(x), dynamic_rows(out), cfg, False), 2)
+            bwd = fraction(lambda: softmax._backward(dynamic_rows(y), dynamic_rows(dy), dynamic_rows(out), cfg, False),
+                           3)
+            line += f"  {_label(cfg)}: fwd {fwd:.2f} bwd {bwd:.2f}"
+        print(line, flush=True)
+        for rms in (True, False):
+            b = None if rms else w
+            _, _, rstd, mean = norms.norm_forward(x, w, b, eps=1e-6, rms=rms)
+            rows = [dynamic_rows(t) for t in (x, dy, out, rstd, mean, torch.empty(m, device="cuda"),
+                                              None if rms else torch.empty(m, device="cuda"))]
+            xr, dyr, outr, rstdr, meanr, stat, stat2 = rows
+            line = f"{'rms_norm' if rms else 'layer_norm':10} N={n:6}"
+            for cfg in configs((16, 32, 64)):
+                fwd = fraction(lambda: norms._forward(xr, None, w, b, outr, None, stat, stat2, 1e-6, cfg, rms), 2)
+                line += f"  fwd {_label(cfg)}: {fwd:.2f}"
+            for cfg in configs((8, 16, 32)):
+                groups = norms.backward_groups(m, cfg, sms)
+                dw = torch.empty(groups * cfg.rows, n, device="cuda")
+                dw_r, db_r = dynamic_rows(dw), None if rms else dynamic_rows(torch.empty_like(dw))
+                bwd = fraction(lambda: norms._backward(xr, w, dyr, rstdr, meanr, outr, dw_r, db_r, groups, cfg), 3)
+                line += f"  bwd {_label(cfg)}: {bwd:.2f}"
+            print(line, flush=True)
+
+if __name__ == "__main__":
+    main()
