@@ -28,12 +28,27 @@ def current_stream_handle(device: int) -> int:
     return _current_stream(device)
 
 
-def _stream_handle(stream: Any) -> int:
+def is_stream(value: Any) -> bool:
+    """Whether `value` names a CUDA stream: a torch.cuda.Stream (ExternalStream too), or a
+    driver CUstream object as CuTe DSL programs pass one (cuda-python's
+    `cuda.bindings.driver.CUstream(handle)`, whose int() is the handle). Not imported here:
+    recognized by its type's name."""
+    torch = loaded_torch()
+    if torch is not None and hasattr(torch, "cuda") and isinstance(value, torch.cuda.Stream):
+        return True
+    return type(value).__name__ == "CUstream" and hasattr(value, "__int__")
+
+
+def stream_handle(stream: Any) -> int:
+    """The CUstream handle of an int, a torch.cuda.Stream or a driver CUstream object."""
     if isinstance(stream, int):
         return stream
     handle = getattr(stream, "cuda_stream", None)  # torch.cuda.Stream / ExternalStream
+    if handle is None and is_stream(stream):
+        handle = int(stream)
     if handle is None:
-        raise TypeError(f"stream must be an int (CUstream) or a torch.cuda.Stream, got {type(stream).__name__}")
+        raise TypeError(f"stream must be an int (CUstream), a CUstream or a torch.cuda.Stream, got "
+                        f"{type(stream).__name__}")
     return int(handle)
 
 
@@ -54,4 +69,4 @@ def resolve_device_and_stream(args: tuple, stream: Any, device: int | None) -> t
             device = torch.cuda.current_device()
         else:
             device = 0
-    return device, current_stream_handle(device) if stream is None else _stream_handle(stream)
+    return device, current_stream_handle(device) if stream is None else stream_handle(stream)

@@ -82,6 +82,51 @@ def test_the_examples_compile(program):
         assert "ld.global.v4.f32" in ptx and "st.global.v4.f32" in ptx
 
 
+try:   # CuTe DSL programs pass streams as cuda-python's driver CUstream
+    from cuda.bindings.driver import CUstream
+except ImportError:
+    class CUstream:
+        """A stand-in with cuda-python's CUstream's interface: int() is the handle."""
+
+        def __init__(self, handle=0):
+            self._handle = int(handle)
+
+        def __int__(self):
+            return self._handle
+
+
+@cute.jit
+def naive_add_on(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, stream):
+    m, n = mA.shape
+    naive_add_kernel(mA, mB, mC).launch(grid=((m * n) // 256, 1, 1), block=(256, 1, 1), stream=stream)
+
+
+def test_a_driver_custream_is_a_stream_argument():
+    """As CuTe DSL passes `cuda.CUstream(torch_stream.cuda_stream)`: keyed as "a stream" (another
+    handle compiles nothing new), handed to launch(stream=)."""
+    from cute_torch.launch import is_stream, stream_handle
+    assert is_stream(CUstream(1234)) and stream_handle(CUstream(1234)) == 1234 and not is_stream(1234)
+    a, b, c = _tensors()
+    args = [from_dlpack(t) for t in (a, b, c)]
+    from cute_torch.dsl.jit import _arg_key
+    assert _arg_key(CUstream(7), None) == _arg_key(CUstream(8), None) != _arg_key(7, None)
+    assert ".entry" in cute.compile(naive_add_on, *args, CUstream(7), options={"arch": "sm_80"}).__ptx__
+
+
+@pytest.mark.gpu
+def test_a_driver_custream_runs_the_launch_on_that_stream():
+    a, b, c = _tensors("cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        d = torch.empty_like(c)
+    naive_add_on(from_dlpack(a), from_dlpack(b), from_dlpack(c), CUstream(side.cuda_stream))
+    with torch.cuda.stream(side):
+        d.copy_(c)            # ordered after the add only if the add ran on `side`
+    side.synchronize()
+    assert torch.equal(d, a + b)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("program", [naive_add, vectorized_add], ids=["naive", "vectorized"])
 def test_the_examples_match_torch(program):

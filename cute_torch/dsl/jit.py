@@ -27,7 +27,7 @@ from .. import _C
 from ..compiler import CompiledModule, compile_mlir
 from ..env import knobs
 from ..errors import CompileError
-from ..launch import current_stream_handle, loaded_torch
+from ..launch import current_stream_handle, is_stream, loaded_torch, stream_handle
 from ..toolkit import MAX_DYNAMIC_SMEM, target_arch
 from . import cache, control, ir, pytree
 from .diagnostics import (ARGUMENT_MISMATCH, INVALID_LAUNCH, KERNEL_CALLS_KERNEL, MLIR_ERROR, PYTHON_CALLS_KERNEL,
@@ -65,11 +65,6 @@ TENSOR, TENSOR_ARG, SCALAR, CONSTEXPR, STREAM = range(5)
 
 def _is_constexpr_annotation(annotation) -> bool:
     return annotation is Constexpr or (isinstance(annotation, str) and "Constexpr" in annotation)
-
-
-def _is_stream(value) -> bool:
-    torch = loaded_torch()
-    return torch is not None and hasattr(torch, "cuda") and isinstance(value, torch.cuda.Stream)
 
 
 _constexpr_key = pytree.static_key
@@ -144,7 +139,7 @@ def _arg_key(value, annotation) -> tuple:
         return (SCALAR, type(value))
     if isinstance(value, (bool, int, float)):
         return (SCALAR, python_type(value))
-    if _is_stream(value):
+    if is_stream(value):
         return (STREAM,)
     if hasattr(value, "__dlpack__") and torch is not None:
         raise DSLError(ARGUMENT_MISMATCH, "DLPack tensors other than torch's must go through cute.from_dlpack(t)",
@@ -222,7 +217,7 @@ class Specialization:
             elif kind == SCALAR:
                 flat.append(_abi_value(value))
             elif kind == STREAM:
-                stream = value.cuda_stream
+                stream = stream_handle(value)
         device = self._check_device()
         if stream is None:
             stream = self._stream(device)
@@ -642,9 +637,10 @@ class KernelLaunch:
             if threads > 1024:
                 raise DSLError(INVALID_LAUNCH, f"block {tuple(block)} has {threads} threads; the limit is 1024",
                                user_location())
-        if stream is not None and not _is_stream(stream):
-            raise DSLError(INVALID_LAUNCH, "launch(stream=...) takes the torch.cuda.Stream passed to the @cute.jit "
-                           "function", user_location(), "pass the stream as an argument of the @cute.jit function")
+        if stream is not None and not is_stream(stream):
+            raise DSLError(INVALID_LAUNCH, "launch(stream=...) takes the stream (a torch.cuda.Stream or CUstream) "
+                           "passed to the @cute.jit function", user_location(),
+                           "pass the stream as an argument of the @cute.jit function")
         if isinstance(smem, int) and smem < 0:
             raise DSLError(INVALID_LAUNCH, f"smem must be >= 0 bytes, got {smem}", user_location())
         symbol, operands = self._specialize(host)
