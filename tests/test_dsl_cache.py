@@ -49,6 +49,27 @@ def test_key_is_computed_without_tracing_and_separates_specializations():
     assert _arg_key(bias, None) != _arg_key(plain, None) and plain.dynamic_values() == [32, 64, 64]
 
 
+def test_the_short_paths_keys_are_arg_keys():
+    """A jit call without annotations keys Python scalars by type (ints in Int32's range at
+    once): the same keys _arg_key gives, edges of the range included."""
+    from cute_torch.dsl.jit import _INT32_KEY, _INT32_LIMIT, _SCALAR_KEYS
+    for value in (0, -_INT32_LIMIT, _INT32_LIMIT - 1):
+        assert _arg_key(value, None) == _INT32_KEY
+    assert _arg_key(_INT32_LIMIT, None) != _INT32_KEY and _arg_key(-_INT32_LIMIT - 1, None) != _INT32_KEY
+    assert all(_arg_key(t(1), None) == key for t, key in _SCALAR_KEYS.items())
+
+
+def test_the_memory_caches_repeat_shortcut_keeps_lru_order():
+    """The most recent (key, spec) answers a repeated call without hashing or reordering; the
+    order of eviction stays least recently used."""
+    memory = cache.MemoryCache()
+    memory.put("a", 1, 2)
+    memory.put("b", 2, 2)
+    assert memory.get("a") == 1 and memory.get("a") == 1      # the second from the shortcut
+    memory.put("c", 3, 2)                                    # evicts b, used before a
+    assert "b" not in memory and memory.get("a") == 1 and memory.get("c") == 3 and memory.get("b") is None
+
+
 def test_memory_cache_compiles_each_specialization_once(monkeypatch):
     monkeypatch.setenv("CUTE_TORCH_NO_CACHE", "1")
     traces.clear()

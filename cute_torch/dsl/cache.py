@@ -104,16 +104,22 @@ class MemoryCache:
 
     def __init__(self):
         self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._last = (None, None)   # the most recent (key, spec): a repeated call skips hash and reorder
 
     def get(self, key):
+        last_key, last_spec = self._last
+        if key == last_key:
+            return last_spec
         spec = self._entries.get(key)
         if spec is not None:
             self._entries.move_to_end(key)
+            self._last = (key, spec)
         return spec
 
     def put(self, key, spec, limit: int) -> None:
         self._entries[key] = spec
         self._entries.move_to_end(key)
+        self._last = (key, spec)
         while len(self._entries) > limit:
             self._entries.popitem(last=False)
 

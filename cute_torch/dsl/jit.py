@@ -32,7 +32,7 @@ from ..toolkit import MAX_DYNAMIC_SMEM, target_arch
 from . import cache, control, ir, pytree
 from .diagnostics import (ARGUMENT_MISMATCH, INVALID_LAUNCH, KERNEL_CALLS_KERNEL, MLIR_ERROR, PYTHON_CALLS_KERNEL,
                           DSLError, Location, SpillWarning, user_location)
-from .numeric import Float32, Float64, Int32, Numeric, as_numeric, convert, index_of, python_type
+from .numeric import Boolean, Float32, Float64, Int32, Numeric, as_numeric, convert, index_of, python_type
 from .preprocess import preprocess
 from .smem import needed_bytes as smem_needed
 from .layout import ComposedLayout, Layout, Swizzle
@@ -120,6 +120,12 @@ class _Signature:
         if not self.variadic:
             return self.annotations
         return self.annotations + [self._rest] * (count - len(self.annotations))
+
+
+# Keys of unannotated Python scalars on the hot path, as _arg_key gives them (an int outside
+# Int32's range goes through _arg_key).
+_INT32_KEY, _INT32_LIMIT = (SCALAR, Int32), 1 << 31
+_SCALAR_KEYS = {float: (SCALAR, Float32), bool: (SCALAR, Boolean)}
 
 
 def _arg_key(value, annotation) -> tuple:
@@ -331,9 +337,11 @@ class JitFunction(_DSLFunction):
             return self.traced_callable()(*args, **kwargs)
         if kwargs or len(args) != len(self._annotations) or self._sig.variadic:
             args = self._sig.bind(args, kwargs)
-        if self._plain:  # no annotations: torch tensors take the short path
+        if self._plain:  # no annotations: torch tensors and Python scalars take the short path
             tensor_type = _tensor_type()
-            key = tuple([tensor_key(a) if type(a) is tensor_type else _arg_key(a, None) for a in args])
+            key = tuple([tensor_key(a) if type(a) is tensor_type else
+                         _INT32_KEY if type(a) is int and -_INT32_LIMIT <= a < _INT32_LIMIT else
+                         _SCALAR_KEYS.get(type(a)) or _arg_key(a, None) for a in args])
         else:
             key = tuple(map(_arg_key, args, self._sig.annotations_for(len(args))))
         spec = self._cache.get(key)
