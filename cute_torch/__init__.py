@@ -30,7 +30,7 @@ from .dsl.control import const_expr, range, range_constexpr
 from .dsl.diagnostics import DSLError, SpillWarning
 from .dsl.jit import CompiledFunction, Constexpr, compile, jit, kernel
 from .dsl.numeric import (BFloat16, Boolean, Float, Float8E4M3FN, Float8E5M2, Float16, Float32, Float64, Int8, Int16,
-                          Int32, Int64, Integer, Numeric, Uint8, Uint16, Uint32, Uint64, full_like, where)
+                          Int32, Int64, Integer, Numeric, Uint8, Uint16, Uint32, Uint64, assume, full_like, where)
 from .dsl.printing import printf
 from .dsl.layout import (ComposedLayout, Layout, Swizzle, append, blocked_product, ceil_div, coalesce, complement,
                          composition, cosize, crd2idx, depth, filter, filter_zeros, flat_divide, flat_product,
@@ -46,7 +46,7 @@ from .dsl.tensor_ssa import ReductionOp, TensorSSA
 from .dsl.pointer import Pointer, recast_ptr
 from .dsl.identity import elem_less, make_identity_tensor
 from .dsl.smem import SmemAllocator, struct
-from .dsl.copy import autovec_copy, copy
+from .dsl.copy import autovec_copy, copy, prefetch
 from .dsl import nvgpu, pipeline
 from .dsl.mma import ThrMma, TiledMma, gemm, make_tiled_mma
 from .dsl.tiled_copy import (ThrCopy, TiledCopy, make_copy_atom, make_tiled_copy_A, make_tiled_copy_B,
@@ -63,6 +63,7 @@ __all__ = [
     "BFloat16", "Boolean", "CompiledFunction", "Constexpr", "DSLError", "Float", "Float16", "Float32", "Float64",
     "Float8E4M3FN", "Float8E5M2", "Int16", "Int32", "Int64", "Int8", "Integer", "Layout", "Numeric", "Tensor",
     "TensorArg", "Uint16", "Uint32", "Uint64", "Uint8", "arch", "compile", "const_expr", "from_dlpack",
+    "assume",
     "full_like", "jit", "kernel", "make_layout", "math", "printf", "range", "range_constexpr", "size", "where",
     # layouts, tensors, TensorSSA
     "ComposedLayout", "ReductionOp", "Swizzle", "TensorSSA", "append", "autovec_copy", "blocked_product", "coalesce",
@@ -74,7 +75,7 @@ __all__ = [
     "raked_product", "rank", "recast_layout", "right_inverse", "select", "shape", "shape_div", "slice_",
     "tile_to_shape", "tiled_divide", "tiled_product", "zipped_divide", "zipped_product", "ceil_div", "group_modes",
     "size_in_bytes", "domain_offset", "Pointer", "recast_ptr", "make_identity_tensor", "elem_less",
-    "SmemAllocator", "struct", "SpillWarning",
+    "SmemAllocator", "struct", "SpillWarning", "prefetch",
     # the tensor-core layer
     "nvgpu", "pipeline", "ThrMma", "TiledMma", "gemm", "make_tiled_mma", "ThrCopy", "TiledCopy", "make_copy_atom",
     "make_tiled_copy_tv", "make_tiled_copy_A", "make_tiled_copy_B",

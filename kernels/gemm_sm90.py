@@ -59,6 +59,7 @@ CONSUMERS = 256                  # two consumer warpgroups
 THREADS = 128 + CONSUMERS
 EPILOGUE_BARRIER = 1             # the consumers' named barrier (0 is the CTA's; ping-pong: 1 and 2)
 ORDER_BARRIER = 3                # ping-pong: warpgroup w waits at ORDER_BARRIER + w for its turn
+AHEAD = 4                        # epilogue chunks whose inputs are in flight (a 64-column box)
 
 
 def _swizzled(rows: int, cols: int, stages: int | None = None, cols_contiguous: bool = True):
@@ -138,12 +139,11 @@ def choose_tile_n(m: int, n: int, batches: int, sms: int) -> int:
     return 128 if n <= 128 or 2 * tiles <= sms else 256
 
 
-def _epilogue_values(epilogues: tuple, acc, i: int, inputs, input_dtypes: tuple, out_types: tuple) -> list:
+def _epilogue_values(epilogues: tuple, acc, i: int, elements: list, input_dtypes: tuple, out_types: tuple) -> list:
     """Accumulator i after each output's epilogue, in that output's type. An epilogue is None,
     a DSL function of one accumulator, or an expression string over `acc` and the inputs
-    (`inputs` holds, per input, a function giving its element for accumulator i); the inputs
-    are read once for all outputs."""
-    env = [x(i).to(compute_type(getattr(torch, d))) for x, d in zip(inputs, input_dtypes)] + [acc[i]]
+    (`elements` holds each input's element at accumulator i, loaded once for all outputs)."""
+    env = [x.to(compute_type(getattr(torch, d))) for x, d in zip(elements, input_dtypes)] + [acc[i]]
     values = []
     for epilogue, out_type in zip(epilogues, out_types):
         if epilogue is None:
@@ -156,10 +156,34 @@ def _epilogue_values(epilogues: tuple, acc, i: int, inputs, input_dtypes: tuple,
     return values
 
 
-def _clamped_reader(x, coords):
-    """Element i of `x` at accumulator i's coordinate, clamped inside x (a tail tile's elements
-    past the edge are never stored, so any valid element will do)."""
-    return lambda i: x[tuple(cute.math.min(c, s - 1) for c, s in zip(coords[i], x.shape))]
+def _with_even_strides(x):
+    """`x` with its run-time strides assumed even (the host checked them: reads_pairs)."""
+    strides = tuple(cute.assume(d, divby=2) if not isinstance(d, int) else d for d in x.stride)
+    return cute.make_tensor(x.iterator, cute.make_layout(x.shape, stride=strides))
+
+
+def _input_pair(x, coords, i: int, pairs: bool) -> tuple:
+    """Elements i and i + 1 of input `x`, i even: in the wgmma accumulator layout two adjacent
+    columns of one row, (r, c) and (r, c + 1) with c even. They are read at coordinates clamped
+    inside x (a tail tile's elements past the edge are never stored, so any valid element
+    will do); with `pairs` (unit column stride, even strides: _with_even_strides) as one
+    vector load, else one element at a time."""
+    if cute.const_expr(not pairs):
+        return tuple(x[tuple(cute.math.min(c, s - 1) for c, s in zip(coords[k], x.shape))] for k in (i, i + 1))
+    r, c, *l = coords[i]
+    col = cute.assume(cute.math.min(c, x.shape[1] - 2), divby=2)   # N is even (the output's rows)
+    at = cute.domain_offset((cute.math.min(r, x.shape[0] - 1), col, *l), x)
+    pair = cute.local_tile(at, (1, 2) + (1,) * len(l), (0,) * (2 + len(l)))[(0, None) + (0,) * len(l)].load()
+    return pair[0], pair[1]
+
+
+def _chunk_inputs(inputs, coords, q: int, values_per_m: int, frg_m: int, pairs: tuple) -> list:
+    """Per input, the four element pairs at the accumulators of the epilogue's chunk q: 16
+    columns (j = q // frg_m) of one 64-row fragment (fm = q % frg_m), accumulators 8 j +
+    values_per_m fm + 0..7."""
+    j, fm = divmod(q, frg_m)
+    base = 8 * j + values_per_m * fm
+    return [[_input_pair(x, coords, base + e, p) for e in (0, 2, 4, 6)] for x, p in zip(inputs, pairs)]
 
 
 def _tile(tiles, i, j, l):
@@ -169,8 +193,8 @@ def _tile(tiles, i, j, l):
 
 @cute.kernel
 def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, stsms: Constexpr,
-                epilogues: Constexpr, input_dtypes: Constexpr, out_types: Constexpr, k_major: Constexpr,
-                stages: Constexpr, config: Constexpr):
+                epilogues: Constexpr, input_dtypes: Constexpr, input_pairs: Constexpr, out_types: Constexpr,
+                k_major: Constexpr, stages: Constexpr, config: Constexpr):
     BN, pingpong = config.tile_n, config.pingpong
     tid = cute.arch.thread_idx()[0]
     # Cooperative: both consumer warpgroups work on every tile (64 rows each). Ping-pong: each owns
@@ -228,7 +252,11 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
         tCrA = thr.make_fragment_A(thr.partition_A(sA))
         tCrB = thr.make_fragment_B(thr.partition_B(sB))
         acc = thr.make_fragment_C(thr.partition_C(sC_tiles[0]))   # (values, FrgM, FrgN)
-        values_per_m = cute.size(acc, mode=[0])
+        values_per_m, frg_m = cute.size(acc, mode=[0]), cute.size(acc, mode=[1])
+        chunks = BN // 16 * frg_m                         # the epilogue's steps: 16 columns x 64 rows
+        xs = [_with_even_strides(x) if cute.const_expr(p) else x for x, p in zip(inputs, input_pairs)]
+        # Inputs read one element at a time take twice the registers per chunk in flight.
+        ahead = AHEAD if all(input_pairs) else AHEAD // 2
         pieces = [cute.make_fragment(cute.make_layout((8, 1)), t) for t in out_types]   # one stmatrix each
         tSsCs = [stsm.get_slice(ctid).partition_D(sC_tile) for stsm, sC_tile in zip(stsms, sC_tiles)]
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
@@ -258,6 +286,11 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                     pipe.consumer_release(released)
                     released.advance()
                 state.advance()
+            # The epilogue's inputs are read `ahead` chunks of 16 columns early, the first ones while
+            # the last wgmmas run: their latency hides behind the math and stores before them.
+            coords = thr.partition_C(_tile(gC, m, n, l)) if cute.const_expr(bool(inputs)) else None
+            loaded = [_chunk_inputs(xs, coords, q, values_per_m, frg_m, input_pairs)
+                      for q in cute.range_constexpr(min(ahead, chunks))]
             warpgroup.wait_group(0)
             pipe.consumer_release(released)               # the tile's last stage
             released.advance()
@@ -266,11 +299,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                 released.advance_by(k_tiles)
                 if tile_id + step < tiles:                # its turn (it has that tile)
                     cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER + 1 - owner, number_of_threads=2 * 128)
-            # The epilogue: fused math in registers, 16-bit values to shared memory, TMA out. Inputs
-            # are read where this thread's accumulators sit, at coordinates clamped inside the
-            # input (a tail tile's elements past the edge are never stored).
-            coords = thr.partition_C(_tile(gC, m, n, l)) if cute.const_expr(bool(inputs)) else None
-            readers = [_clamped_reader(x, coords) for x in inputs]
+            # The epilogue: fused math in registers, 16-bit values to shared memory, TMA out.
             for s in cute.range_constexpr(BN // EPI_N):
                 # Buffer s % 2 is free once the store issued from it two boxes ago has read it.
                 if ctid == 0:
@@ -279,10 +308,14 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                 # 16 columns at a time (one stmatrix per 64-row atom): the accumulators already
                 # stored are dead, so the epilogue's inputs and math reuse the main loop's registers.
                 for j in cute.range_constexpr(s * EPI_N // 16, (s + 1) * EPI_N // 16):
-                    for fm in cute.range_constexpr(cute.size(acc, mode=[1])):
+                    for fm in cute.range_constexpr(frg_m):
+                        q = j * frg_m + fm                # the chunk; its inputs were loaded ahead
+                        if cute.const_expr(q + ahead < chunks):
+                            loaded.append(_chunk_inputs(xs, coords, q + ahead, values_per_m, frg_m, input_pairs))
                         for e in cute.range_constexpr(8):
                             i = 8 * j + e + values_per_m * fm
-                            values = _epilogue_values(epilogues, acc, i, readers, input_dtypes, out_types)
+                            elements = [pairs[e // 2][e % 2] for pairs in loaded[q]]
+                            values = _epilogue_values(epilogues, acc, i, elements, input_dtypes, out_types)
                             for piece, value in zip(pieces, values):
                                 piece[e] = value
                         for stsm, piece, tSsC in zip(stsms, pieces, tSsCs):
@@ -299,7 +332,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
 
 @cute.jit
 def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexpr, epilogues: Constexpr,
-               input_dtypes: Constexpr, *tensors):
+               input_dtypes: Constexpr, input_pairs: Constexpr, *tensors):
     """a (M, K[, L]), b (N, K[, L]) (views: M/N or K may be the contiguous mode); `tensors` are
     one output per epilogue, (M, N[, L]) with N contiguous, then the epilogues' inputs."""
     outs, inputs = tensors[:len(epilogues)], tensors[len(epilogues):]
@@ -322,9 +355,19 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     if cute.const_expr(len(c.shape) == 3):
         tiles = tiles * cute.size(c, mode=[2])
     grid = cute.math.min(tiles, sms)
-    gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma, stsms, epilogues, input_dtypes, out_types,
-                k_major, _stages(len(outs), BN, 2 if pingpong else 1), config).launch(
+    gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma, stsms, epilogues, input_dtypes,
+                input_pairs,
+                out_types, k_major, _stages(len(outs), BN, 2 if pingpong else 1), config).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
+
+
+def reads_pairs(strides) -> bool:
+    """Whether the epilogue reads an input view (rows, cols[, L]) of these strides two columns
+    per load: a unit column stride and every other stride even (promised to the kernel with
+    cute.assume; cute::gemm's C++ key tells even strides from odd ones). Measured on an H100:
+    an L2 prefetch (cute.prefetch) of each tile's residual by the producer made the fused
+    GEMMs 1-5 % slower, so there is none."""
+    return strides[1] == 1 and all(d % 2 == 0 for i, d in enumerate(strides) if i != 1)
 
 
 def _check_tma_addressable(name: str, t: torch.Tensor) -> None:
@@ -362,6 +405,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: 
     if tune and tile_n is None and schedule is None and raster is None:
         tile_n, schedule, raster = _tuned(a, b, c, epilogue, inputs)
     _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n, schedule, raster))
+    return c
 
 
 def _tuned(a, b, c, epilogue, inputs):
@@ -379,7 +423,6 @@ def _tuned(a, b, c, epilogue, inputs):
         args = host_arguments(a, b, c, epilogue, inputs, *candidate)
         return tuning.cuda_time_ms(lambda: _gemm_host(*args))
     return tuning.choose(key, time_ms, candidates)
-    return c
 
 
 def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None,
@@ -426,6 +469,7 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     views = (mkl(a), mkl(b.transpose(-1, -2)))
     tensors = [mkl(out) for out in outs] + [mkl(x.expand(shape)) for x in inputs]
     dtypes = tuple(str(x.dtype).removeprefix("torch.") for x in inputs)
+    pairs = tuple(reads_pairs(x.stride()) for x in tensors[len(outs):])
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
     # Broadcast inputs keep their static stride 0: a bias is then read once per column.
     dynamic = [cute.from_dlpack(x).mark_layout_dynamic(keep_broadcast=True) for x in views + tuple(tensors)]
@@ -440,7 +484,7 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     if raster not in (None, "m", "n"):
         raise ValueError(f"gemm: raster is 'm' or 'n', got {raster!r}")
     config = Config(tile_n, pingpong, raster == "n")
-    return (*dynamic[:2], sms, config, epilogues, dtypes, *dynamic[2:])
+    return (*dynamic[:2], sms, config, epilogues, dtypes, pairs, *dynamic[2:])
 
 
 def _check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs) -> None:

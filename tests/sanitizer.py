@@ -35,8 +35,8 @@ def run(sanitizer: str, tool: str, script: str, timeout: float = 600, **env) -> 
     # The disk cache off: every kernel is compiled inside the tool. Without torch's caching
     # allocator every tensor is its own cudaMalloc, so memcheck sees an overrun of a few elements
     # instead of a write into the pool's slack.
-    env = dict(os.environ, CUTE_TORCH_NO_CACHE="1", PYTORCH_NO_CUDA_MEMORY_CACHING="1",
-               PYTHONPATH=os.pathsep.join([TESTS, ROOT]), **env)
+    env = {**os.environ, "CUTE_TORCH_NO_CACHE": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+           "PYTHONPATH": os.pathsep.join([TESTS, ROOT]), **env}
     result = subprocess.run([sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), sys.executable, "-c",
                              script], capture_output=True, text=True, env=env, timeout=timeout)
     report = result.stdout + result.stderr

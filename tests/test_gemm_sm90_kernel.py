@@ -72,9 +72,18 @@ def test_an_expression_epilogue_reads_its_inputs_at_each_accumulator():
     c, bias, residual = torch.empty(300, 520).bfloat16(), torch.randn(520), torch.randn(300, 520).bfloat16()
     args = host_arguments(a, b, c, "gelu(acc + x0) + x1", (bias, residual), tile_n=256)
     ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
-    # Each thread reads its 128 accumulators' residual (bf16) elements, and the bias (fp32) once per
-    # column of each 16-column group (the broadcast stride stays a static 0): 4 columns x 16 groups.
-    assert ptx.count("ld.global.b16") + ptx.count("ld.global.u16") == 128 and ptx.count("ld.global.f32") == 64
+    # Each thread reads its 128 accumulators' residual (bf16) elements two adjacent columns per load,
+    # and the bias (fp32) once per column pair of each 16-column group (the broadcast stride stays
+    # a static 0): 2 pairs x 16 groups.
+    assert ptx.count("ld.global.b32") == 64 and ptx.count("ld.global.v2.f32") == 32
+    assert "ld.global.b16" not in ptx and "ld.global.f32" not in ptx
+    assert args[6] == (True, True)
+    # A residual whose row stride is odd cannot be read in 32-bit pairs: one element per load.
+    odd = torch.randn(300, 521).bfloat16()[:, :520]
+    args = host_arguments(a, b, c, "acc + x0", (odd,), tile_n=256)
+    assert args[6] == (False,)
+    ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("ld.global.b16") == 128 and "ld.global.b32" not in ptx
     with pytest.raises(ValueError, match="inputs= go with an expression"):
         host_arguments(a, b, c, None, (bias,))
 
@@ -227,7 +236,7 @@ def test_several_outputs_come_from_one_gemm_with_the_stages_that_fit():
     ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
     assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 32       # 16 per output
     assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 8      # 4 boxes per output
-    assert ptx.count("ld.global.f32") == 64                                  # the bias read once for both
+    assert ptx.count("ld.global.v2.f32") == 32                               # the bias read once for both
     assert (_stages(1, 256), _stages(2, 256), _stages(4, 256), _stages(1, 128)) == (4, 3, 2, 6)   # in 227 KB
 
 

@@ -140,3 +140,40 @@ def test_a_swizzle_that_would_split_elements_is_an_error():
 
     with pytest.raises(DSLError, match=r"Sw<3,1,3> acts on byte addresses and would split Float32 elements"):
         cute.compile(host, torch.zeros(1))
+
+
+@cute.kernel
+def _copy_row_vectors(src: cute.Tensor, dst: cute.Tensor, assumed: cute.Constexpr):
+    # One 8-element vector of row blockIdx of a tensor whose row stride is a run-time value.
+    row = cute.arch.block_idx()[0]
+    if cute.const_expr(assumed):
+        src = cute.make_tensor(src.iterator, cute.make_layout(src.shape, stride=(cute.assume(src.stride[0], divby=8),
+                                                                                    1)))
+    start = cute.domain_offset((row, 0), src)
+    cute.local_tile(start, (1, 8), (0, 0))[(0, None)].store(
+        cute.local_tile(start, (1, 8), (0, 0))[(0, None)].load())
+    dst[row] = src[(row, 0)]
+
+
+@cute.jit
+def _copy_rows(src: cute.Tensor, dst: cute.Tensor, assumed: cute.Constexpr):
+    _copy_row_vectors(src, dst, assumed).launch(grid=(cute.size(src, mode=[0]), 1, 1), block=(1, 1, 1))
+
+
+def test_assume_lets_a_run_time_stride_keep_16_byte_vectors():
+    """A run-time row stride says nothing about alignment, so a row's elements load one at a
+    time; cute.assume(stride, divby=8) promises 16-byte rows of bf16 and the vector comes back."""
+    src = cute.from_dlpack(torch.randn(64, 72).bfloat16()).mark_layout_dynamic()
+    dst = torch.empty(64).bfloat16()
+    plain = accesses(cute.compile(_copy_rows, src, dst, False).__ptx__)
+    promised = accesses(cute.compile(_copy_rows, src, dst, True).__ptx__)
+    assert "ld.global.v4.b32" not in plain and "ld.global.b16" in plain
+    assert "ld.global.v4.b32" in promised and "st.global.v4.b32" in promised
+
+
+def test_assume_checks_what_it_can():
+    assert cute.assume(24, divby=8) == 24
+    with pytest.raises(DSLError, match="not a multiple of 8"):
+        cute.assume(20, divby=8)
+    with pytest.raises(DSLError, match="positive Python int"):
+        cute.assume(24, divby=0)

@@ -74,7 +74,7 @@ def run_planted():
 def test_compute_sanitizer_names_the_python_line_of_an_out_of_bounds_write():
     # One cudaMalloc per tensor, so the write past its end is outside any allocation.
     code, report = run_under_sanitizer("memcheck", "import test_line_info as t; t.run_planted()",
-                                       CUTE_TORCH_LINE_INFO="1", PYTORCH_NO_CUDA_MEMORY_CACHING="1")
+                                       CUTE_TORCH_LINE_INFO="1")
     assert code == 99, report[-3000:]
     assert "Invalid __global__ write of size 4 bytes" in report, report[-3000:]
     assert f"{os.path.basename(HERE)}:{PLANTED_LINE}" in report, report[-3000:]

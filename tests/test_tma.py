@@ -45,6 +45,7 @@ def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile: cute.Con
     gD = cute.local_tile(dst_coords, tile, (bm, bn))
     if tid == 0:
         cpasync.prefetch_descriptor(load_atom)
+        cute.prefetch(load_atom, gS)                       # into L2 (a hint; the load follows at once)
         cute.arch.mbarrier_arrive_and_expect_tx(bar.iterator, load_atom.size_in_bytes)
         cute.copy(load_atom, gS, sT, tma_bar_ptr=bar.iterator)
     cute.arch.mbarrier_wait(bar.iterator, 0)
@@ -79,6 +80,7 @@ def test_a_tile_wider_than_the_swizzle_is_several_boxes():
     src = torch.randn(70, 320).bfloat16()
     ptx = cute.compile(_tma_host, src, torch.empty_like(src), (32, 256), options={"arch": "sm_90a"}).__ptx__
     assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 4    # 256 = 4 boxes of 64
+    assert ptx.count("cp.async.bulk.prefetch.tensor.2d.L2.global.tile") == 4   # cute.prefetch: the same boxes
     assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 4
 
 
@@ -90,6 +92,21 @@ def test_tma_copies_reach_ptx_with_a_grid_constant_descriptor():
                         "cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read 0"):
         assert instruction in ptx, instruction
     assert ".param .align 64 .b8" in ptx
+
+
+def test_prefetch_takes_a_tma_load_atom():
+    @cute.jit
+    def prefetch_with_a_store_atom(src: cute.Tensor):
+        atom, coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), src, _smem_layout(2), (TILE, 64))
+        _prefetch_kernel(atom, coords).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+    with pytest.raises(DSLError, match="prefetch takes a TMA load atom"):
+        cute.compile(prefetch_with_a_store_atom, torch.randn(128, 64).bfloat16(), options={"arch": "sm_90a"})
+
+
+@cute.kernel
+def _prefetch_kernel(atom, coords):
+    cute.prefetch(atom, cute.local_tile(coords, (TILE, 64), (0, 0)))
 
 
 def test_tma_errors_name_the_problem_at_the_users_line():

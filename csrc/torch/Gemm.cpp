@@ -132,7 +132,7 @@ at::Tensor pitchedCopy(const at::Tensor &t) {
 }
 
 /// The static pattern of a view that the compiled kernel depends on: dtype, rank, per dim
-/// whether the stride is 1 (and the extent not), 0, or other; whether offsets need 64 bits.
+/// whether the stride is 1 (and the extent not), 0, even or odd; whether offsets need 64 bits.
 int64_t alignment(const View &v) {
   return reinterpret_cast<uintptr_t>(v.tensor.data_ptr()) % 16 ? v.tensor.element_size() : 16;
 }
@@ -152,7 +152,10 @@ bool wide(const View &v) {
 void appendPattern(std::string &key, const View &v) {
   key += static_cast<char>('A' + static_cast<int>(v.tensor.scalar_type()));
   for (int d = 0; d < v.rank; ++d)
-    key += v.strides[d] == 0 ? '0' : (v.strides[d] == 1 && v.sizes[d] != 1 ? '1' : 's');
+    key += v.strides[d] == 0                      ? '0'
+           : v.strides[d] == 1 && v.sizes[d] != 1 ? '1'
+           : v.strides[d] % 2                     ? 's'
+                                                  : 'e'; // even: gemm_sm90.reads_pairs
   key += wide(v) ? 'w' : 'n';
   key += alignment(v) == 16 ? 'a' : 'u';
 }

@@ -9,9 +9,18 @@ from __future__ import annotations
 
 from .diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
 from .layout import size
-from .nvgpu.cpasync import TmaAtom, tma_copy
+from .nvgpu.cpasync import TmaAtom, tma_copy, tma_prefetch
 from .tensor import Tensor
 from .tiled_copy import CopyAtom, MmaOperandCopy, TiledCopy, ldmatrix_copy, stmatrix_copy, tiled_copy
+
+
+def prefetch(atom, src) -> None:
+    """CuTe DSL's prefetch(atom, src): with a TMA load atom, tile `src` (of the atom's
+    coordinate tensor) into L2 ahead of its use (cpasync.tma_prefetch)."""
+    if not isinstance(atom, TmaAtom):
+        raise DSLError(ARGUMENT_MISMATCH, f"prefetch takes a TMA load atom, got {type(atom).__name__}",
+                       user_location())
+    tma_prefetch(atom, src)
 
 
 def copy(*args, **kwargs) -> None:

@@ -18,6 +18,7 @@ from . import layout_ops as ops
 from .diagnostics import ARGUMENT_MISMATCH, LAYOUT_ALGEBRA, DSLError, user_location
 from .int_tuple import IntTuple, is_static, is_tuple, leaves, rebuild, spell  # noqa: F401 - re-exported
 from .layout_ops import add_offsets
+from .numeric import known_divisor
 
 
 def crd2idx(coord, shape: IntTuple, stride: IntTuple):
@@ -623,7 +624,9 @@ def format_layout(layout) -> str:
 
 def divisibility(coord, shape: IntTuple, stride: IntTuple) -> int:
     """What crd2idx(coord, shape, stride) is known to be a multiple of (0: it is 0). Run-time
-    coordinates contribute the gcd of the strides they multiply; run-time strides nothing."""
+    coordinates contribute the gcd of the strides they multiply (times what the coordinate is
+    known to be a multiple of, into a single leaf); a run-time value counts for what
+    cute.assume promised of it (else 1)."""
     if coord is None:
         return 0
     if is_tuple(coord):
@@ -633,8 +636,11 @@ def divisibility(coord, shape: IntTuple, stride: IntTuple) -> int:
         return result
     if isinstance(coord, int):
         offset = crd2idx(coord, shape, stride)
-        return abs(offset) if isinstance(offset, int) else 1
-    result = 0
+        if isinstance(offset, int):
+            return abs(offset)
+    if not is_tuple(coord) and not is_tuple(shape):   # a run-time coordinate times one stride
+        return known_divisor(coord) * known_divisor(stride)
+    result = 0     # any offset is an integer combination of the strides
     for d in leaves(stride):
-        result = _math.gcd(result, abs(d) if isinstance(d, int) else 1)
+        result = _math.gcd(result, known_divisor(d))
     return result

@@ -32,7 +32,7 @@ class Numeric(metaclass=NumericMeta):
     """A run-time scalar. Inside DSL code it is an SSA value; built outside one (e.g.
     `cute.Int32(5)` passed to a @cute.jit function) it holds the Python value to pass."""
 
-    __slots__ = ("_value", "_const")
+    __slots__ = ("_value", "_const", "_divby")   # _divby: set by assume() only
     mlir: str = ""  # storage type in IR
     width: int = 0
     is_float = False
@@ -572,6 +572,32 @@ def index_of(x) -> ir.Value:
         raise DSLError(UNSUPPORTED_TYPE, f"expected an integer, got {type(x).__name__}", user_location())
     v = convert(x, Int64) if type(x).width < 64 or not type(x).signed else x
     return b.op(f"arith.index_cast {v.ir.name} : i64 to index", "index")
+
+
+def assume(src, divby: int | None = None):
+    """`src` (a run-time integer) with the promise that it is a multiple of `divby` (CuTe DSL's
+    cute.assume). The layout algebra uses it where a run-time stride scales an offset: a row
+    stride assumed even lets a pair of 16-bit elements at an even column load as one 32-bit
+    vector. Nothing checks the promise at run time; the caller (the host code that saw the
+    value) must."""
+    if divby is None or divby == 1:
+        return src
+    if not isinstance(divby, int) or divby < 1:
+        raise DSLError(UNSUPPORTED_TYPE, f"assume(divby=) is a positive Python int, got {divby!r}")
+    if isinstance(src, int):
+        if src % divby:
+            raise DSLError(UNSUPPORTED_TYPE, f"assume: {src} is not a multiple of {divby}")
+        return src
+    if not isinstance(src, Integer) or src._value is None:
+        raise DSLError(UNSUPPORTED_TYPE, f"assume takes a run-time integer inside DSL code, got {src!r}")
+    out = type(src)._wrap(src._value)
+    out._divby = divby
+    return out
+
+
+def known_divisor(x) -> int:
+    """What an integer (a Python int or a run-time one) is known to be a multiple of (0 for 0)."""
+    return abs(x) if isinstance(x, int) else getattr(x, "_divby", 1)
 
 
 def full_like(x, value):

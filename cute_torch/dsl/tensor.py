@@ -17,7 +17,7 @@ from typing import NamedTuple, Sequence
 from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, WRONG_CONTEXT, DSLError, user_location
 from ..launch import loaded_torch
-from .numeric import (BY_TORCH_NAME, Boolean, Int32, Int64, Numeric, as_numeric, convert)
+from .numeric import (BY_TORCH_NAME, Boolean, Int32, Int64, Numeric, as_numeric, assume, convert, known_divisor)
 
 from .layout import (ComposedLayout, Layout, divisibility, is_tuple, leaves, make_layout, rebuild, size,
                      slice_and_offset, spell)
@@ -242,7 +242,8 @@ class Tensor:
 
     def signature(self) -> tuple:
         t = self
-        dyn_types = tuple(type(x).__name__ for x in leaves(t.shape) + leaves(t.stride) if isinstance(x, Numeric))
+        dyn_types = tuple((type(x).__name__, known_divisor(x)) for x in leaves(t.shape) + leaves(t.stride)
+                          if isinstance(x, Numeric))
         return ("tensor", t.dtype.__name__, t.memspace, spell(t.shape), spell(t.stride), dyn_types,
                 _alignment_after(t), t.wide)
 
@@ -251,8 +252,8 @@ class Tensor:
         values = list(values)
         ptr = values.pop(0)
         new_leaves = []
-        for x in leaves(self.shape) + leaves(self.stride):
-            new_leaves.append(type(x)._wrap(values.pop(0)) if isinstance(x, Numeric) else x)
+        for x in leaves(self.shape) + leaves(self.stride):   # what cute.assume promised stays
+            new_leaves.append(assume(type(x)._wrap(values.pop(0)), known_divisor(x)) if isinstance(x, Numeric) else x)
         n = len(leaves(self.shape))
         layout = Layout(rebuild(self.shape, new_leaves[:n]), rebuild(self.stride, new_leaves[n:]))
         return Tensor(ptr, self.dtype, layout, self.memspace, _alignment_after(self), self.wide)

@@ -40,15 +40,16 @@ def _slots(view: int, arg: TensorArg) -> list[int]:
 def build(epilogues: str, outputs: int, views: str, tile_n: int, device: int, arch: str | None = None):
     """(host entry address, runtime address, *recipe, the compiled function that keeps both
     alive) for cute::gemm's C++ cache. `arch` (tests without a GPU) overrides the device's."""
-    from cute_torch.kernels.gemm_sm90 import Config, _gemm_host
+    from cute_torch.kernels.gemm_sm90 import Config, _gemm_host, reads_pairs
 
     args = [_view(text, device) for text in views.split("|")]
     exprs = tuple(epilogues.split(SEPARATOR))
     if len(exprs) != outputs:
         raise ValueError(f"cute::gemm: {outputs} outputs but {len(exprs)} epilogues")
     input_dtypes = tuple(text.split(";")[0] for text in views.split("|")[2 + outputs:])
+    input_pairs = tuple(reads_pairs(arg.stride) for arg in args[2 + outputs:])
     sms = sm_count(device) if arch is None else 132
-    compiled = _gemm_host.compile(args[0], args[1], sms, Config(tile_n), exprs, input_dtypes, *args[2:],
+    compiled = _gemm_host.compile(args[0], args[1], sms, Config(tile_n), exprs, input_dtypes, input_pairs, *args[2:],
                                   options={"arch": arch} if arch else None)
     recipe = _slots(0, args[0]) + _slots(1, args[1]) + [SM_COUNT * 1000]
     for i, arg in enumerate(args[2:], start=2):

@@ -385,6 +385,26 @@ def tma_copy(atom: TmaAtom, src, dst, tma_bar_ptr=None, mcast_mask=None) -> None
                    f"box[{', '.join(c.name for c in coords)}] : {types}")
 
 
+def tma_prefetch(atom: TmaAtom, src) -> None:
+    """cute.prefetch with a TMA load atom: the boxes of tile `src` (a tile of the atom's
+    coordinate tensor) into L2, no shared memory and no barrier (a hint: out-of-bounds parts
+    are skipped). Issue it from one thread, early enough for the data to be used from L2."""
+    b = ir.require("device", "a TMA prefetch")
+    if atom.op.direction != "G2S" or isinstance(atom.op, CopyBulkTensorTileG2SMulticastOp):
+        raise DSLError(ARGUMENT_MISMATCH, f"prefetch takes a TMA load atom (CopyBulkTensorTileG2SOp), got {atom}",
+                       user_location())
+    origin = _box_coordinates(atom, src)
+    for delta, _ in atom.pieces:
+        coords = list(origin)
+        if delta:
+            coords[0] = (Int32._wrap(coords[0]) + delta).ir
+        places = ", ".join(f"${i + 1}" for i in range(len(coords)))
+        types = ", ".join(["!llvm.ptr"] + ["i32"] * len(coords))
+        b.emit(f'llvm.inline_asm has_side_effects "cp.async.bulk.prefetch.tensor.{len(coords)}d.L2.global.tile '
+               f'[$0, {{{places}}}];", "l{",r" * len(coords)}" {atom.desc.name}, '
+               f'{", ".join(c.name for c in coords)} : ({types}) -> ()')
+
+
 def _boxes(atom: TmaAtom, origin: list, base: ir.Value, tile: Tensor):
     """(coordinates, shared address) of each box of the tile, in order."""
     b = ir.current()
