@@ -37,11 +37,11 @@ def main() -> None:
         w = (torch.randn(n, k, device="cuda", generator=g) / k ** 0.5).bfloat16()
         bias = torch.randn(n, device="cuda", generator=g).bfloat16()
         residual = torch.randn(M, n, device="cuda", generator=g).bfloat16()
-        c, pre = torch.empty(M, n, device="cuda", dtype=torch.bfloat16), torch.empty(M, n, device="cuda",
-                                                                                      dtype=torch.bfloat16)
+        c, pre = (torch.empty(M, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         inputs = (bias, residual) if "x1" in expr else (bias,)
         outs, epilogues = ((pre, c), ("acc + x0", expr)) if two else (c, expr)
-        row = [kernel_ms(lambda: F.linear(x, w, bias), args.repeats), kernel_ms(lambda: torch.mm(x, w.t()), args.repeats)]
+        row = [kernel_ms(lambda: F.linear(x, w, bias), args.repeats),
+               kernel_ms(lambda: torch.mm(x, w.t()), args.repeats)]
         cells = []
         for v in variants:
             fused = kernel_ms(lambda: gemm(x, w.t(), outs, epilogues, inputs, tile_n=v.tile_n, schedule=v.schedule,

@@ -1,6 +1,6 @@
 """How the row kernels' configuration was chosen: the norms and softmax at long rows under
 hand-made configurations (values per thread, hence CTAs per cluster), as a fraction of copy
-bandwidth. The shipped choices are kernels/norms.FORWARD_VALUES / BACKWARD_VALUES and
+bandwidth. The shipped choices are kernels/norms.forward_values / BACKWARD_VALUES and
 kernels/softmax.values_per_thread; benchmarks/RESULTS.md has the measured sweep.
 
     python benchmarks/row_configs.py [--ns 8192 16384 32768 65536 131072] [--repeats 10]

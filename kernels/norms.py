@@ -20,7 +20,7 @@ Float32 partial row in registers and writes it; the partial rows are then summed
 a (CTAs x N) read, small next to the (M x N) tensors).
 
 Rows too long for one CTA's registers are split over a cluster of CTAs (kernels/row_reduce.py),
-up to 8 x 32768 columns: past FORWARD_VALUES values per thread forward, past
+up to 8 x 32768 columns: past forward_values(n, rms) values per thread forward, past
 BACKWARD_VALUES backward, where x, dy, w and the dw (and db) partial rows are live at once.
 The limits are measured (benchmarks/RESULTS.md): each cluster reduction waits at a cluster
 barrier, so fewer, fuller CTAs win until registers spill.
@@ -42,6 +42,15 @@ MAX_NORM_N = 32768 * MAX_CLUSTER
 # Row values a thread holds at most, forward and backward (x, dy, w and the dw and db partial
 # rows live at once; RMSNorm's backward measured faster at 32 but spills at 512 threads).
 FORWARD_VALUES, BACKWARD_VALUES = 64, 16
+
+
+def forward_values(n: int, rms: bool) -> int:
+    """Row values per thread forward. Past 32768 columns RMSNorm holds 32 (a cluster twice as
+    wide): measured on an H100 in bf16 (benchmarks/row_configs.py), 0.98 of copy against 0.96 at
+    65536 and 0.95 against 0.88 at 131072. LayerNorm keeps 64 there (0.86 against 0.61 at 65536,
+    0.79 against 0.60 at 131072): its second, centered pass gains nothing from the wider cluster
+    and pays a second exchange of partial sums across it."""
+    return 32 if rms and n > 32768 else FORWARD_VALUES
 
 
 @cute.jit
@@ -204,7 +213,7 @@ def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: fl
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     mean = None if rms else torch.empty(m, dtype=torch.float32, device=x.device)
     if m:
-        cfg = _config(n, (x2, res2, w, b, y, res_out), FORWARD_VALUES)
+        cfg = _config(n, (x2, res2, w, b, y, res_out), forward_values(n, rms))
         _forward(dynamic_rows(x2), dynamic_rows(res2), w, b, dynamic_rows(y), dynamic_rows(res_out), dynamic_rows(rstd),
                  dynamic_rows(mean), eps, cfg, rms)
     shape = x.shape
