@@ -75,14 +75,13 @@ def _local(op: str, x: Node, node: Node) -> Node:
         cdf = _call("mul", _c(0.5), _call("add", _c(1.0), _call("erf", _call("mul", x, _c(math.sqrt(0.5))))))
         pdf = _call("mul", _c(1 / math.sqrt(2 * math.pi)), _call("exp", _call("mul", _c(-0.5), _call("mul", x, x))))
         return _call("add", cdf, _call("mul", x, pdf))
-    if op == "gelu_tanh":
+    if op == "gelu_tanh":  # with s = sigmoid(2u) = (1 + tanh(u)) / 2: s + 2 x s (1 - s) u'
         k = math.sqrt(2 / math.pi)
-        inner = _call("mul", _c(k), _call("add", x, _call("mul", _c(0.044715), Node("pow", (x,), 3))))
-        t = _call("tanh", inner)
+        inner = _call("mul", _c(2 * k), _call("add", x, _call("mul", _c(0.044715), Node("pow", (x,), 3))))
+        s = _call("sigmoid", inner)
         dinner = _call("mul", _c(k), _call("add", _c(1.0), _call("mul", _c(3 * 0.044715), _call("mul", x, x))))
-        return _call("add", _call("mul", _c(0.5), _call("add", _c(1.0), t)),
-                     _call("mul", _call("mul", _c(0.5), x), _call("mul", _call("sub", _c(1.0), _call("mul", t, t)),
-                                                                      dinner)))
+        return _call("add", s, _call("mul", _call("mul", _c(2.0), _call("mul", x, _call("mul", s, _call(
+            "sub", _c(1.0), s)))), dinner))
     if op == "silu":
         s = _call("sigmoid", x)
         return _call("mul", s, _call("add", _c(1.0), _call("mul", x, _call("sub", _c(1.0), s))))
