@@ -34,7 +34,7 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .row_reduce import (MAX_CLUSTER, clamp_row, cluster_peers, column_mask, cta_group, dynamic_rows, fetch_row, fold,
-                         launch_cluster, launch_grid, load_row, row_config, row_fragment, row_reduce, store_row,
+                         launch_cluster, load_row, row_config, row_fragment, row_reduce, store_row,
                          thread_place)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
@@ -44,19 +44,36 @@ MAX_NORM_N = 32768 * MAX_CLUSTER
 FORWARD_VALUES, BACKWARD_VALUES = 64, 16
 
 
+AHEAD_BLOCKS = 4     # forward with read-ahead: rows per CTA (cluster), one after the other
+
+
+def read_ahead(cfg, residual: bool, rms: bool) -> bool:
+    """Whether the forward reads the next row while it reduces this one: LayerNorm's rows long
+    enough for one per CTA (one CTA per SM, so nothing else hides its two reductions' waits),
+    at most 32 values per thread (the next row's 16-bit values then fit beside this row's), no
+    residual (its second row would not fit). RMSNorm (one reduction) lost 0.04-0.08 of copy
+    with it over clusters, where its 62 registers leave room for two CTAs per SM without."""
+    return not rms and cfg.rows == 1 and cfg.vec * cfg.vectors <= 32 and not residual
+
+
 def forward_values(n: int, rms: bool) -> int:
-    """Row values per thread forward. Past 32768 columns RMSNorm holds 32 (a cluster twice as
-    wide): measured on an H100 in bf16 (benchmarks/row_configs.py), 0.98 of copy against 0.96 at
-    65536 and 0.95 against 0.88 at 131072. LayerNorm keeps 64 there (0.86 against 0.61 at 65536,
-    0.79 against 0.60 at 131072): its second, centered pass gains nothing from the wider cluster
-    and pays a second exchange of partial sums across it."""
-    return 32 if rms and n > 32768 else FORWARD_VALUES
+    """Row values per thread forward (measured on an H100 in bf16, fraction of copy;
+    benchmarks/row_configs.py and reductions.py). RMSNorm holds 32 past 32768 columns (a
+    cluster twice as wide): 0.98 against 0.96 at 65536, 0.95 against 0.88 at 131072. LayerNorm
+    holds 32 at 8193-16384 columns, where it reads the next row ahead (read_ahead): 0.94
+    against 0.74-0.76 at 16384; past that 64 stays ahead of 32 with read-ahead (reductions.py:
+    0.95 / 0.85 / 0.79 against 0.89 / 0.83 / 0.77 at 32768 / 65536 / 131072)."""
+    if rms:
+        return 32 if n > 32768 else FORWARD_VALUES
+    return 32 if 8192 < n <= 16384 else FORWARD_VALUES
 
 
 @cute.jit
-def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta, peers):
-    """(mean, rstd) of this thread's row (mean is 0.0 for RMSNorm)."""
-    first, second = (0, 1) if cute.const_expr(peers is not None) else (None, None)   # steps under a cluster
+def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta, peers, step):
+    """(mean, rstd) of this thread's row (mean is 0.0 for RMSNorm). `step` counts the kernel's
+    reductions so far (row_reduce's slot sets; None: the kernel's only row, without a cluster);
+    LayerNorm makes two per row."""
+    first, second = (None, None) if cute.const_expr(step is None) else (step, step + 1)
     if cute.const_expr(rms):
         mean = 0.0
         var = row_reduce(fold(x * x, "sum"), "sum", cfg, lane, row_in_cta, first, peers) * (1.0 / cfg.n)
@@ -75,11 +92,34 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
     row, lane, row_in_cta = thread_place(cfg)
     peers = cluster_peers(cfg)
     rows = mX.shape[0]
-    src = clamp_row(row, rows)
-    x = load_row(mX, src, lane, cfg)
+    outputs = (mY, mResOut, mRstd, mMean)
+    if cute.const_expr(read_ahead(cfg, mRes is not None, rms)):
+        # Each CTA (cluster) walks every groups-th block of cfg.rows rows (AHEAD_BLOCKS of them),
+        # the next block's x in flight while this one waits at its reductions.
+        group, groups = cta_group(cfg)
+        x_next = row_fragment(mX, cfg)
+        fetch_row(x_next, mX, clamp_row(row, rows), lane, cfg)
+        step = 0                                    # row_reduce's slots alternate between rows
+        for block in range(group, (rows + cfg.rows - 1) // cfg.rows, groups):
+            row = block * cfg.rows + row_in_cta
+            x = x_next.load().to(cute.Float32)
+            fetch_row(x_next, mX, clamp_row(row + groups * cfg.rows, rows), lane, cfg)
+            _normalize_row(x, row, rows, mRes, mW, mB, outputs, eps, cfg, rms, lane, row_in_cta, peers, step)
+            step = step + (1 if rms else 2)
+    else:                                           # one block of rows per CTA (cluster), no loop
+        x = load_row(mX, clamp_row(row, rows), lane, cfg)
+        _normalize_row(x, row, rows, mRes, mW, mB, outputs, eps, cfg, rms, lane, row_in_cta, peers,
+                       0 if cute.const_expr(peers is not None) else None)
+
+
+@cute.jit
+def _normalize_row(x, row, rows, mRes, mW, mB, outputs, eps, cfg: Constexpr, rms: Constexpr, lane, row_in_cta,
+                   peers, step):
+    """One row (`x`, as load_row read it) normalized and stored with its statistics."""
+    mY, mResOut, mRstd, mMean = outputs
     if cute.const_expr(mRes is not None):
-        x = x + load_row(mRes, src, lane, cfg)
-    mean, rstd = _statistics(x, cfg, rms, eps, lane, row_in_cta, peers)
+        x = x + load_row(mRes, clamp_row(row, rows), lane, cfg)
+    mean, rstd = _statistics(x, cfg, rms, eps, lane, row_in_cta, peers, step)
     y = x * rstd if cute.const_expr(rms) else (x - mean) * rstd
     if cute.const_expr(mW is not None):
         y = y * load_row(mW, 0, lane, cfg)
@@ -153,8 +193,11 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
 
 @cute.jit
 def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, cfg: Constexpr, rms: Constexpr):
+    blocks = (x.shape[0] + cfg.rows - 1) // cfg.rows
+    per_cta = AHEAD_BLOCKS if read_ahead(cfg, res is not None, rms) else 1
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms).launch(
-        grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg))
+        grid=((blocks + per_cta - 1) // per_cta * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1),
+        cluster=launch_cluster(cfg))
 
 
 @cute.jit

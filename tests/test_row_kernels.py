@@ -116,6 +116,27 @@ def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     assert f"ld.global.{vec}" in _accesses(ptx) and "rsqrt.approx" in ptx
 
 
+def test_layer_norm_reads_the_next_row_ahead_at_16384_columns():
+    """One 16384-column row per 512-thread CTA: LayerNorm's forward walks AHEAD_BLOCKS rows per CTA
+    with the next row's loads issued before this row's two reductions; RMSNorm, whose one
+    reduction leaves registers for two CTAs per SM, reads a row at a time (no loop)."""
+    x, w, stat = torch.empty(64, 16384, dtype=torch.bfloat16), torch.empty(16384, dtype=torch.bfloat16), torch.empty(64)
+    kernels, vectors = {}, {}
+    for rms in (False, True):
+        cfg = norms._config(16384, (x, w), norms.forward_values(16384, rms))
+        vectors[rms] = cfg.vectors
+        assert norms.read_ahead(cfg, False, rms) == (not rms)
+        kernels[rms] = cute.compile(norms._forward, dynamic_rows(x), None, w, None if rms else w, dynamic_rows(x), None,
+                                    dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, cfg, rms,
+                                    options={"arch": "sm_90a"})
+        assert all(k.get("spill_stores") == 0 for k in kernels[rms].kernels)
+    ahead, plain = kernels[False].__ptx__, kernels[True].__ptx__
+    loads = "ld.global.v4.b32"
+    # The loop: the first row's loads before it, the next row's, the weight's and the bias's inside;
+    # without read-ahead, the row's and the weight's loads once.
+    assert ahead.count(loads) == 4 * vectors[False] and plain.count(loads) == 2 * vectors[True]
+
+
 def test_rows_too_long_for_registers_are_read_in_chunks_16_bytes_at_a_time():
     from cute_torch.kernels.row_chunks import chunk_config
     x = torch.empty(4, 131072, dtype=torch.bfloat16)
