@@ -62,7 +62,8 @@ _UNARY = {
     "gelu": lambda x: 0.5 * x * (1.0 + dmath.erf(x * math.sqrt(0.5))),
     # 0.5 x (1 + tanh(u)) = x sigmoid(2u): exp and an approximate reciprocal instead of the
     # accurate tanh (a GEMM epilogue runs it on every accumulator while the tensor cores wait:
-    # measured 0.415 -> see docs/gemm.md), and no cancellation in 1 + tanh(u) for x << 0.
+    # 0.415 -> 0.403 ms for a fused 8192 x 8192 x 2048 linear + GELU on an H100), and no
+    # cancellation in 1 + tanh(u) for x << 0.
     "gelu_tanh": lambda x: x * _sigmoid((2 * _SQRT_2_OVER_PI) * (x + 0.044715 * x * x * x)),
     "silu": lambda x: x * _sigmoid(x),
 }
