@@ -49,6 +49,34 @@ def test_key_is_computed_without_tracing_and_separates_specializations():
     assert _arg_key(bias, None) != _arg_key(plain, None) and plain.dynamic_values() == [32, 64, 64]
 
 
+def test_compile_time_values_key_by_type_and_value_inside_containers():
+    """A Constexpr tuple of 1, 1.0 or True, or of 0.0 or -0.0, is a different kernel (Python's ==
+    would merge them); an unhashable value is keyed by identity and kept alive by its key, so a
+    freed object's address reused by another cannot hit the first one's kernel."""
+    import dataclasses
+    const = cute.Constexpr
+
+    def key(v):
+        return _arg_key(v, const)
+    assert len({key((1,)), key((1.0,)), key((True,))}) == 3
+    assert key((0.0,)) != key((-0.0,)) and key(0.0) != key(-0.0)
+    assert key([1, [2.0]]) == key([1, [2.0]]) and key([1, [2.0]]) != key([1, [2]])
+    assert key(float("nan")) == key(float("nan"))
+
+    @dataclasses.dataclass
+    class Tile:                      # not frozen: unhashable, keyed field by field
+        m: int
+        scale: float
+    assert key(Tile(128, 1.0)) == key(Tile(128, 1.0)) and key(Tile(128, 1.0)) != key(Tile(128, 1))
+
+    class Opaque:
+        __hash__ = None              # unhashable and no structure: identity
+    first = Opaque()
+    k = key(first)
+    del first                        # the key still holds the object: its address is not reused
+    assert k != key(Opaque()) and k == k
+
+
 def test_the_short_paths_keys_are_arg_keys():
     """A jit call without annotations keys Python scalars by type (ints in Int32's range at
     once): the same keys _arg_key gives, edges of the range included."""

@@ -38,12 +38,39 @@ class Tree(NamedTuple):
 
 
 def static_key(value):
-    """How a compile-time value enters a key: by value when hashable, else by identity."""
+    """How a compile-time value enters a key: its type and value, containers element by element
+    (so 1, 1.0 and True, or 0.0 and -0.0, never share a kernel, even inside a tuple); an
+    unhashable value by identity, holding a reference so that its address cannot come back as
+    another object's while the key lives."""
+    kind = type(value)
+    if kind is float:
+        return (kind, value.hex())                 # -0.0 and 0.0 apart, every NaN alike
+    if isinstance(value, (tuple, list)):           # NamedTuples too
+        return (kind, tuple(static_key(v) for v in value))
+    if isinstance(value, dict):
+        return (kind, tuple((static_key(k), static_key(v)) for k, v in value.items()))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (kind, tuple(static_key(getattr(value, f.name)) for f in dataclasses.fields(value)))
     try:
         hash(value)
-        return (type(value), value)
+        return (kind, value)
     except TypeError:
-        return (type(value), id(value))
+        return (kind, _Identity(value))
+
+
+class _Identity:
+    """An unhashable compile-time value in a key: equal only to itself, kept alive by the key."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Identity) and other.value is self.value
 
 
 def flatten(value, is_leaf: Callable[[Any], bool]) -> tuple[list, Tree]:
