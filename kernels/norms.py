@@ -34,7 +34,7 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .row_reduce import (MAX_CLUSTER, clamp_row, cluster_peers, column_mask, cta_group, dynamic_rows, fetch_row, fold,
-                         launch_cluster, load_row, row_config, row_fragment, row_reduce, store_row,
+                         launch_cluster, launch_grid, load_row, row_config, row_fragment, row_reduce, store_row,
                          thread_place)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
@@ -105,7 +105,7 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
             x = x_next.load().to(cute.Float32)
             fetch_row(x_next, mX, clamp_row(row + groups * cfg.rows, rows), lane, cfg)
             _normalize_row(x, row, rows, mRes, mW, mB, outputs, eps, cfg, rms, lane, row_in_cta, peers, step)
-            step = step + (1 if rms else 2)
+            step = step + 2                         # LayerNorm's two reductions per row
     else:                                           # one block of rows per CTA (cluster), no loop
         x = load_row(mX, clamp_row(row, rows), lane, cfg)
         _normalize_row(x, row, rows, mRes, mW, mB, outputs, eps, cfg, rms, lane, row_in_cta, peers,
@@ -193,11 +193,9 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
 
 @cute.jit
 def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, cfg: Constexpr, rms: Constexpr):
-    blocks = (x.shape[0] + cfg.rows - 1) // cfg.rows
-    per_cta = AHEAD_BLOCKS if read_ahead(cfg, res is not None, rms) else 1
+    per_group = AHEAD_BLOCKS if read_ahead(cfg, res is not None, rms) else 1
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms).launch(
-        grid=((blocks + per_cta - 1) // per_cta * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1),
-        cluster=launch_cluster(cfg))
+        grid=launch_grid(x.shape[0], cfg, per_group), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg))
 
 
 @cute.jit

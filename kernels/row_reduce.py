@@ -321,9 +321,10 @@ def fold(values, op):
     return values.reduce(cute.ReductionOp.ADD)
 
 
-def launch_grid(rows, cfg: RowConfig):
-    """One group of CTAs (one cluster) per `cfg.rows` rows."""
-    return ((rows + cfg.rows - 1) // cfg.rows * cfg.cluster, 1, 1)
+def launch_grid(rows, cfg: RowConfig, blocks_per_group: int = 1):
+    """One group of CTAs (one cluster) per `blocks_per_group` blocks of `cfg.rows` rows."""
+    blocks = (rows + cfg.rows - 1) // cfg.rows
+    return ((blocks + blocks_per_group - 1) // blocks_per_group * cfg.cluster, 1, 1)
 
 
 def launch_cluster(cfg: RowConfig):

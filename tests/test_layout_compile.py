@@ -173,7 +173,8 @@ def test_assume_lets_a_run_time_stride_keep_16_byte_vectors():
 
 def test_assume_checks_what_it_can():
     assert cute.assume(24, divby=8) == 24
-    with pytest.raises(DSLError, match="not a multiple of 8"):
+    with pytest.raises(DSLError, match="not a multiple of 8") as err:
         cute.assume(20, divby=8)
+    assert err.value.user_location.file == __file__ and "cute.assume(20" in err.value.source_line
     with pytest.raises(DSLError, match="positive Python int"):
         cute.assume(24, divby=0)

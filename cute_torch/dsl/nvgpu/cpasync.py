@@ -393,11 +393,7 @@ def tma_prefetch(atom: TmaAtom, src) -> None:
     if atom.op.direction != "G2S" or isinstance(atom.op, CopyBulkTensorTileG2SMulticastOp):
         raise DSLError(ARGUMENT_MISMATCH, f"prefetch takes a TMA load atom (CopyBulkTensorTileG2SOp), got {atom}",
                        user_location())
-    origin = _box_coordinates(atom, src)
-    for delta, _ in atom.pieces:
-        coords = list(origin)
-        if delta:
-            coords[0] = (Int32._wrap(coords[0]) + delta).ir
+    for coords, _ in _box_origins(atom, _box_coordinates(atom, src)):
         places = ", ".join(f"${i + 1}" for i in range(len(coords)))
         types = ", ".join(["!llvm.ptr"] + ["i32"] * len(coords))
         b.emit(f'llvm.inline_asm has_side_effects "cp.async.bulk.prefetch.tensor.{len(coords)}d.L2.global.tile '
@@ -405,13 +401,20 @@ def tma_prefetch(atom: TmaAtom, src) -> None:
                f'{", ".join(c.name for c in coords)} : ({types}) -> ()')
 
 
-def _boxes(atom: TmaAtom, origin: list, base: ir.Value, tile: Tensor):
-    """(coordinates, shared address) of each box of the tile, in order."""
-    b = ir.current()
+def _box_origins(atom: TmaAtom, origin: list):
+    """(global coordinates, shared-memory offset) of each box of a tile whose first element is
+    at `origin`, in order."""
     for delta, offset in atom.pieces:
         coords = list(origin)
         if delta:
             coords[0] = (Int32._wrap(coords[0]) + delta).ir
+        yield coords, offset
+
+
+def _boxes(atom: TmaAtom, origin: list, base: ir.Value, tile: Tensor):
+    """(coordinates, shared address) of each box of the tile, in order."""
+    b = ir.current()
+    for coords, offset in _box_origins(atom, origin):
         smem = base
         if offset:
             off = Int32(offset)
