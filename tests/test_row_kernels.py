@@ -329,6 +329,8 @@ def run_small():
         norms.norm_backward(x, w, out, rstd, mean, weight_grad=True, bias_grad=not rms)
         out, _, rstd, mean = norms.norm_forward(long, wl, None if rms else wl, eps=1e-5, rms=rms)
         norms.norm_backward(long, wl, out, rstd, mean, weight_grad=True, bias_grad=not rms)
+    ahead = _rand((300, 12000), 8, torch.bfloat16)          # LayerNorm forward reading rows ahead
+    norms.norm_forward(ahead, None, None, eps=1e-5, rms=False)
     target = torch.randint(0, 9000, (40,), generator=torch.Generator().manual_seed(4)).cuda()
     logits = _rand((40, 9000), 5, torch.bfloat16)
     _, lse = cross_entropy.cross_entropy_forward(logits, target)
