@@ -1,6 +1,6 @@
 """How the row kernels' configuration was chosen: the norms and softmax at long rows under
 hand-made configurations (values per thread, hence CTAs per cluster), as a fraction of copy
-bandwidth. The shipped choices are kernels/norms.forward_values / BACKWARD_VALUES and
+bandwidth. The shipped choices are kernels/norms.forward_values / BACKWARD_BYTES and
 kernels/softmax.values_per_thread; benchmarks/RESULTS.md has the measured sweep.
 
     python benchmarks/row_configs.py [--ns 8192 16384 32768 65536 131072] [--repeats 10]
@@ -9,6 +9,7 @@ kernels/softmax.values_per_thread; benchmarks/RESULTS.md has the measured sweep.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 import torch
 from timing import kernel_ms
@@ -27,7 +28,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
     total = 1 << 27
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"{torch.cuda.get_device_name()}, bf16, M x N = 2^27; fraction of copy bandwidth per configuration "
           "(c: CTAs per cluster, t: threads per CTA, v: row values per thread)")
     for n in args.ns:
@@ -62,11 +62,15 @@ def main() -> None:
             for cfg in configs((16, 32, 64)):
                 fwd = fraction(lambda: norms._forward(xr, None, w, b, outr, None, stat, stat2, 1e-6, cfg, rms), 2)
                 line += f"  fwd {_label(cfg)}: {fwd:.2f}"
-            for cfg in configs((8, 16, 32)):
-                groups = norms.backward_groups(m, cfg, sms)
+            for cfg in configs((16, 32, 64)):
+                cfg = replace(cfg, threads=512)        # the backward's CTAs (norms.backward_config)
+                probe = dynamic_rows(torch.empty(1, n, device="cuda"))
+                compiled = norms._backward.compile(xr, w, dyr, rstdr, meanr, outr, probe, None if rms else probe, 1,
+                                                   cfg)
+                groups = norms.backward_groups(m, cfg, norms.resident_groups(compiled, cfg, (2, 2, 2), 0))
                 dw = torch.empty(groups * cfg.rows, n, device="cuda")
                 dw_r, db_r = dynamic_rows(dw), None if rms else dynamic_rows(torch.empty_like(dw))
-                bwd = fraction(lambda: norms._backward(xr, w, dyr, rstdr, meanr, outr, dw_r, db_r, groups, cfg), 3)
+                bwd = fraction(lambda: compiled(xr, w, dyr, rstdr, meanr, outr, dw_r, db_r, groups, cfg), 3)
                 line += f"  bwd {_label(cfg)}: {bwd:.2f}"
             print(line, flush=True)
 

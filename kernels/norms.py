@@ -28,20 +28,26 @@ barrier, so fewer, fuller CTAs win until registers spill.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_reduce import (MAX_CLUSTER, clamp_row, cluster_peers, column_mask, cta_group, dynamic_rows, fetch_row, fold,
-                         launch_cluster, launch_grid, load_row, row_config, row_fragment, row_reduce, store_row,
-                         thread_place)
+from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_staged, cluster_peers, column_mask,
+                         cta_group, dynamic_rows, fetch_row, fold, launch_cluster, launch_grid, load_row, row_config,
+                         row_fragment, row_reduce, stage_row, stage_vectors, store_row, thread_place)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
 # Row values a thread holds at most, forward and backward (x, dy, w and the dw and db partial
 # rows live at once; RMSNorm's backward measured faster at 32 but spills at 512 threads).
-FORWARD_VALUES, BACKWARD_VALUES = 64, 16
+FORWARD_VALUES = 64
+# Backward: bytes of each staged tensor (x, dy) per thread (32 16-bit values, 16 Float32), in
+# CTAs of MAX_THREADS; the ring takes up to BACKWARD_STAGES blocks of rows within the shared
+# memory an H100 CTA may have (what row_reduce allocates statically kept aside).
+BACKWARD_BYTES, BACKWARD_STAGES, BACKWARD_SMEM = 64, 4, 232448 - 2048
 
 
 AHEAD_BLOCKS = 4     # forward with read-ahead: rows per CTA (cluster), one after the other
@@ -137,58 +143,114 @@ def _normalize_row(x, row, rows, mRes, mW, mB, outputs, eps, cfg: Constexpr, rms
 
 @cute.kernel
 def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, mMean, mDX: cute.Tensor,
-                     mDWPartial, mDBPartial, cfg: Constexpr):
+                     mDWPartial, mDBPartial, cfg: Constexpr, stages: Constexpr):
     _, lane, row_in_cta = thread_place(cfg)
     peers = cluster_peers(cfg)
     group, groups = cta_group(cfg)
     rows = mX.shape[0]
+    blocks = (rows + cfg.rows - 1) // cfg.rows
+    # A ring of `stages` blocks of x and dy rows (this CTA's columns) in shared memory, filled by
+    # cp.async `stages - 1` blocks ahead of the math: the loads stay in flight through the row's
+    # reduction without holding registers. Each thread copies and reads only its own vectors.
+    # (stages == 0: rows too long for one block in shared memory are read from global memory.)
+    smem = cute.SmemAllocator()
+    sX, sDY, sW = None, None, None
+    if cute.const_expr(stages > 0):
+        ring = cute.make_layout((cfg.part, cfg.rows, stages))
+        sX = smem.allocate_tensor(mX.element_type, ring, 16)
+        sDY = smem.allocate_tensor(mDY.element_type, ring, 16)
+        for s in cute.range_constexpr(stages):
+            clear_staged(stage_vectors(sX[(None, row_in_cta, s)], lane, cfg), lane, cfg)
+            clear_staged(stage_vectors(sDY[(None, row_in_cta, s)], lane, cfg), lane, cfg)
+        for s in cute.range_constexpr(stages - 1):
+            _stage_block(mX, mDY, sX, sDY, group + s * groups, s, blocks, cfg, lane, row_in_cta)
+            cute.arch.cp_async_commit_group()
+        # The weight, once per CTA (the first row's threads copy it for all rows).
+        if cute.const_expr(mW is not None):
+            sW = smem.allocate_tensor(mW.element_type, cute.make_layout(cfg.part), 16)
+            if row_in_cta == 0:
+                w_vectors = stage_vectors(sW, lane, cfg)
+                clear_staged(w_vectors, lane, cfg)
+                w_vectors.store(load_row(mW, 0, lane, cfg).to(mW.element_type))
+            cute.arch.sync_threads()
     dw = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
     db = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
     dw.fill(0.0)
     db.fill(0.0)
-    w = load_row(mW, 0, lane, cfg) if cute.const_expr(mW is not None) else 1.0
-    # RMSNorm reads x and dy a row ahead: the next row's loads are in flight while this row
-    # waits at its reduction (one CTA per SM at 512 threads: nothing else hides that wait).
-    # LayerNorm's mean and db partial row leave no registers for it (it spills).
-    ahead = mMean is None
-    x_next, dy_next = row_fragment(mX, cfg), row_fragment(mDY, cfg)
-    if cute.const_expr(ahead):
-        first = clamp_row(group * cfg.rows + row_in_cta, rows)
-        fetch_row(x_next, mX, first, lane, cfg)
-        fetch_row(dy_next, mDY, first, lane, cfg)
-    step = 0                                        # row_reduce's slots alternate between iterations
-    for block in range(group, (rows + cfg.rows - 1) // cfg.rows, groups):
+    # The row statistics are read one block ahead, in registers.
+    following = clamp_row(group * cfg.rows + row_in_cta, rows)
+    rstd_next = mRstd[following]
+    mean_next = mMean[following] if cute.const_expr(mMean is not None) else 0.0
+    step = 0                                        # blocks done: the ring's slot, row_reduce's slot set
+    for block in range(group, blocks, groups):
+        slot = step % stages if cute.const_expr(stages > 0) else 0
+        if cute.const_expr(stages > 0):
+            _stage_block(mX, mDY, sX, sDY, block + (stages - 1) * groups, (step + stages - 1) % stages, blocks,
+                         cfg, lane, row_in_cta)
+            cute.arch.cp_async_commit_group()
         row = block * cfg.rows + row_in_cta
-        src = clamp_row(row, rows)
-        if cute.const_expr(ahead):
-            x, dy = x_next.load().to(cute.Float32), dy_next.load().to(cute.Float32)
-            following = clamp_row(row + groups * cfg.rows, rows)
-            fetch_row(x_next, mX, following, lane, cfg)
-            fetch_row(dy_next, mDY, following, lane, cfg)
-        else:
-            x, dy = load_row(mX, src, lane, cfg), load_row(mDY, src, lane, cfg)
-        rstd = mRstd[src]
-        x_hat = (x - mMean[src]) * rstd if cute.const_expr(mMean is not None) else x * rstd
-        g = dy * w
+        rstd, mean = rstd_next, mean_next
+        following = clamp_row(row + groups * cfg.rows, rows)
+        rstd_next = mRstd[following]
+        if cute.const_expr(mMean is not None):
+            mean_next = mMean[following]
+        if cute.const_expr(stages > 0):
+            cute.arch.cp_async_wait_group(stages - 1)   # this block's copies (and older) have landed
+        # Two passes over the row (the second reads it again rather than keep x, dy and w live
+        # across the reduction): the sums, then dx, dw and db.
+        x_hat, dy, g = _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg, lane, row_in_cta)
         if cute.const_expr(mMean is not None):     # both sums in one trip through shared memory
             c1, c2 = row_reduce((fold(g * x_hat, "sum"), fold(g, "sum")), "sum", cfg, lane, row_in_cta, step,
                                 peers)
-            dx = (g - c2 * (1.0 / cfg.n) - x_hat * (c1 * (1.0 / cfg.n))) * rstd
+            c1, c2 = c1 * (1.0 / cfg.n), c2 * (1.0 / cfg.n)
         else:
             c1 = row_reduce(fold(g * x_hat, "sum"), "sum", cfg, lane, row_in_cta, step, peers) * (1.0 / cfg.n)
-            dx = (g - x_hat * c1) * rstd
+            c2 = 0.0
+        if cute.const_expr(cfg.threads_per_row <= 32):
+            cute.arch.sync_warp()   # (shuffles alone would let the compiler keep the first pass's loads)
+        x_hat, dy, g = _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg, lane, row_in_cta)
         if row < rows:
-            store_row(mDX, row, lane, cfg, dx)
+            store_row(mDX, row, lane, cfg, (g - c2 - x_hat * c1) * rstd)
             if cute.const_expr(mDWPartial is not None):
                 dw.store(dw.load() + dy * x_hat)
             if cute.const_expr(mDBPartial is not None):
                 db.store(db.load() + dy)
         step = step + 1
+    if cute.const_expr(stages > 0):
+        cute.arch.cp_async_wait_group(0)
     partial_row = group * cfg.rows + row_in_cta
     if cute.const_expr(mDWPartial is not None):
         store_row(mDWPartial, partial_row, lane, cfg, dw.load())
     if cute.const_expr(mDBPartial is not None):
         store_row(mDBPartial, partial_row, lane, cfg, db.load())
+
+
+@cute.jit
+def _stage_block(mX, mDY, sX, sDY, block, slot, blocks, cfg: Constexpr, lane, row_in_cta):
+    """Starts the copies of block `block`'s x and dy rows into ring slot `slot` (nothing past
+    the last block; rows past the end read the last row, as everywhere)."""
+    if block < blocks:
+        row = clamp_row(block * cfg.rows + row_in_cta, mX.shape[0])
+        stage_row(mX, row, lane, cfg, stage_vectors(sX[(None, row_in_cta, slot)], lane, cfg))
+        stage_row(mDY, row, lane, cfg, stage_vectors(sDY[(None, row_in_cta, slot)], lane, cfg))
+
+
+@cute.jit
+def _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg: Constexpr, lane, row_in_cta):
+    """(x_hat, dy, g = dy * w) of this thread's values of `row`, in Float32: from its ring slot
+    in shared memory, or (no ring) from global memory."""
+    if cute.const_expr(sX is not None):
+        x = stage_vectors(sX[(None, row_in_cta, slot)], lane, cfg).load().to(cute.Float32)
+        dy = stage_vectors(sDY[(None, row_in_cta, slot)], lane, cfg).load().to(cute.Float32)
+    else:
+        src = clamp_row(row, mX.shape[0])
+        x, dy = load_row(mX, src, lane, cfg), load_row(mDY, src, lane, cfg)
+    g = dy
+    if cute.const_expr(sW is not None):
+        g = dy * stage_vectors(sW, lane, cfg).load().to(cute.Float32)
+    elif cute.const_expr(mW is not None):
+        g = dy * load_row(mW, 0, lane, cfg)
+    return (x - mean) * rstd, dy, g
 
 
 @cute.jit
@@ -200,8 +262,9 @@ def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, cfg: Const
 
 @cute.jit
 def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, groups: cute.Int32, cfg: Constexpr):
-    _backward_kernel(x, w, dy, rstd, mean, dx, dw_partial, db_partial, cfg).launch(
-        grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg))
+    stages, smem = backward_ring(cfg, *(0 if t is None else t.element_type.width // 8 for t in (x, dy, w)))
+    _backward_kernel(x, w, dy, rstd, mean, dx, dw_partial, db_partial, cfg, stages).launch(
+        grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), smem=smem)
 
 
 # -- host entries ----------------------------------------------------------------------------------
@@ -233,11 +296,44 @@ def _config(n: int, tensors, max_values: int) -> object:
     return cfg
 
 
-def backward_groups(m: int, cfg, sms: int) -> int:
-    """The backward's persistent grid, in groups of cfg.cluster CTAs: enough resident CTAs
-    (about 16 warps per SM) to keep loads in flight; each group adds cfg.rows partial rows.
-    csrc/torch/RowOps.cpp computes the same."""
-    return max(1, min(-(-m // cfg.rows), sms * max(1, 512 // cfg.threads) // cfg.cluster))
+def backward_config(n: int, tensors) -> RowConfig:
+    """The backward's CTA shape: BACKWARD_BYTES per thread of each staged row, MAX_THREADS
+    threads (several rows per CTA for short rows), clusters past one CTA's part."""
+    size = max(t.element_size() for t in tensors if t is not None)
+    return replace(_config(n, tensors, BACKWARD_BYTES // size), threads=MAX_THREADS)
+
+
+def backward_ring(cfg, x_size: int, dy_size: int, w_size: int) -> tuple[int, int]:
+    """(blocks of rows the backward's shared-memory ring holds, the bytes of dynamic shared memory
+    it and the staged weight take), from the operands' element sizes (w_size 0: no weight). No
+    ring (0) where one block does not fit."""
+    block = cfg.rows * cfg.part * (x_size + dy_size)
+    stages = min(BACKWARD_STAGES, (BACKWARD_SMEM - cfg.part * w_size) // block)
+    if stages == 0:
+        return 0, 0
+    def padded(nbytes):
+        return -(-nbytes // 16) * 16
+    return stages, padded(stages * cfg.rows * cfg.part * x_size) + padded(stages * cfg.rows * cfg.part * dy_size) + \
+        padded(cfg.part * w_size)
+
+
+_RESIDENT: dict = {}
+
+
+def backward_groups(m: int, cfg, resident: int) -> int:
+    """The backward's persistent grid, in groups of cfg.cluster CTAs: as many as run at once
+    (`resident`, from the compiled kernel's occupancy), at most one per block of rows; each
+    group adds cfg.rows partial rows. csrc/torch/RowOps.cpp computes the same."""
+    return max(1, min(-(-m // cfg.rows), resident))
+
+
+def resident_groups(compiled, cfg, sizes: tuple, device: int) -> int:
+    """Clusters of the compiled backward (`_backward`'s host function; operand element `sizes`
+    as backward_ring takes them) that run at once on `device`, asked once per configuration."""
+    key = (cfg, sizes, device)
+    if key not in _RESIDENT:
+        _RESIDENT[key] = compiled.max_active_clusters(backward_ring(cfg, *sizes)[1], device)
+    return _RESIDENT[key]
 
 
 def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: float = 1e-6, rms: bool = True):
@@ -273,14 +369,21 @@ def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor,
     w = _vector(weight, n, "weight")
     m = x2.shape[0]
     dx = torch.empty_like(x2)
-    cfg = _config(n, (x2, dy2, w, dx), BACKWARD_VALUES)
-    groups = backward_groups(m, cfg, torch.cuda.get_device_properties(x.device).multi_processor_count)
-    partial = (lambda: torch.empty(groups * cfg.rows, n, dtype=torch.float32, device=x.device))
-    dw_partial = partial() if weight_grad and weight is not None else None
-    db_partial = partial() if bias_grad else None
+    cfg = backward_config(n, (x2, dy2, w, dx))
+    partial = (lambda rows: torch.empty(rows, n, dtype=torch.float32, device=x.device))
+    want_dw, want_db = weight_grad and weight is not None, bias_grad
+    args = [dynamic_rows(x2), w, dynamic_rows(dy2), dynamic_rows(rstd), dynamic_rows(mean), dynamic_rows(dx),
+            dynamic_rows(partial(1)) if want_dw else None, dynamic_rows(partial(1)) if want_db else None]
+    groups = 1
     if m:
-        _backward(dynamic_rows(x2), w, dynamic_rows(dy2), dynamic_rows(rstd), dynamic_rows(mean), dynamic_rows(dx),
-                  dynamic_rows(dw_partial), dynamic_rows(db_partial), groups, cfg)
+        compiled = _backward.compile(*args, 1, cfg)
+        sizes = tuple(0 if t is None else t.element_size() for t in (x2, dy2, w))
+        groups = backward_groups(m, cfg, resident_groups(compiled, cfg, sizes, x.device.index))
+    dw_partial = partial(groups * cfg.rows) if want_dw else None
+    db_partial = partial(groups * cfg.rows) if want_db else None
+    if m:
+        args[6:] = [dynamic_rows(dw_partial), dynamic_rows(db_partial)]
+        compiled(*args, groups, cfg)
     dw = None if dw_partial is None else (dw_partial.sum(0) if m else dw_partial.new_zeros(n)).to(weight.dtype)
     db = None if db_partial is None else (db_partial.sum(0) if m else db_partial.new_zeros(n)).to(
         weight.dtype if weight is not None else x.dtype)

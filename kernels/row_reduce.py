@@ -222,6 +222,50 @@ def fetch_row(frag: cute.Tensor, t: cute.Tensor, row, lane, cfg: RowConfig, fill
             frag[(None, i)].store(src[(None, i)].load())
 
 
+# -- rows staged through shared memory (cp.async) -------------------------------------------------
+
+def stage_vectors(line: cute.Tensor, lane, cfg: RowConfig) -> cute.Tensor:
+    """This thread's (vec, vectors) elements of `line`: one row's `cfg.part` columns of this
+    CTA in a shared-memory stage, laid out as the row is (thread_vectors' pattern)."""
+    split = cute.make_layout((cfg.vec, cfg.threads_per_row, cfg.vectors),
+                             stride=(1, cfg.vec, cfg.vec * cfg.threads_per_row))
+    return cute.composition(line, split)[(None, lane % cfg.threads_per_row, None)]
+
+
+@cute.jit
+def stage_row(t: cute.Tensor, row, lane, cfg: RowConfig, dst: cute.Tensor) -> None:
+    """Starts copying this thread's values of row `row` of `t` into `dst` (its stage_vectors)
+    with cp.async, without registers; the caller commits and waits (cute.arch.cp_async_*).
+    Only this thread reads what it staged, so no CTA barrier is needed. Vectors past N are not
+    copied (clear_staged zeros them once); vectors under 4 bytes (cp.async's least) go through
+    registers, synchronously."""
+    src = thread_vectors(t, row, lane, cfg)
+    for i in cute.range_constexpr(cfg.vectors):
+        if cute.const_expr(cfg.guarded(i)):
+            if _column(lane, i, cfg) < cfg.n:
+                _stage_vector(src[(None, i)], dst[(None, i)], cfg.vec * t.element_type.width)
+        else:
+            _stage_vector(src[(None, i)], dst[(None, i)], cfg.vec * t.element_type.width)
+
+
+def _stage_vector(src: cute.Tensor, dst: cute.Tensor, bits: int) -> None:
+    if bits >= 32:
+        atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(), src.element_type, num_bits_per_copy=bits)
+        cute.copy(atom, src, dst)
+    else:
+        dst.store(src.load())
+
+
+@cute.jit
+def clear_staged(dst: cute.Tensor, lane, cfg: RowConfig) -> None:
+    """Zeros this thread's vectors of `dst` (stage_vectors) that lie past N: stage_row never
+    writes them, and the math reads them as columns of value 0."""
+    for i in cute.range_constexpr(cfg.vectors):
+        if cute.const_expr(cfg.guarded(i)):
+            if _column(lane, i, cfg) >= cfg.n:
+                dst[(None, i)].fill(0.0)
+
+
 @cute.jit
 def column_mask(lane, cfg: RowConfig):
     """1.0 where this thread's values (as load_row returns them) are columns of the row, 0.0

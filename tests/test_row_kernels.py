@@ -64,14 +64,14 @@ def test_rows_too_long_for_one_cta_are_split_over_a_cluster(n, max_values, clust
 
 @pytest.mark.parametrize("rms", [True, False])
 def test_cluster_norms_trade_partial_sums_through_distributed_shared_memory(rms):
-    """A 65536-column row over two CTAs (eight backward): the kernels launch as clusters and
+    """A 65536-column row over two CTAs (four backward): the kernels launch as clusters and
     store their partial sums into each CTA's shared memory with st.async, counted on the
     receiver's mbarrier; ptxas takes them (sm_90a) without spilling."""
     x, w = torch.empty(8, 65536, dtype=torch.bfloat16), torch.empty(65536, dtype=torch.bfloat16)
     stat = torch.empty(8)
     fwd_cfg = norms._config(65536, (x, w), norms.FORWARD_VALUES)
-    bwd_cfg = norms._config(65536, (x, w), norms.BACKWARD_VALUES)
-    assert (fwd_cfg.cluster, bwd_cfg.cluster) == (2, 8)
+    bwd_cfg = norms.backward_config(65536, (x, w))
+    assert (fwd_cfg.cluster, bwd_cfg.cluster) == (2, 4)
     mean = None if rms else dynamic_rows(stat)
     fwd = cute.compile(norms._forward, dynamic_rows(x), None, w, None if rms else w, dynamic_rows(x), None,
                        dynamic_rows(stat), mean, 1e-6, fwd_cfg, rms, options={"arch": "sm_90a"})
@@ -86,6 +86,10 @@ def test_cluster_norms_trade_partial_sums_through_distributed_shared_memory(rms)
         assert ptx.count("barrier.cluster.arrive") == 1 and ptx.count("barrier.cluster.wait") == 1
         assert "ld.global.v4.b32" in _accesses(ptx)
         assert all(k.get("spill_stores") == 0 for k in kernel.kernels), kernel.kernels
+    # The backward stages x and dy in shared memory, 16 bytes per cp.async, blocks of rows ahead.
+    stages, _ = norms.backward_ring(bwd_cfg, 2, 2, 2)
+    assert stages == 3 and "cp.async.cg.shared.global" in bwd.__ptx__
+    assert re.search(rf"cp\.async\.wait_group\s+{stages - 1};", bwd.__ptx__)
 
 
 @pytest.mark.parametrize("log", [False, True])
@@ -343,6 +347,21 @@ def run_small():
 def test_the_row_kernels_are_clean_under_compute_sanitizer(tool):
     code, report = run_under_sanitizer(tool, "import test_row_kernels as t; t.run_small()")
     assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]
+
+
+@needs_gpu
+def test_the_norm_backward_grid_is_what_runs_at_once():
+    """The persistent backward's groups: as many clusters as the device runs at once (its GPCs
+    may leave SMs a cluster cannot use: fewer than SMs / cluster size), asked of the driver."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for n in (4096, 65536):
+        x, w = _rand((64, n), 81, torch.bfloat16), _rand((n,), 82, torch.bfloat16)
+        cfg = norms.backward_config(n, (x, w))
+        probe = dynamic_rows(torch.empty(1, n, device="cuda"))
+        compiled = norms._backward.compile(dynamic_rows(x), w, dynamic_rows(x), dynamic_rows(x[:, 0].float()), None,
+                                           dynamic_rows(x), probe, None, 1, cfg)
+        resident = norms.resident_groups(compiled, cfg, (2, 2, 2), 0)
+        assert 1 <= resident <= sms // cfg.cluster, (n, cfg, resident)
 
 
 @needs_gpu

@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <map>
 #include <memory>
 
@@ -87,6 +88,13 @@ public:
   }
 
   std::string metadata() const { return cute_artifact_metadata(handle); }
+
+  int maxActiveClusters(int kernel, std::array<uint32_t, 3> block, std::array<uint32_t, 3> cluster,
+                        uint32_t smem, int device) {
+    py::gil_scoped_release release;
+    return loaded->maxActiveClusters(kernel, {block[0], block[1], block[2]},
+                                     {cluster[0], cluster[1], cluster[2]}, smem, device);
+  }
 
   py::list cubins() const {
     py::list result;
@@ -232,6 +240,9 @@ PYBIND11_MODULE(_C, m) {
            py::arg("stream"), "Run a host function; its launches go to `stream` on `device`")
       .def("host_entry_address", &Artifact::hostEntryAddress, py::arg("function"),
            "Address of a host function's packed entry, void entry(void **args)")
+      .def("max_active_clusters", &Artifact::maxActiveClusters, py::arg("kernel"), py::arg("block"),
+           py::arg("cluster"), py::arg("smem"), py::arg("device"),
+           "Clusters of one kernel that can run at once (cuOccupancyMaxActiveClusters)")
       .def("runtime_address", &Artifact::runtimeAddress,
            "Address of the runtime's LoadedArtifact (cute_torch::runtime) that launches it");
 

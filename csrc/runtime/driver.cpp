@@ -49,6 +49,7 @@ const Loaded &load() {
     resolve(library, "cuFuncSetAttribute", d.cuFuncSetAttribute, missing);
     resolve(library, "cuLaunchKernel", d.cuLaunchKernel, missing);
     resolve(library, "cuLaunchKernelEx", d.cuLaunchKernelEx, missing);
+    resolve(library, "cuOccupancyMaxActiveClusters", d.cuOccupancyMaxActiveClusters, missing);
     resolve(library, "cuTensorMapEncodeTiled", d.cuTensorMapEncodeTiled, missing);
     resolve(library, "cuGetErrorName", d.cuGetErrorName, missing);
     resolve(library, "cuGetErrorString", d.cuGetErrorString, missing);

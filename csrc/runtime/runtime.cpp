@@ -113,37 +113,27 @@ LoadedArtifact::PerContext &LoadedArtifact::loadedIn(void *context) {
   return *contexts.emplace(context, std::move(loaded)).first->second;
 }
 
-void LoadedArtifact::launchInCurrentContext(int kernel, Dim3 grid, Dim3 block, Dim3 cluster,
-                                            uint32_t smem, void **params, uintptr_t stream) {
+void *LoadedArtifact::functionFor(int kernel, uint32_t smem, const std::string &what) {
   const Driver &d = Driver::get();
-  if (kernel < 0 || size_t(kernel) >= kernelList.size())
-    throw CudaError("launch of kernel #" + std::to_string(kernel) + ", which does not exist");
-  const KernelDesc &desc = kernelList[kernel];
-  // Spelled only when a call fails: building it costs as much as the launch itself.
-  auto what = [&] {
-    return "launching kernel '" + desc.name + "' (gpu.module @" + desc.module + ") with grid " +
-           dims(grid) + ", block " + dims(block) + ", cluster " + dims(cluster) + ", " +
-           std::to_string(smem) + " bytes of dynamic smem";
-  };
   CUcontext context;
   d.check(d.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
   PerContext &loaded = loadedIn(context);
   CUfunction function = loaded.functions[kernel];
   if (int(smem) > loaded.smemLimit[kernel]) {
-    // Beyond 48 KB a kernel must opt in to its dynamic shared memory.
     d.check(
         d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
-        what() + " (raising the dynamic shared memory limit)");
+        what + " (raising the dynamic shared memory limit)");
     loaded.smemLimit[kernel] = int(smem);
   }
-  CUstream cuStream = reinterpret_cast<CUstream>(stream);
-  if (cluster.x * cluster.y * cluster.z == 1) {
-    d.checkLazy(d.cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem,
-                                 cuStream, params, nullptr),
-                what);
-    return;
-  }
-  CUlaunchAttribute attribute{};
+  return function;
+}
+
+namespace {
+
+/// A cuLaunchKernelEx configuration; `attribute` (its storage) holds the cluster shape.
+CUlaunchConfig launchConfig(Dim3 grid, Dim3 block, Dim3 cluster, uint32_t smem, CUstream stream,
+                            CUlaunchAttribute &attribute) {
+  attribute = CUlaunchAttribute{};
   attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
   attribute.value.clusterDim.x = cluster.x;
   attribute.value.clusterDim.y = cluster.y;
@@ -156,10 +146,55 @@ void LoadedArtifact::launchInCurrentContext(int kernel, Dim3 grid, Dim3 block, D
   config.blockDimY = block.y;
   config.blockDimZ = block.z;
   config.sharedMemBytes = smem;
-  config.hStream = cuStream;
+  config.hStream = stream;
   config.attrs = &attribute;
   config.numAttrs = 1;
+  return config;
+}
+
+} // namespace
+
+void LoadedArtifact::launchInCurrentContext(int kernel, Dim3 grid, Dim3 block, Dim3 cluster,
+                                            uint32_t smem, void **params, uintptr_t stream) {
+  const Driver &d = Driver::get();
+  if (kernel < 0 || size_t(kernel) >= kernelList.size())
+    throw CudaError("launch of kernel #" + std::to_string(kernel) + ", which does not exist");
+  const KernelDesc &desc = kernelList[kernel];
+  // Spelled only when a call fails: building it costs as much as the launch itself.
+  auto what = [&] {
+    return "launching kernel '" + desc.name + "' (gpu.module @" + desc.module + ") with grid " +
+           dims(grid) + ", block " + dims(block) + ", cluster " + dims(cluster) + ", " +
+           std::to_string(smem) + " bytes of dynamic smem";
+  };
+  CUfunction function = static_cast<CUfunction>(functionFor(kernel, smem, desc.name));
+  CUstream cuStream = reinterpret_cast<CUstream>(stream);
+  if (cluster.x * cluster.y * cluster.z == 1) {
+    d.checkLazy(d.cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem,
+                                 cuStream, params, nullptr),
+                what);
+    return;
+  }
+  CUlaunchAttribute attribute;
+  CUlaunchConfig config = launchConfig(grid, block, cluster, smem, cuStream, attribute);
   d.checkLazy(d.cuLaunchKernelEx(&config, function, params, nullptr), what);
+}
+
+int LoadedArtifact::maxActiveClusters(int kernel, Dim3 block, Dim3 cluster, uint32_t smem,
+                                      int device) {
+  const Driver &d = Driver::get();
+  if (kernel < 0 || size_t(kernel) >= kernelList.size())
+    throw CudaError("occupancy of kernel #" + std::to_string(kernel) + ", which does not exist");
+  enterDevice(d, device);
+  const std::string what = "the occupancy of kernel '" + kernelList[kernel].name + "' (block " +
+                           dims(block) + ", cluster " + dims(cluster) + ", " +
+                           std::to_string(smem) + " bytes of dynamic smem)";
+  CUfunction function = static_cast<CUfunction>(functionFor(kernel, smem, what));
+  CUlaunchAttribute attribute;
+  // The grid is not part of the question, but must be a whole number of clusters.
+  CUlaunchConfig config = launchConfig(cluster, block, cluster, smem, nullptr, attribute);
+  int count = 0;
+  d.check(d.cuOccupancyMaxActiveClusters(&count, function, &config), what);
+  return count;
 }
 
 void LoadedArtifact::launch(int kernel, Dim3 grid, Dim3 block, Dim3 cluster, uint32_t smem,

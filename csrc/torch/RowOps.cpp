@@ -36,6 +36,7 @@ struct RowKernel {
   int64_t rowsPerCta = 1; // per group of `cluster` CTAs
   int64_t threads = 128;
   int64_t cluster = 1;
+  int64_t resident = 0;        // groups that run at once (the norm backward's grid)
   std::vector<int64_t> recipe; // kind * 1000 + index (cute_torch/ops/row_build.py)
 };
 
@@ -94,13 +95,14 @@ const RowKernel &rowKernel(const std::string &op, const std::string &described,
   }
   BuilderResult built = callBuilder(
       "rows", {BuilderArg(op), BuilderArg(described), BuilderArg(flags), BuilderArg(device)});
-  TORCH_CHECK(built.ints.size() >= 5, "cute::", op, ": the builder returned no kernel");
+  TORCH_CHECK(built.ints.size() >= 6, "cute::", op, ": the builder returned no kernel");
   RowKernel kernel{reinterpret_cast<void (*)(void **)>(built.ints[0]),
                    reinterpret_cast<runtime::LoadedArtifact *>(built.ints[1]),
                    static_cast<int64_t>(built.ints[2]),
                    static_cast<int64_t>(built.ints[3]),
                    static_cast<int64_t>(built.ints[4]),
-                   {built.ints.begin() + 5, built.ints.end()}};
+                   static_cast<int64_t>(built.ints[5]),
+                   {built.ints.begin() + 6, built.ints.end()}};
   std::lock_guard<std::mutex> lock(cacheMutex);
   return kernelCache.emplace(key, std::move(kernel)).first->second;
 }
@@ -277,11 +279,8 @@ layerNormBackwardCuda(const at::Tensor &x, const std::optional<at::Tensor> &weig
                       wantW ? part : "-", biasGrad ? part : "-"}),
                 "", x.device().index());
   const int64_t blocks = (m + k.rowsPerCta - 1) / k.rowsPerCta;
-  // kernels/norms.backward_groups: enough resident CTAs (about 16 warps per SM) to keep loads
-  // in flight, in groups of one cluster.
-  const int64_t groups =
-      std::max<int64_t>(1, std::min(blocks, smCount(x.device().index()) *
-                                                std::max<int64_t>(1, 512 / k.threads) / k.cluster));
+  // kernels/norms.backward_groups: as many groups of one cluster as run at once.
+  const int64_t groups = std::max<int64_t>(1, std::min(blocks, k.resident));
   at::Tensor dwPart = wantW ? at::empty({groups * k.rowsPerCta, n}, f32) : at::Tensor();
   at::Tensor dbPart = biasGrad ? at::empty({groups * k.rowsPerCta, n}, f32) : at::Tensor();
   launch(k, {x2, w, dy2, rstd, mean, dx, dwPart, dbPart}, {}, {groups}, op);

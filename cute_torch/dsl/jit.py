@@ -263,6 +263,15 @@ class CompiledFunction:
     def kernels(self) -> list[dict]:
         return self._spec.module.kernels
 
+    def max_active_clusters(self, smem: int, device: int, kernel: int = 0) -> int:
+        """How many clusters of kernel #`kernel` (its compiled block and cluster shape, `smem`
+        bytes of dynamic shared memory) run at once on `device`: the largest persistent grid,
+        in clusters, whose CTAs all run together (a device's GPCs leave SMs over that a
+        cluster cannot span, so it can be less than SMs / cluster size)."""
+        k = self.kernels[kernel]
+        return self._spec.module._artifact.max_active_clusters(kernel, k["block_dims"], k["cluster_dims"], smem,
+                                                               device)
+
     def host_entry(self) -> "HostEntry":
         """The compiled host function for a C++ caller (a torch op's fast path): the address of
         its packed entry, `void entry(void **args)` (one pointer per host argument in the host

@@ -9,7 +9,8 @@ kernels/row_reduce.dynamic_rows makes; "v" a per-row vector (M,); "c" a per-colu
 descriptions as they would from the tensors (the alignment stands in for the address).
 
 The result is (host entry, runtime, rows per CTA group, threads per CTA, CTAs per group (the
-cluster), *recipe, compiled function):
+cluster), groups that run at once (the norm backward's persistent grid; 0 for the others),
+*recipe, compiled function):
 the recipe lists, per argument slot of the compiled host function, kind * 1000 + index, kinds
 0 operand `index`'s data pointer, 1 its number of rows, 4 float scalar `index` (as float32),
 5 int scalar `index`.
@@ -80,6 +81,7 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
     from ..kernels.row_chunks import chunk_config
 
     ops = _operands(descriptions, device)
+    resident = 0                        # the norm backward's co-resident groups (0: not asked)
     args = [None if o is None else o.arg() for o in ops]
     bits = [f == "1" for f in flags]
     options = {"arch": arch} if arch else None
@@ -99,9 +101,12 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         compiled = norms._forward.compile(*args, 1e-5, cfg, bits[0], options=options)
         recipe = _recipe(ops, floats=1)
     elif op == "layer_norm_backward":   # x, weight, dy, rstd, mean, dx, dweight partial, dbias partial
-        cfg = norms._config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]], norms.BACKWARD_VALUES)
+        cfg = norms.backward_config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]])
         compiled = norms._backward.compile(*args, 1, cfg, options=options)
         recipe = _recipe(ops, ints=1)
+        if arch is None:    # (tests without a GPU name the arch: nothing to ask then)
+            sizes = tuple(0 if o is None else o.element_size() for o in (ops[0], ops[2], ops[1]))
+            resident = norms.resident_groups(compiled, cfg, sizes, device)
     elif op == "cross_entropy":          # logits, target, loss, lse
         cfg, exact = chunk_config(ops[0])
         compiled = cross_entropy._forward.compile(*args, -100, cfg, exact, options=options)
@@ -113,4 +118,4 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
     else:
         raise ValueError(f"unknown row op {op!r}")
     entry = compiled.host_entry()
-    return (entry.address, entry.runtime, cfg.rows, cfg.threads, cfg.cluster, *recipe, compiled)
+    return (entry.address, entry.runtime, cfg.rows, cfg.threads, cfg.cluster, resident, *recipe, compiled)

@@ -55,6 +55,11 @@ public:
   void launch(int kernel, Dim3 grid, Dim3 block, Dim3 cluster, uint32_t smem, void **params,
               int device, uintptr_t stream);
 
+  /// How many clusters of `cluster` CTAs (of `block` threads and `smem` bytes of dynamic shared
+  /// memory) of one kernel can run at once on `device` (cuOccupancyMaxActiveClusters): the
+  /// largest persistent grid whose clusters all run concurrently. Throws CudaError.
+  int maxActiveClusters(int kernel, Dim3 block, Dim3 cluster, uint32_t smem, int device);
+
   const std::vector<KernelDesc> &kernels() const { return kernelList; }
 
   /// Used by the launch entry that host code calls; see runtime.cpp.
@@ -64,6 +69,9 @@ public:
 private:
   struct PerContext;
   PerContext &loadedIn(void *context);
+  /// The kernel's function in the current context, opted in to `smem` bytes of dynamic shared
+  /// memory (beyond 48 KB a kernel must be).
+  void *functionFor(int kernel, uint32_t smem, const std::string &what);
 
   std::map<std::string, std::string> cubins;
   std::vector<KernelDesc> kernelList;
