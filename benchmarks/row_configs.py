@@ -68,7 +68,7 @@ def main() -> None:
                 compiled = norms._backward.compile(xr, w, dyr, rstdr, meanr, outr, probe, None if rms else probe, 1,
                                                    cfg)
                 groups = norms.backward_groups(m, cfg, norms.resident_groups(compiled, cfg, (2, 2, 2), 0))
-                dw = torch.empty(groups * cfg.rows, n, device="cuda")
+                dw = torch.empty(groups, n, device="cuda")
                 dw_r, db_r = dynamic_rows(dw), None if rms else dynamic_rows(torch.empty_like(dw))
                 bwd = fraction(lambda: compiled(xr, w, dyr, rstdr, meanr, outr, dw_r, db_r, groups, cfg), 3)
                 line += f"  bwd {_label(cfg)}: {bwd:.2f}"

@@ -15,15 +15,21 @@ Backward, with x_hat = (x - mean) * rstd and g = dy * w:
     dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))      (RMSNorm: no mean(g) term)
     dw = sum over rows of dy * x_hat,   db = sum over rows of dy
 
-dw and db are reduced in two stages: a persistent grid of CTAs each sums its rows into a
-Float32 partial row in registers and writes it; the partial rows are then summed (torch.sum,
-a (CTAs x N) read, small next to the (M x N) tensors).
+The backward is a persistent grid (as many CTAs, or clusters, as run at once: the driver's
+occupancy) whose CTAs walk blocks of rows. x and dy reach shared memory by cp.async, blocks
+ahead of the math in a ring (each thread copies and reads its own vectors, so no barrier), and
+each row is read from there twice, for its sums and then for dx: the loads stay in flight
+through the reduction without holding registers. The weight is staged once per CTA.
 
-Rows too long for one CTA's registers are split over a cluster of CTAs (kernels/row_reduce.py),
-up to 8 x 32768 columns: past forward_values(n, rms) values per thread forward, past
-BACKWARD_VALUES backward, where x, dy, w and the dw (and db) partial rows are live at once.
-The limits are measured (benchmarks/RESULTS.md): each cluster reduction waits at a cluster
-barrier, so fewer, fuller CTAs win until registers spill.
+dw and db are reduced in two stages: each CTA sums its rows into Float32 partials in
+registers, adds its rows' partials in shared memory (in a fixed order: deterministic) and
+writes one partial row; the partial rows are then summed (torch.sum, a (CTAs x N) read, small
+next to the (M x N) tensors).
+
+Rows too long for one CTA are split over a cluster of CTAs (kernels/row_reduce.py), up to 8 x
+32768 columns: past forward_values(n, rms) values per thread forward, past BACKWARD_BYTES per
+thread per staged row backward. The limits are measured (benchmarks/RESULTS.md): fewer,
+fuller CTAs win until registers spill (forward) or shared memory runs out (backward).
 """
 
 from __future__ import annotations
@@ -41,8 +47,7 @@ from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_s
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
-# Row values a thread holds at most, forward and backward (x, dy, w and the dw and db partial
-# rows live at once; RMSNorm's backward measured faster at 32 but spills at 512 threads).
+# Row values a thread holds at most forward.
 FORWARD_VALUES = 64
 # Backward: bytes of each staged tensor (x, dy) per thread (32 16-bit values, 16 Float32), in
 # CTAs of MAX_THREADS; the ring takes up to BACKWARD_STAGES blocks of rows within the shared
@@ -218,11 +223,33 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
         step = step + 1
     if cute.const_expr(stages > 0):
         cute.arch.cp_async_wait_group(0)
-    partial_row = group * cfg.rows + row_in_cta
-    if cute.const_expr(mDWPartial is not None):
-        store_row(mDWPartial, partial_row, lane, cfg, dw.load())
-    if cute.const_expr(mDBPartial is not None):
-        store_row(mDBPartial, partial_row, lane, cfg, db.load())
+    if cute.const_expr(cfg.rows == 1):
+        if cute.const_expr(mDWPartial is not None):
+            store_row(mDWPartial, group, lane, cfg, dw.load())
+        if cute.const_expr(mDBPartial is not None):
+            store_row(mDBPartial, group, lane, cfg, db.load())
+    else:
+        # One partial row per CTA: its rows' sums added in shared memory (over the ring, done
+        # with), row after row in a fixed order, so the result does not vary between runs.
+        cute.arch.sync_threads()
+        if cute.const_expr(mDWPartial is not None):
+            _sum_rows(mDWPartial, sX, dw.load(), group, cfg, lane, row_in_cta)
+        if cute.const_expr(mDBPartial is not None):
+            _sum_rows(mDBPartial, sDY, db.load(), group, cfg, lane, row_in_cta)
+
+
+@cute.jit
+def _sum_rows(partial, buffer, values, group, cfg: Constexpr, lane, row_in_cta):
+    """Row `group` of `partial`: `values` (each thread's, a row's worth per cfg row) summed over
+    the CTA's rows through `buffer` (shared memory of at least cfg.part Float32)."""
+    sums = stage_vectors(cute.make_tensor(cute.recast_ptr(buffer.iterator, cute.Float32),
+                                          cute.make_layout(cfg.part)), lane, cfg)
+    for r in cute.range_constexpr(cfg.rows):
+        if row_in_cta == r:
+            sums.store(values if cute.const_expr(r == 0) else sums.load() + values)
+        cute.arch.sync_threads()
+    if row_in_cta == 0:
+        store_row(partial, group, lane, cfg, sums.load())
 
 
 @cute.jit
@@ -297,10 +324,16 @@ def _config(n: int, tensors, max_values: int) -> object:
 
 
 def backward_config(n: int, tensors) -> RowConfig:
-    """The backward's CTA shape: BACKWARD_BYTES per thread of each staged row, MAX_THREADS
-    threads (several rows per CTA for short rows), clusters past one CTA's part."""
+    """The backward's CTA shape: MAX_THREADS threads (several rows per CTA for short rows),
+    each holding BACKWARD_BYTES of each staged row, half that at up to 1024 columns (two warps
+    per row beat one: LayerNorm 0.90 of copy against 0.87 at 1024) and where a full one would
+    need a cluster of 4 (one of 8 instead: 0.89 / 0.86 against 0.78 / 0.76 at 65536; H100,
+    benchmarks/RESULTS.md)."""
     size = max(t.element_size() for t in tensors if t is not None)
-    return replace(_config(n, tensors, BACKWARD_BYTES // size), threads=MAX_THREADS)
+    cfg = _config(n, tensors, BACKWARD_BYTES // size)
+    if n <= 1024 or cfg.cluster == 4:
+        cfg = _config(n, tensors, BACKWARD_BYTES // 2 // size)
+    return replace(cfg, threads=MAX_THREADS)
 
 
 def backward_ring(cfg, x_size: int, dy_size: int, w_size: int) -> tuple[int, int]:
@@ -323,7 +356,7 @@ _RESIDENT: dict = {}
 def backward_groups(m: int, cfg, resident: int) -> int:
     """The backward's persistent grid, in groups of cfg.cluster CTAs: as many as run at once
     (`resident`, from the compiled kernel's occupancy), at most one per block of rows; each
-    group adds cfg.rows partial rows. csrc/torch/RowOps.cpp computes the same."""
+    group writes one partial row. csrc/torch/RowOps.cpp computes the same."""
     return max(1, min(-(-m // cfg.rows), resident))
 
 
@@ -379,8 +412,8 @@ def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor,
         compiled = _backward.compile(*args, 1, cfg)
         sizes = tuple(0 if t is None else t.element_size() for t in (x2, dy2, w))
         groups = backward_groups(m, cfg, resident_groups(compiled, cfg, sizes, x.device.index))
-    dw_partial = partial(groups * cfg.rows) if want_dw else None
-    db_partial = partial(groups * cfg.rows) if want_db else None
+    dw_partial = partial(groups) if want_dw else None
+    db_partial = partial(groups) if want_db else None
     if m:
         args[6:] = [dynamic_rows(dw_partial), dynamic_rows(db_partial)]
         compiled(*args, groups, cfg)

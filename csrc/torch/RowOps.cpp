@@ -281,8 +281,8 @@ layerNormBackwardCuda(const at::Tensor &x, const std::optional<at::Tensor> &weig
   const int64_t blocks = (m + k.rowsPerCta - 1) / k.rowsPerCta;
   // kernels/norms.backward_groups: as many groups of one cluster as run at once.
   const int64_t groups = std::max<int64_t>(1, std::min(blocks, k.resident));
-  at::Tensor dwPart = wantW ? at::empty({groups * k.rowsPerCta, n}, f32) : at::Tensor();
-  at::Tensor dbPart = biasGrad ? at::empty({groups * k.rowsPerCta, n}, f32) : at::Tensor();
+  at::Tensor dwPart = wantW ? at::empty({groups, n}, f32) : at::Tensor(); // a row per group
+  at::Tensor dbPart = biasGrad ? at::empty({groups, n}, f32) : at::Tensor();
   launch(k, {x2, w, dy2, rstd, mean, dx, dwPart, dbPart}, {}, {groups}, op);
   if (wantW)
     dw = dwPart.sum(0).to(paramType);
