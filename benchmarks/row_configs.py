@@ -65,12 +65,13 @@ def main() -> None:
             for cfg in configs((16, 32, 64)):
                 cfg = replace(cfg, threads=512)        # the backward's CTAs (norms.backward_config)
                 probe = dynamic_rows(torch.empty(1, n, device="cuda"))
-                compiled = norms._backward.compile(xr, w, dyr, rstdr, meanr, outr, probe, None if rms else probe, 1,
-                                                   cfg)
+                dw, db = torch.empty_like(w), None if rms else torch.empty_like(w)
+                compiled = norms._backward.compile(xr, w, dyr, rstdr, meanr, outr, probe, None if rms else probe, dw,
+                                                   db, 1, cfg)
                 groups = norms.backward_groups(m, cfg, norms.resident_groups(compiled, cfg, (2, 2, 2), 0))
-                dw = torch.empty(groups, n, device="cuda")
-                dw_r, db_r = dynamic_rows(dw), None if rms else dynamic_rows(torch.empty_like(dw))
-                bwd = fraction(lambda: compiled(xr, w, dyr, rstdr, meanr, outr, dw_r, db_r, groups, cfg), 3)
+                part = torch.empty(groups, n, device="cuda")
+                dw_r, db_r = dynamic_rows(part), None if rms else dynamic_rows(torch.empty_like(part))
+                bwd = fraction(lambda: compiled(xr, w, dyr, rstdr, meanr, outr, dw_r, db_r, dw, db, groups, cfg), 3)
                 line += f"  bwd {_label(cfg)}: {bwd:.2f}"
             print(line, flush=True)
 

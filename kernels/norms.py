@@ -53,6 +53,7 @@ FORWARD_VALUES = 64
 # CTAs of MAX_THREADS; the ring takes up to BACKWARD_STAGES blocks of rows within the shared
 # memory an H100 CTA may have (what row_reduce allocates statically kept aside).
 BACKWARD_BYTES, BACKWARD_STAGES, BACKWARD_SMEM = 64, 4, 232448 - 2048
+SUM_WARPS = 8        # warps per CTA summing the backward's partial rows
 
 
 AHEAD_BLOCKS = 4     # forward with read-ahead: rows per CTA (cluster), one after the other
@@ -287,11 +288,51 @@ def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, cfg: Const
         grid=launch_grid(x.shape[0], cfg, per_group), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg))
 
 
+@cute.kernel
+def _sum_partials_kernel(mDWPartial, mDBPartial, mDW, mDB, groups: cute.Int32, vec: Constexpr):
+    """dw and db: the backward's partial rows (groups x N, Float32) summed, in the outputs' type.
+    A CTA takes 32 vectors of columns; its warps take every SUM_WARPS-th partial row (loads of
+    several rows in flight per thread), then fold their sums through shared memory in order."""
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    lane, warp = tidx % 32, tidx // 32
+    n = mDW.shape[0] if cute.const_expr(mDW is not None) else mDB.shape[0]
+    tiles = -(-n // (32 * vec))
+    columns = cute.make_layout((vec, 32, tiles), stride=(1, vec, 32 * vec))
+    inside = (bidx * 32 + lane) * vec < n              # N is a multiple of vec: whole vectors
+    if cute.const_expr(mDWPartial is not None):
+        _sum_columns(mDWPartial, mDW, columns, groups, lane, warp, bidx, inside, vec)
+    if cute.const_expr(mDBPartial is not None):
+        _sum_columns(mDBPartial, mDB, columns, groups, lane, warp, bidx, inside, vec)
+
+
 @cute.jit
-def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, groups: cute.Int32, cfg: Constexpr):
+def _sum_columns(partial, out, columns, groups, lane, warp, bidx, inside, vec: Constexpr):
+    total = cute.make_rmem_tensor((vec,), cute.Float32)
+    total.fill(0.0)
+    if inside:
+        for g in cute.range(warp, groups, SUM_WARPS, unroll=4):
+            total.store(total.load() + cute.composition(partial[(g, None)], columns)[(None, lane, bidx)].load())
+    folded = cute.arch.alloc_smem(cute.Float32, (vec, 32, SUM_WARPS))
+    folded[(None, lane, warp)].store(total.load())
+    cute.arch.sync_threads()
+    if warp == 0:
+        if inside:
+            for w in cute.range_constexpr(1, SUM_WARPS):
+                total.store(total.load() + folded[(None, lane, w)].load())
+            cute.composition(out, columns)[(None, lane, bidx)].store(total.load().to(out.element_type))
+
+
+@cute.jit
+def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, dw, db, groups: cute.Int32, cfg: Constexpr):
+    """dx, and dw and db (None: not wanted) through `groups` partial rows."""
     stages, smem = backward_ring(cfg, *(0 if t is None else t.element_type.width // 8 for t in (x, dy, w)))
     _backward_kernel(x, w, dy, rstd, mean, dx, dw_partial, db_partial, cfg, stages).launch(
         grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), smem=smem)
+    if cute.const_expr(dw is not None or db is not None):
+        vec = 4 if cfg.n % 4 == 0 else 1
+        _sum_partials_kernel(dw_partial, db_partial, dw, db, groups, vec).launch(
+            grid=(-(-cfg.n // (32 * vec)), 1, 1), block=(32 * SUM_WARPS, 1, 1))
 
 
 # -- host entries ----------------------------------------------------------------------------------
@@ -405,8 +446,11 @@ def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor,
     cfg = backward_config(n, (x2, dy2, w, dx))
     partial = (lambda rows: torch.empty(rows, n, dtype=torch.float32, device=x.device))
     want_dw, want_db = weight_grad and weight is not None, bias_grad
+    param = weight.dtype if weight is not None else x.dtype
+    dw = torch.empty(n, dtype=param, device=x.device) if want_dw else None
+    db = torch.empty(n, dtype=param, device=x.device) if want_db else None
     args = [dynamic_rows(x2), w, dynamic_rows(dy2), dynamic_rows(rstd), dynamic_rows(mean), dynamic_rows(dx),
-            dynamic_rows(partial(1)) if want_dw else None, dynamic_rows(partial(1)) if want_db else None]
+            dynamic_rows(partial(1)) if want_dw else None, dynamic_rows(partial(1)) if want_db else None, dw, db]
     groups = 1
     if m:
         compiled = _backward.compile(*args, 1, cfg)
@@ -415,9 +459,10 @@ def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor,
     dw_partial = partial(groups) if want_dw else None
     db_partial = partial(groups) if want_db else None
     if m:
-        args[6:] = [dynamic_rows(dw_partial), dynamic_rows(db_partial)]
+        args[6:8] = [dynamic_rows(dw_partial), dynamic_rows(db_partial)]
         compiled(*args, groups, cfg)
-    dw = None if dw_partial is None else (dw_partial.sum(0) if m else dw_partial.new_zeros(n)).to(weight.dtype)
-    db = None if db_partial is None else (db_partial.sum(0) if m else db_partial.new_zeros(n)).to(
-        weight.dtype if weight is not None else x.dtype)
+    else:                       # no rows: zero gradients
+        for t in (dw, db):
+            if t is not None:
+                t.zero_()
     return dx.view(x.shape), dw, db

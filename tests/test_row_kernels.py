@@ -77,7 +77,8 @@ def test_cluster_norms_trade_partial_sums_through_distributed_shared_memory(rms)
                        dynamic_rows(stat), mean, 1e-6, fwd_cfg, rms, options={"arch": "sm_90a"})
     part = torch.empty(4, 65536)
     bwd = cute.compile(norms._backward, dynamic_rows(x), w, dynamic_rows(x), dynamic_rows(stat), mean, dynamic_rows(x),
-                       dynamic_rows(part), None if rms else dynamic_rows(part), 1, bwd_cfg, options={"arch": "sm_90a"})
+                       dynamic_rows(part), None if rms else dynamic_rows(part), w, None if rms else w, 1, bwd_cfg,
+                       options={"arch": "sm_90a"})
     for kernel in (fwd, bwd):
         ptx = kernel.__ptx__
         assert "mapa.shared::cluster.u32" in ptx
@@ -359,7 +360,7 @@ def test_the_norm_backward_grid_is_what_runs_at_once():
         cfg = norms.backward_config(n, (x, w))
         probe = dynamic_rows(torch.empty(1, n, device="cuda"))
         compiled = norms._backward.compile(dynamic_rows(x), w, dynamic_rows(x), dynamic_rows(x[:, 0].float()), None,
-                                           dynamic_rows(x), probe, None, 1, cfg)
+                                           dynamic_rows(x), probe, None, w, None, 1, cfg)
         resident = norms.resident_groups(compiled, cfg, (2, 2, 2), 0)
         assert 1 <= resident <= sms // cfg.cluster, (n, cfg, resident)
 

@@ -100,7 +100,7 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         cfg = norms._config(ops[0].n, [o for o in ops[:6]], norms.forward_values(ops[0].n, bits[0]))
         compiled = norms._forward.compile(*args, 1e-5, cfg, bits[0], options=options)
         recipe = _recipe(ops, floats=1)
-    elif op == "layer_norm_backward":   # x, weight, dy, rstd, mean, dx, dweight partial, dbias partial
+    elif op == "layer_norm_backward":   # x, weight, dy, rstd, mean, dx, dweight and dbias partials, dweight, dbias
         cfg = norms.backward_config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]])
         compiled = norms._backward.compile(*args, 1, cfg, options=options)
         recipe = _recipe(ops, ints=1)
