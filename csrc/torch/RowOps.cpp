@@ -281,16 +281,17 @@ layerNormBackwardCuda(const at::Tensor &x, const std::optional<at::Tensor> &weig
       rowKernel("layer_norm_backward",
                 join({describe('r', x2, op), describe('c', w, op), describe('r', dy2, op),
                       describe('v', rstd, op), describe('v', mean, op), describe('r', dx, op),
-                      wantW ? part : "-", biasGrad ? part : "-", wantW ? describe('c', dw, op) : "-",
-                      biasGrad ? describe('c', db, op) : "-"}),
+                      wantW ? part : "-", biasGrad ? part : "-",
+                      wantW ? describe('c', dw, op) : "-", biasGrad ? describe('c', db, op) : "-"}),
                 "", x.device().index());
   const int64_t blocks = (m + k.rowsPerCta - 1) / k.rowsPerCta;
   // kernels/norms.backward_groups: as many groups of one cluster as run at once.
   const int64_t groups = std::max<int64_t>(1, std::min(blocks, k.resident));
   at::Tensor dwPart = wantW ? at::empty({groups, n}, f32) : at::Tensor(); // a row per group
   at::Tensor dbPart = biasGrad ? at::empty({groups, n}, f32) : at::Tensor();
-  launch(k, {x2, w, dy2, rstd, mean, dx, dwPart, dbPart, wantW ? dw : at::Tensor(),
-             biasGrad ? db : at::Tensor()},
+  launch(k,
+         {x2, w, dy2, rstd, mean, dx, dwPart, dbPart, wantW ? dw : at::Tensor(),
+          biasGrad ? db : at::Tensor()},
          {}, {groups}, op);
   return {dx.view(x.sizes()), dw, db};
 }
