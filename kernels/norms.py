@@ -27,7 +27,7 @@ writes one partial row; the partial rows are then summed (torch.sum, a (CTAs x N
 next to the (M x N) tensors).
 
 Rows too long for one CTA are split over a cluster of CTAs (kernels/row_reduce.py), up to 8 x
-32768 columns: past forward_values(n, rms) values per thread forward, past BACKWARD_BYTES per
+32768 columns: past forward_values(n, rms, residual) values per thread forward, past BACKWARD_BYTES per
 thread per staged row backward. The limits are measured (benchmarks/RESULTS.md): fewer,
 fuller CTAs win until registers spill (forward) or shared memory runs out (backward).
 """
@@ -42,8 +42,8 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_staged, cluster_peers, column_mask,
-                         cta_group, dynamic_rows, fetch_row, fold, launch_cluster, launch_grid, load_row, row_config,
-                         row_fragment, row_reduce, stage_row, stage_vectors, store_row, thread_place)
+                         cta_group, dynamic_rows, fold, launch_cluster, launch_grid, load_row, row_config, row_reduce,
+                         stage_row, stage_vectors, store_row, thread_place)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -56,28 +56,35 @@ BACKWARD_BYTES, BACKWARD_STAGES, BACKWARD_SMEM = 64, 4, 232448 - 2048
 SUM_WARPS = 8        # warps per CTA summing the backward's partial rows
 
 
-AHEAD_BLOCKS = 4     # forward with read-ahead: rows per CTA (cluster), one after the other
+# LayerNorm forward over rows of one CTA (cluster) each: a ring like the backward's, of up to
+# FORWARD_STAGES blocks of x (and residual), each CTA walking RING_BLOCKS blocks.
+FORWARD_STAGES, RING_BLOCKS = 4, 8
 
 
-def read_ahead(cfg, residual: bool, rms: bool) -> bool:
-    """Whether the forward reads the next row while it reduces this one: LayerNorm's rows long
-    enough for one per CTA (one CTA per SM, so nothing else hides its two reductions' waits),
-    at most 32 values per thread (the next row's 16-bit values then fit beside this row's), no
-    residual (its second row would not fit). RMSNorm (one reduction) lost 0.04-0.08 of copy
-    with it over clusters, where its 62 registers leave room for two CTAs per SM without."""
-    return not rms and cfg.rows == 1 and cfg.vec * cfg.vectors <= 32 and not residual
+def forward_ring(cfg, rms: bool, x_size: int, res_size: int) -> int:
+    """Blocks of rows the forward stages ahead in shared memory (0: none). LayerNorm's rows of
+    one CTA of MAX_THREADS each: one CTA per SM, so nothing else hides its two reductions'
+    waits (H100 bf16 at 16384: 0.94-0.95 of copy, 0.96-0.97 with a residual). Over clusters
+    (past 16384 columns) only with a residual: 0.88 / 0.87 / 0.92 at 32768 / 65536 / 131072
+    against 0.73-0.88 / 0.84 / 0.82; without one, 64 values per thread and no ring measured as
+    well (0.96 / 0.87 / 0.81 against 0.96 / 0.84 / 0.77 with it). RMSNorm (one reduction, 62
+    registers: two CTAs per SM) reads its rows directly."""
+    if rms or cfg.threads_per_row < MAX_THREADS or (cfg.cluster > 1 and not res_size):
+        return 0
+    stages = min(FORWARD_STAGES, BACKWARD_SMEM // (cfg.part * (x_size + res_size)))
+    return stages if stages >= 2 else 0
 
 
-def forward_values(n: int, rms: bool) -> int:
+def forward_values(n: int, rms: bool, residual: bool = False) -> int:
     """Row values per thread forward (measured on an H100 in bf16, fraction of copy;
     benchmarks/row_configs.py and reductions.py). RMSNorm holds 32 past 32768 columns (a
     cluster twice as wide): 0.98 against 0.96 at 65536, 0.95 against 0.88 at 131072. LayerNorm
-    holds 32 at 8193-16384 columns, where it reads the next row ahead (read_ahead): 0.94
-    against 0.74-0.76 at 16384; past that 64 stays ahead of 32 with read-ahead (reductions.py:
-    0.95 / 0.85 / 0.79 against 0.89 / 0.83 / 0.77 at 32768 / 65536 / 131072)."""
+    holds 32 at 8193-16384 columns, where its rows are staged (forward_ring), and past that
+    with a residual (staged too; 64 would spill); 64 otherwise (0.95 / 0.85 / 0.79 against
+    0.89 / 0.83 / 0.77 at 32768 / 65536 / 131072)."""
     if rms:
         return 32 if n > 32768 else FORWARD_VALUES
-    return 32 if 8192 < n <= 16384 else FORWARD_VALUES
+    return 32 if n > 8192 and (n <= 16384 or residual) else FORWARD_VALUES
 
 
 @cute.jit
@@ -100,37 +107,53 @@ def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta, peers,
 
 @cute.kernel
 def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRstd: cute.Tensor, mMean,
-                    eps: cute.Float32, cfg: Constexpr, rms: Constexpr):
+                    eps: cute.Float32, cfg: Constexpr, rms: Constexpr, stages: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
     peers = cluster_peers(cfg)
     rows = mX.shape[0]
     outputs = (mY, mResOut, mRstd, mMean)
-    if cute.const_expr(read_ahead(cfg, mRes is not None, rms)):
-        # Each CTA (cluster) walks every groups-th block of cfg.rows rows (AHEAD_BLOCKS of them),
-        # the next block's x in flight while this one waits at its reductions.
+    if cute.const_expr(stages > 0):
+        # Each CTA (cluster) walks every groups-th block of rows (RING_BLOCKS of them), x and the
+        # residual staged `stages - 1` blocks ahead by cp.async (as the backward's ring).
         group, groups = cta_group(cfg)
-        x_next = row_fragment(mX, cfg)
-        fetch_row(x_next, mX, clamp_row(row, rows), lane, cfg)
-        step = 0                                    # row_reduce's slots alternate between rows
-        for block in range(group, (rows + cfg.rows - 1) // cfg.rows, groups):
-            row = block * cfg.rows + row_in_cta
-            x = x_next.load().to(cute.Float32)
-            fetch_row(x_next, mX, clamp_row(row + groups * cfg.rows, rows), lane, cfg)
-            _normalize_row(x, row, rows, mRes, mW, mB, outputs, eps, cfg, rms, lane, row_in_cta, peers, step)
-            step = step + 2                         # LayerNorm's two reductions per row
+        blocks = (rows + cfg.rows - 1) // cfg.rows
+        smem = cute.SmemAllocator()
+        ring = cute.make_layout((cfg.part, cfg.rows, stages))
+        sX = smem.allocate_tensor(mX.element_type, ring, 16)
+        sR = smem.allocate_tensor(mRes.element_type, ring, 16) if cute.const_expr(mRes is not None) else None
+        for s in cute.range_constexpr(stages):
+            _clear_slot(sX, s, cfg, lane, row_in_cta)
+            _clear_slot(sR, s, cfg, lane, row_in_cta)
+        for s in cute.range_constexpr(stages - 1):
+            _stage_block(mX, mRes, sX, sR, group + s * groups, s, blocks, cfg, lane, row_in_cta)
+            cute.arch.cp_async_commit_group()
+        k = 0                                       # blocks done: the ring's slot
+        for block in range(group, blocks, groups):
+            _stage_block(mX, mRes, sX, sR, block + (stages - 1) * groups, (k + stages - 1) % stages, blocks, cfg,
+                         lane, row_in_cta)
+            cute.arch.cp_async_commit_group()
+            cute.arch.cp_async_wait_group(stages - 1)
+            x = _slot_values(sX, k % stages, cfg, lane, row_in_cta)
+            res = _slot_values(sR, k % stages, cfg, lane, row_in_cta)
+            _normalize_row(x, res, block * cfg.rows + row_in_cta, rows, mW, mB, outputs, eps, cfg, rms, lane,
+                           row_in_cta, peers, 2 * k)   # (row_reduce's slots: LayerNorm's two reductions)
+            k = k + 1
+        cute.arch.cp_async_wait_group(0)
     else:                                           # one block of rows per CTA (cluster), no loop
-        x = load_row(mX, clamp_row(row, rows), lane, cfg)
-        _normalize_row(x, row, rows, mRes, mW, mB, outputs, eps, cfg, rms, lane, row_in_cta, peers,
-                       0 if cute.const_expr(peers is not None) else None)
+        src = clamp_row(row, rows)
+        res = load_row(mRes, src, lane, cfg) if cute.const_expr(mRes is not None) else None
+        _normalize_row(load_row(mX, src, lane, cfg), res, row, rows, mW, mB, outputs, eps, cfg, rms, lane, row_in_cta,
+                       peers, 0 if cute.const_expr(peers is not None) else None)
 
 
 @cute.jit
-def _normalize_row(x, row, rows, mRes, mW, mB, outputs, eps, cfg: Constexpr, rms: Constexpr, lane, row_in_cta,
+def _normalize_row(x, res, row, rows, mW, mB, outputs, eps, cfg: Constexpr, rms: Constexpr, lane, row_in_cta,
                    peers, step):
-    """One row (`x`, as load_row read it) normalized and stored with its statistics."""
+    """One row (`x` and the residual `res` or None, as load_row reads them) normalized and stored
+    with its statistics."""
     mY, mResOut, mRstd, mMean = outputs
-    if cute.const_expr(mRes is not None):
-        x = x + load_row(mRes, clamp_row(row, rows), lane, cfg)
+    if cute.const_expr(res is not None):
+        x = x + res
     mean, rstd = _statistics(x, cfg, rms, eps, lane, row_in_cta, peers, step)
     y = x * rstd if cute.const_expr(rms) else (x - mean) * rstd
     if cute.const_expr(mW is not None):
@@ -166,8 +189,8 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
         sX = smem.allocate_tensor(mX.element_type, ring, 16)
         sDY = smem.allocate_tensor(mDY.element_type, ring, 16)
         for s in cute.range_constexpr(stages):
-            clear_staged(stage_vectors(sX[(None, row_in_cta, s)], lane, cfg), lane, cfg)
-            clear_staged(stage_vectors(sDY[(None, row_in_cta, s)], lane, cfg), lane, cfg)
+            _clear_slot(sX, s, cfg, lane, row_in_cta)
+            _clear_slot(sDY, s, cfg, lane, row_in_cta)
         for s in cute.range_constexpr(stages - 1):
             _stage_block(mX, mDY, sX, sDY, group + s * groups, s, blocks, cfg, lane, row_in_cta)
             cute.arch.cp_async_commit_group()
@@ -254,13 +277,29 @@ def _sum_rows(partial, buffer, values, group, cfg: Constexpr, lane, row_in_cta):
 
 
 @cute.jit
-def _stage_block(mX, mDY, sX, sDY, block, slot, blocks, cfg: Constexpr, lane, row_in_cta):
-    """Starts the copies of block `block`'s x and dy rows into ring slot `slot` (nothing past
-    the last block; rows past the end read the last row, as everywhere)."""
+def _stage_block(mA, mB, sA, sB, block, slot, blocks, cfg: Constexpr, lane, row_in_cta):
+    """Starts the copies of block `block`'s rows of mA (and mB, unless None) into ring slot
+    `slot` of sA (sB): nothing past the last block; rows past the end read the last row."""
     if block < blocks:
-        row = clamp_row(block * cfg.rows + row_in_cta, mX.shape[0])
-        stage_row(mX, row, lane, cfg, stage_vectors(sX[(None, row_in_cta, slot)], lane, cfg))
-        stage_row(mDY, row, lane, cfg, stage_vectors(sDY[(None, row_in_cta, slot)], lane, cfg))
+        row = clamp_row(block * cfg.rows + row_in_cta, mA.shape[0])
+        stage_row(mA, row, lane, cfg, stage_vectors(sA[(None, row_in_cta, slot)], lane, cfg))
+        if cute.const_expr(mB is not None):
+            stage_row(mB, row, lane, cfg, stage_vectors(sB[(None, row_in_cta, slot)], lane, cfg))
+
+
+@cute.jit
+def _clear_slot(ring, slot, cfg: Constexpr, lane, row_in_cta):
+    """Zeros this thread's vectors past N in ring slot `slot` (a None ring: nothing)."""
+    if cute.const_expr(ring is not None):
+        clear_staged(stage_vectors(ring[(None, row_in_cta, slot)], lane, cfg), lane, cfg)
+
+
+@cute.jit
+def _slot_values(ring, slot, cfg: Constexpr, lane, row_in_cta):
+    """This thread's values in ring slot `slot` as Float32 (None for a None ring)."""
+    if cute.const_expr(ring is None):
+        return None
+    return stage_vectors(ring[(None, row_in_cta, slot)], lane, cfg).load().to(cute.Float32)
 
 
 @cute.jit
@@ -268,8 +307,7 @@ def _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg: Conste
     """(x_hat, dy, g = dy * w) of this thread's values of `row`, in Float32: from its ring slot
     in shared memory, or (no ring) from global memory."""
     if cute.const_expr(sX is not None):
-        x = stage_vectors(sX[(None, row_in_cta, slot)], lane, cfg).load().to(cute.Float32)
-        dy = stage_vectors(sDY[(None, row_in_cta, slot)], lane, cfg).load().to(cute.Float32)
+        x, dy = _slot_values(sX, slot, cfg, lane, row_in_cta), _slot_values(sDY, slot, cfg, lane, row_in_cta)
     else:
         src = clamp_row(row, mX.shape[0])
         x, dy = load_row(mX, src, lane, cfg), load_row(mDY, src, lane, cfg)
@@ -283,9 +321,10 @@ def _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg: Conste
 
 @cute.jit
 def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, cfg: Constexpr, rms: Constexpr):
-    per_group = AHEAD_BLOCKS if read_ahead(cfg, res is not None, rms) else 1
-    _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms).launch(
-        grid=launch_grid(x.shape[0], cfg, per_group), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg))
+    stages = forward_ring(cfg, rms, x.element_type.width // 8, 0 if res is None else res.element_type.width // 8)
+    _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, stages).launch(
+        grid=launch_grid(x.shape[0], cfg, RING_BLOCKS if stages else 1), block=(cfg.threads, 1, 1),
+        cluster=launch_cluster(cfg))
 
 
 @cute.kernel
@@ -424,7 +463,7 @@ def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: fl
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     mean = None if rms else torch.empty(m, dtype=torch.float32, device=x.device)
     if m:
-        cfg = _config(n, (x2, res2, w, b, y, res_out), forward_values(n, rms))
+        cfg = _config(n, (x2, res2, w, b, y, res_out), forward_values(n, rms, residual is not None))
         _forward(dynamic_rows(x2), dynamic_rows(res2), w, b, dynamic_rows(y), dynamic_rows(res_out), dynamic_rows(rstd),
                  dynamic_rows(mean), eps, cfg, rms)
     shape = x.shape

@@ -198,21 +198,8 @@ def clamp_row(row, rows):
 def load_row(t: cute.Tensor, row, lane, cfg: RowConfig, fill=0.0):
     """This thread's values of row `row` as Float32 (a TensorSSA of vec * vectors); values
     past N read as `fill`."""
-    frag = row_fragment(t, cfg)
-    fetch_row(frag, t, row, lane, cfg, fill)
-    return frag.load().to(cute.Float32)
-
-
-def row_fragment(t: cute.Tensor, cfg: RowConfig) -> cute.Tensor:
-    """Registers for this thread's values of a row of `t`, in t's type."""
-    return cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type)
-
-
-@cute.jit
-def fetch_row(frag: cute.Tensor, t: cute.Tensor, row, lane, cfg: RowConfig, fill=0.0) -> None:
-    """Loads this thread's values of row `row` into `frag` (a row_fragment): a kernel that
-    reads a row ahead issues the loads early and converts when it uses them."""
     src = thread_vectors(t, row, lane, cfg)
+    frag = cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type)
     for i in cute.range_constexpr(cfg.vectors):
         if cute.const_expr(cfg.guarded(i)):
             frag[(None, i)].fill(fill)
@@ -220,6 +207,7 @@ def fetch_row(frag: cute.Tensor, t: cute.Tensor, row, lane, cfg: RowConfig, fill
                 frag[(None, i)].store(src[(None, i)].load())
         else:
             frag[(None, i)].store(src[(None, i)].load())
+    return frag.load().to(cute.Float32)
 
 
 # -- rows staged through shared memory (cp.async) -------------------------------------------------

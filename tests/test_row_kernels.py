@@ -121,25 +121,27 @@ def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     assert f"ld.global.{vec}" in _accesses(ptx) and "rsqrt.approx" in ptx
 
 
-def test_layer_norm_reads_the_next_row_ahead_at_16384_columns():
-    """One 16384-column row per 512-thread CTA: LayerNorm's forward walks AHEAD_BLOCKS rows per CTA
-    with the next row's loads issued before this row's two reductions; RMSNorm, whose one
-    reduction leaves registers for two CTAs per SM, reads a row at a time (no loop)."""
+@pytest.mark.parametrize("residual", [False, True])
+def test_layer_norm_stages_rows_ahead_at_16384_columns(residual):
+    """One 16384-column row per 512-thread CTA: LayerNorm's forward walks RING_BLOCKS rows per
+    CTA, x (and the residual) copied into a shared-memory ring by cp.async blocks ahead of its
+    two reductions; RMSNorm, whose one reduction leaves registers for two CTAs per SM, reads a
+    row at a time from global memory (no loop, no ring)."""
     x, w, stat = torch.empty(64, 16384, dtype=torch.bfloat16), torch.empty(16384, dtype=torch.bfloat16), torch.empty(64)
-    kernels, vectors = {}, {}
+    res = dynamic_rows(x) if residual else None
+    kernels = {}
     for rms in (False, True):
         cfg = norms._config(16384, (x, w), norms.forward_values(16384, rms))
-        vectors[rms] = cfg.vectors
-        assert norms.read_ahead(cfg, False, rms) == (not rms)
-        kernels[rms] = cute.compile(norms._forward, dynamic_rows(x), None, w, None if rms else w, dynamic_rows(x), None,
+        stages = norms.forward_ring(cfg, rms, 2, 2 if residual else 0)
+        assert (stages >= 2) == (not rms)
+        kernels[rms] = cute.compile(norms._forward, dynamic_rows(x), res, w, None if rms else w, dynamic_rows(x), res,
                                     dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, cfg, rms,
                                     options={"arch": "sm_90a"})
         assert all(k.get("spill_stores") == 0 for k in kernels[rms].kernels)
-    ahead, plain = kernels[False].__ptx__, kernels[True].__ptx__
-    loads = "ld.global.v4.b32"
-    # The loop: the first row's loads before it, the next row's, the weight's and the bias's inside;
-    # without read-ahead, the row's and the weight's loads once.
-    assert ahead.count(loads) == 4 * vectors[False] and plain.count(loads) == 2 * vectors[True]
+    ring, plain = kernels[False].__ptx__, kernels[True].__ptx__
+    assert "cp.async.cg.shared.global" in ring and "cp.async.cg.shared.global" not in plain
+    assert re.search(r"cp\.async\.wait_group\s+[1-9];", ring)
+    assert "ld.global.v4.b32" in _accesses(plain) and "st.global.v4.b32" in _accesses(ring)
 
 
 def test_rows_too_long_for_registers_are_read_in_chunks_16_bytes_at_a_time():
@@ -222,9 +224,9 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("rms,weight,bias,residual", NORM_CASES)
-# 16384 and up split rows over clusters (kernels/row_reduce.py): 300 rows of 16384 loop the
-# backward's clusters of two several times (both slot sets); at 200000 the eighth CTA holds
-# only columns past N.
+# Long rows split over clusters (kernels/row_reduce.py); 300 rows of 16384 walk the forward's
+# and the backward's shared-memory rings over several blocks (both slot sets); at 200000 the
+# eighth CTA holds only columns past N.
 @pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (256, 4096), (9, 8192), (3, 32768), (300, 16384), (5, 65536),
                                  (2, 200000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
@@ -333,9 +335,12 @@ def run_small():
         out, _, rstd, mean = norms.norm_forward(x, w, None if rms else b, eps=1e-5, rms=rms)
         norms.norm_backward(x, w, out, rstd, mean, weight_grad=True, bias_grad=not rms)
         out, _, rstd, mean = norms.norm_forward(long, wl, None if rms else wl, eps=1e-5, rms=rms)
+        if not rms:     # (with a residual: LayerNorm's ring over clusters)
+            norms.norm_forward(long, wl, wl, residual=out, eps=1e-5, rms=rms)
         norms.norm_backward(long, wl, out, rstd, mean, weight_grad=True, bias_grad=not rms)
-    ahead = _rand((300, 12000), 8, torch.bfloat16)          # LayerNorm forward reading rows ahead
+    ahead = _rand((300, 12000), 8, torch.bfloat16)          # LayerNorm forward staging rows ahead
     norms.norm_forward(ahead, None, None, eps=1e-5, rms=False)
+    norms.norm_forward(ahead, None, None, residual=ahead, eps=1e-5, rms=False)
     target = torch.randint(0, 9000, (40,), generator=torch.Generator().manual_seed(4)).cuda()
     logits = _rand((40, 9000), 5, torch.bfloat16)
     _, lse = cross_entropy.cross_entropy_forward(logits, target)

@@ -97,7 +97,8 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         compiled = host.compile(*args, cfg, *exact, log, options=options)
         recipe = _recipe(ops)
     elif op == "layer_norm":            # x, residual, weight, bias, y, residual_out, rstd, mean
-        cfg = norms._config(ops[0].n, [o for o in ops[:6]], norms.forward_values(ops[0].n, bits[0]))
+        values = norms.forward_values(ops[0].n, bits[0], ops[1] is not None)
+        cfg = norms._config(ops[0].n, [o for o in ops[:6]], values)
         compiled = norms._forward.compile(*args, 1e-5, cfg, bits[0], options=options)
         recipe = _recipe(ops, floats=1)
     elif op == "layer_norm_backward":   # x, weight, dy, rstd, mean, dx, dweight and dbias partials, dweight, dbias
