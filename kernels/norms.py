@@ -117,16 +117,7 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
         # residual staged `stages - 1` blocks ahead by cp.async (as the backward's ring).
         group, groups = cta_group(cfg)
         blocks = (rows + cfg.rows - 1) // cfg.rows
-        smem = cute.SmemAllocator()
-        ring = cute.make_layout((cfg.part, cfg.rows, stages))
-        sX = smem.allocate_tensor(mX.element_type, ring, 16)
-        sR = smem.allocate_tensor(mRes.element_type, ring, 16) if cute.const_expr(mRes is not None) else None
-        for s in cute.range_constexpr(stages):
-            _clear_slot(sX, s, cfg, lane, row_in_cta)
-            _clear_slot(sR, s, cfg, lane, row_in_cta)
-        for s in cute.range_constexpr(stages - 1):
-            _stage_block(mX, mRes, sX, sR, group + s * groups, s, blocks, cfg, lane, row_in_cta)
-            cute.arch.cp_async_commit_group()
+        sX, sR = _open_ring(cute.SmemAllocator(), mX, mRes, stages, group, groups, blocks, cfg, lane, row_in_cta)
         k = 0                                       # blocks done: the ring's slot
         for block in range(group, blocks, groups):
             _stage_block(mX, mRes, sX, sR, block + (stages - 1) * groups, (k + stages - 1) % stages, blocks, cfg,
@@ -185,15 +176,7 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
     smem = cute.SmemAllocator()
     sX, sDY, sW = None, None, None
     if cute.const_expr(stages > 0):
-        ring = cute.make_layout((cfg.part, cfg.rows, stages))
-        sX = smem.allocate_tensor(mX.element_type, ring, 16)
-        sDY = smem.allocate_tensor(mDY.element_type, ring, 16)
-        for s in cute.range_constexpr(stages):
-            _clear_slot(sX, s, cfg, lane, row_in_cta)
-            _clear_slot(sDY, s, cfg, lane, row_in_cta)
-        for s in cute.range_constexpr(stages - 1):
-            _stage_block(mX, mDY, sX, sDY, group + s * groups, s, blocks, cfg, lane, row_in_cta)
-            cute.arch.cp_async_commit_group()
+        sX, sDY = _open_ring(smem, mX, mDY, stages, group, groups, blocks, cfg, lane, row_in_cta)
         # The weight, once per CTA (the first row's threads copy it for all rows).
         if cute.const_expr(mW is not None):
             sW = smem.allocate_tensor(mW.element_type, cute.make_layout(cfg.part), 16)
@@ -274,6 +257,23 @@ def _sum_rows(partial, buffer, values, group, cfg: Constexpr, lane, row_in_cta):
         cute.arch.sync_threads()
     if row_in_cta == 0:
         store_row(partial, group, lane, cfg, sums.load())
+
+
+@cute.jit
+def _open_ring(smem, mA, mB, stages: Constexpr, group, groups, blocks, cfg: Constexpr, lane, row_in_cta):
+    """(sA, sB): rings of `stages` blocks of mA's (and mB's, unless None) rows of this CTA's
+    columns, allocated from `smem`, their columns past N zeroed, the copies of this group's
+    first `stages - 1` blocks started (one cp.async group per block)."""
+    ring = cute.make_layout((cfg.part, cfg.rows, stages))
+    sA = smem.allocate_tensor(mA.element_type, ring, 16)
+    sB = smem.allocate_tensor(mB.element_type, ring, 16) if cute.const_expr(mB is not None) else None
+    for s in cute.range_constexpr(stages):
+        _clear_slot(sA, s, cfg, lane, row_in_cta)
+        _clear_slot(sB, s, cfg, lane, row_in_cta)
+    for s in cute.range_constexpr(stages - 1):
+        _stage_block(mA, mB, sA, sB, group + s * groups, s, blocks, cfg, lane, row_in_cta)
+        cute.arch.cp_async_commit_group()
+    return sA, sB
 
 
 @cute.jit
