@@ -126,3 +126,43 @@ def test_nvjitlink_failure_is_reported_like_ptxas():
         cute_torch.compile_mlir(read_mlir("wgmma_fence.mlir"), arch="sm_90", cubin_backend="nvjitlink")
     assert "nvJitLink failed for sm_90" in info.value.message
     assert os.path.exists(info.value.ptx_path)
+
+
+HOST_ONLY = """
+module {
+  func.func @add(%a: i64, %b: i64) -> i64 {
+    %c = arith.addi %a, %b : i64
+    return %c : i64
+  }
+  func.func @scale(%p: !llvm.ptr, %v: f32, %n: i32) {
+    %f = arith.sitofp %n : i32 to f32
+    %w = arith.mulf %v, %f : f32
+    llvm.store %w, %p : f32, !llvm.ptr
+    return
+  }
+}
+"""
+
+
+def test_host_entries_take_packed_arguments_and_free_their_code():
+    """A host function's entry, `void entry(void **args)`: argument i read through args[i], a
+    result written through args[n]; run here on the CPU (no kernel launch in them). Each module's
+    code lives in its own JITDylib of the process's JIT and goes with the artifact."""
+    import ctypes
+    import gc
+
+    def call(module, name, *values):
+        entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(module._artifact.host_entry_address(name))
+        argv = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
+        entry(ctypes.cast(argv, ctypes.c_void_p))
+
+    for round_ in range(3):                       # modules made and freed one after the other
+        module = cute_torch.compile_mlir(HOST_ONLY, arch="sm_90a")
+        total = ctypes.c_int64(-1)
+        call(module, "add", ctypes.c_int64(40 + round_), ctypes.c_int64(2), total)
+        assert total.value == 42 + round_
+        out = ctypes.c_float(0.0)
+        call(module, "scale", ctypes.c_void_p(ctypes.addressof(out)), ctypes.c_float(1.5), ctypes.c_int32(-4))
+        assert out.value == -6.0
+        del module
+        gc.collect()

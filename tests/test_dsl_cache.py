@@ -163,10 +163,9 @@ print((rss() - before) / 240)
 
 def test_memory_stays_flat_past_the_limit(tmp_path):
     """240 more specializations past a limit of 4 grow the process by well under what keeping
-    them costs (about 0.6 MB each measured: modules and host code). What they do grow it by,
-    90-120 KB each, is native (Python's heap: about 240 bytes each, tracemalloc), most of it
-    left by the MLIR ExecutionEngine each artifact's host code gets (8-17 KB each with one
-    process-wide JIT instead: branch lljit)."""
+    them costs (about 0.6 MB each measured: modules and host code). What they do grow it by
+    is native (Python's heap: about 240 bytes each, tracemalloc): 8-17 KB each with the
+    process-wide host JIT, 90-120 KB with an ExecutionEngine per artifact before it."""
     script = tmp_path / "memory.py"
     script.write_text(MEMORY_SCRIPT.format(root=ROOT))
     env = dict(os.environ, CUTE_TORCH_NO_CACHE="1", CUTE_TORCH_ARCH="sm_90a", CUTE_TORCH_MEMORY_CACHE_SIZE="4")

@@ -35,7 +35,7 @@ struct CuteArtifact {
   std::string metadata;
   std::vector<std::pair<std::string, std::string>> cubins; // gpu.module name, bytes
   std::map<std::string, std::string> stages;
-  std::unique_ptr<mlir::ExecutionEngine> engine;
+  std::unique_ptr<cute_torch::HostCode> host;
   std::map<std::string, void *> entries;
 };
 
@@ -385,18 +385,8 @@ void jitHostEntries(mlir::ModuleOp module, CuteArtifact &artifact,
       names.push_back(func.getName().str());
   if (names.empty())
     return;
-  artifact.engine = jitHostModule(module, /*optLevel=*/0, symbols);
-  for (const std::string &name : names) {
-    auto entry = artifact.engine->lookupPacked(name);
-    if (!entry)
-      throw CompileFailure{"jit",
-                           "host entry " + name +
-                               " not found after JIT: " + llvm::toString(entry.takeError()),
-                           {},
-                           {},
-                           {}};
-    artifact.entries[name] = reinterpret_cast<void *>(*entry);
-  }
+  artifact.host = jitHostModule(module, names, symbols);
+  artifact.entries = artifact.host->entries;
 }
 
 /// One compilation in progress: what the steps read and fill in.
