@@ -56,6 +56,12 @@ class CompiledModule:
     def cubins(self) -> dict[str, bytes]:
         return dict(self._artifact.cubins())
 
+    @property
+    def host_object(self) -> bytes | None:
+        """The host code's object (ELF), what a disk-cache entry keeps: loading it links it,
+        nothing is compiled. None without host functions."""
+        return self._artifact.stage("host_object")
+
     def stage(self, name: str) -> bytes | None:
         """A kept stage (see `keep=`), or None if it was not kept."""
         if name not in STAGES:

@@ -1,5 +1,6 @@
 """Compile tier: MLIR -> CUBIN without a GPU (ptxas/nvJitLink run on the CPU)."""
 
+import json
 import os
 import shlex
 import subprocess
@@ -66,16 +67,17 @@ def test_math_links_libdevice_and_inlines_it():
 
 
 def test_every_stage_can_be_kept_and_dumped(vector_add_mlir, tmp_path):
-    stages = ["mlir", "nvvm", "llvm", "ptx", "cubin", "host", "sass"]
+    stages = ["mlir", "nvvm", "llvm", "ptx", "cubin", "host", "host_object", "sass"]
     module = cute_torch.compile_mlir(vector_add_mlir, keep=stages, dump_dir=str(tmp_path), name="vadd")
     assert "gpu.launch_func" in module.__mlir__
     assert "nvvm.read.ptx.sreg.tid.x" in module.stage("nvvm").decode()
     assert "llvm.call @cute_rt_launch" in module.stage("host").decode()
     assert module.stage("cubin") == module.cubins["kernels"]
     assert module.__sass__  # the SASS, or a line saying there is no disassembler
+    assert module.host_object.startswith(b"\x7fELF")
     files = sorted(os.listdir(tmp_path))
     assert files == sorted(
-        ["vadd.mlir", "vadd.nvvm.mlir", "vadd.ll", "vadd.ptx", "vadd.cubin", "vadd.host.mlir", "vadd.sass"]
+        ["vadd.mlir", "vadd.nvvm.mlir", "vadd.ll", "vadd.ptx", "vadd.cubin", "vadd.host.mlir", "vadd.host.o", "vadd.sass"]
     )
     assert (tmp_path / "vadd.ptx").read_text() == module.__ptx__
 
@@ -156,8 +158,19 @@ def test_host_entries_take_packed_arguments_and_free_their_code():
         argv = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
         entry(ctypes.cast(argv, ctypes.c_void_p))
 
-    for round_ in range(3):                       # modules made and freed one after the other
+    from cute_torch import _C
+    from cute_torch.compiler import CompiledModule
+
+    def reloaded(module):  # what a disk-cache hit does: link the kept object, compile nothing
+        assert module.host_object.startswith(b"\x7fELF")
+        artifact, error = _C.load(module.host_object, json.dumps(module.metadata), list(module.cubins.items()))
+        assert error is None, error
+        return CompiledModule(artifact)
+
+    for round_ in range(4):                       # modules made and freed one after the other
         module = cute_torch.compile_mlir(HOST_ONLY, arch="sm_90a")
+        if round_ % 2:
+            module = reloaded(module)
         total = ctypes.c_int64(-1)
         call(module, "add", ctypes.c_int64(40 + round_), ctypes.c_int64(2), total)
         assert total.value == 42 + round_

@@ -249,8 +249,8 @@ def test_corrupt_entry_is_recompiled_not_trusted(tmp_path):
 
 def test_cache_store_and_load_round_trip(tmp_path):
     digest = cache.digest("x", 1)
-    cache.store(str(tmp_path), digest, "host", "{}", [("m", b"\x00\x01cubin")], {"ptx": "text"})
-    assert cache.load(str(tmp_path), digest) == ("host", "{}", [("m", b"\x00\x01cubin")], {"ptx": "text"})
+    cache.store(str(tmp_path), digest, b"\x7fELF host", "{}", [("m", b"\x00\x01cubin")], {"ptx": "text"})
+    assert cache.load(str(tmp_path), digest) == (b"\x7fELF host", "{}", [("m", b"\x00\x01cubin")], {"ptx": "text"})
     with open(cache._path(str(tmp_path), digest), "r+b") as f:
         f.write(b"garbage")
     with warnings.catch_warnings(record=True):

@@ -247,8 +247,9 @@ PYBIND11_MODULE(_C, m) {
            "Address of the runtime's LoadedArtifact (cute_torch::runtime) that launches it");
 
   m.def("compile", &compile, py::arg("mlir"), py::arg("options_json"));
-  m.def("load", &load, py::arg("host_mlir"), py::arg("metadata_json"), py::arg("cubins"),
-        "Rebuild an artifact from a kept host stage, its metadata and its CUBINs");
+  m.def("load", &load, py::arg("host_code"), py::arg("metadata_json"), py::arg("cubins"),
+        "Rebuild an artifact from kept host code (its object, or its host stage), metadata and "
+        "CUBINs");
   m.def("compiler_version", [] { return std::string(cute_compiler_version()); });
   m.def(
       "compiler_stages", [] { return std::string(cute_compiler_stages()); },

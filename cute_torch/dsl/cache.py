@@ -2,8 +2,8 @@
 cache.
 
 An entry is content-addressed by (DSL source fingerprint, specialization key, compiler version
-and build, options, arch) and holds what the compiler's `load` needs: the host stage (LLVM dialect), the
-metadata and the CUBINs. Writes go to a temporary file renamed into place (atomic on POSIX, so
+and build, options, arch) and holds what the compiler's `load` needs: the host code's object
+(linked on a hit, nothing compiled), the metadata and the CUBINs. Writes go to a temporary file renamed into place (atomic on POSIX, so
 concurrent processes and ranks never see half an entry); every read verifies a SHA-256 of the
 payload, and a corrupt entry is deleted and recompiled, never trusted.
 """
@@ -18,7 +18,7 @@ import struct
 import tempfile
 import warnings
 
-MAGIC = b"CUTECACHE1\n"
+MAGIC = b"CUTECACHE2\n"  # 2: the host code is an object, not MLIR text
 _HEADER = struct.Struct("<32sQ")  # sha256 of payload, length of the JSON part
 
 
@@ -26,9 +26,9 @@ def _path(root: str, digest: str) -> str:
     return os.path.join(root, digest[:2], digest + ".bin")
 
 
-def load(root: str, digest: str) -> tuple[str, str, list[tuple[str, bytes]], dict[str, str]] | None:
-    """(host MLIR, metadata JSON, [(module, CUBIN)], {stage: text}) or None on a miss or a corrupt
-    entry."""
+def load(root: str, digest: str) -> tuple[bytes, str, list[tuple[str, bytes]], dict[str, str]] | None:
+    """(host object, metadata JSON, [(module, CUBIN)], {stage: text}) or None on a miss or a
+    corrupt entry."""
     path = _path(root, digest)
     try:
         with open(path, "rb") as f:
@@ -43,12 +43,13 @@ def load(root: str, digest: str) -> tuple[str, str, list[tuple[str, bytes]], dic
         if hashlib.sha256(payload).digest() != checksum:
             raise ValueError("checksum mismatch")
         header = json.loads(bytes(payload[:json_len]))
-        offset = json_len
+        host = bytes(payload[json_len:json_len + header["host"]])
+        offset = json_len + header["host"]
         cubins = []
         for name, size in header["cubins"]:
             cubins.append((name, bytes(payload[offset:offset + size])))
             offset += size
-        return header["host"], header["metadata"], cubins, header.get("stages", {})
+        return host, header["metadata"], cubins, header.get("stages", {})
     except (ValueError, KeyError, struct.error, json.JSONDecodeError) as e:
         warnings.warn(f"cute_torch: discarding corrupt cache entry {path} ({e}); recompiling", stacklevel=3)
         try:
@@ -58,11 +59,11 @@ def load(root: str, digest: str) -> tuple[str, str, list[tuple[str, bytes]], dic
         return None
 
 
-def store(root: str, digest: str, host: str, metadata: str, cubins: list[tuple[str, bytes]],
+def store(root: str, digest: str, host: bytes, metadata: str, cubins: list[tuple[str, bytes]],
           stages: dict[str, str]) -> None:
-    header = json.dumps({"host": host, "metadata": metadata, "stages": stages,
+    header = json.dumps({"host": len(host), "metadata": metadata, "stages": stages,
                          "cubins": [(name, len(blob)) for name, blob in cubins]}).encode()
-    payload = header + b"".join(blob for _, blob in cubins)
+    payload = header + host + b"".join(blob for _, blob in cubins)
     data = MAGIC + _HEADER.pack(hashlib.sha256(payload).digest(), len(header)) + payload
     path = _path(root, digest)
     try:

@@ -397,11 +397,11 @@ class JitFunction(_DSLFunction):
                     stages = {s: text.encode() for s, text in stages.items()}
                     return Specialization(CompiledModule(artifact, stages), name, key, self.fn)
         text = self.trace(args, key, name, arch)
-        module = _compile_traced(text, arch, name, compile_options, keep_host=digest is not None)
+        module = _compile_traced(text, arch, name, compile_options)
         _warn_about_spills(module, self.fn)
         if digest is not None:
             stages = {s: module.stage(s).decode() for s in ("mlir", "ptx", "sass") if module.stage(s) is not None}
-            cache.store(k.cache_dir, digest, module.stage("host").decode(), json.dumps(module.metadata),
+            cache.store(k.cache_dir, digest, module.host_object or b"", json.dumps(module.metadata),
                         list(module.cubins.items()), stages)
         return Specialization(module, name, key, self.fn)
 
@@ -473,15 +473,13 @@ class JitFunction(_DSLFunction):
         return self._fingerprint
 
 
-def _compile_traced(text: str, arch: str, name: str, options: dict, keep_host: bool) -> CompiledModule:
+def _compile_traced(text: str, arch: str, name: str, options: dict) -> CompiledModule:
     known = {"opt_level", "ptxas_options", "line_info", "keep", "dump_dir", "cubin_backend"}
     unknown = set(options) - known
     if unknown:
         raise DSLError(ARGUMENT_MISMATCH, f"unknown compile options {sorted(unknown)}", user_location(),
                        f"options are: arch, {', '.join(sorted(known))}")
     keep = set(options.get("keep") or knobs().keep) | {"mlir"}
-    if keep_host:
-        keep.add("host")
     try:
         return compile_mlir(text, arch=arch, name=name, keep=sorted(keep), source_name=f"<{name}>",
                             **{k: v for k, v in options.items() if k != "keep"})

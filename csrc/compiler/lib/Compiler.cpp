@@ -62,13 +62,14 @@ struct StageInfo {
   const char *extension;
 };
 constexpr StageInfo kStages[] = {
-    {"mlir", ".mlir"},      // the input, parsed
-    {"nvvm", ".nvvm.mlir"}, // after the common and device passes
-    {"llvm", ".ll"},        // LLVM IR of each gpu.module
-    {"ptx", ".ptx"},        // PTX of each gpu.module
-    {"cubin", ".cubin"},    // the first gpu.module's CUBIN
-    {"host", ".host.mlir"}, // the host code after the host passes (LLVM dialect)
-    {"sass", ".sass"},      // disassembled CUBINs (nvdisasm or cuobjdump)
+    {"mlir", ".mlir"},          // the input, parsed
+    {"nvvm", ".nvvm.mlir"},     // after the common and device passes
+    {"llvm", ".ll"},            // LLVM IR of each gpu.module
+    {"ptx", ".ptx"},            // PTX of each gpu.module
+    {"cubin", ".cubin"},        // the first gpu.module's CUBIN
+    {"host", ".host.mlir"},     // the host code after the host passes (LLVM dialect)
+    {"host_object", ".host.o"}, // its object code (always kept: the disk cache stores it)
+    {"sass", ".sass"},          // disassembled CUBINs (nvdisasm or cuobjdump)
 };
 
 const StageInfo *findStage(llvm::StringRef name) {
@@ -387,6 +388,7 @@ void jitHostEntries(mlir::ModuleOp module, CuteArtifact &artifact,
     return;
   artifact.host = jitHostModule(module, names, symbols);
   artifact.entries = artifact.host->entries;
+  artifact.stages["host_object"] = artifact.host->object; // what a disk-cache entry keeps
 }
 
 /// One compilation in progress: what the steps read and fill in.
@@ -548,24 +550,51 @@ std::unique_ptr<CuteArtifact> compile(llvm::StringRef text, const Options &optio
   return std::move(c.artifact);
 }
 
-/// Rebuilds an artifact from what the disk cache stored: the host stage (LLVM dialect), the
-/// CUBINs and the metadata. Only the host code is JIT-compiled again.
-std::unique_ptr<CuteArtifact> load(llvm::StringRef hostText, const char *metadata,
+/// The names of the host functions the metadata lists.
+std::vector<std::string> hostFunctionNames(const char *metadata) {
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(metadata);
+  if (!parsed)
+    throw CompileFailure{"parse",
+                         "the cached metadata is invalid: " + llvm::toString(parsed.takeError()),
+                         {},
+                         {},
+                         {}};
+  std::vector<std::string> names;
+  const llvm::json::Object *object = parsed->getAsObject();
+  if (const llvm::json::Array *functions = object ? object->getArray("host_functions") : nullptr)
+    for (const llvm::json::Value &function : *functions)
+      if (const llvm::json::Object *fn = function.getAsObject())
+        if (auto name = fn->getString("name"))
+          names.push_back(name->str());
+  return names;
+}
+
+/// Rebuilds an artifact from what the disk cache stored: the host code (its object, or the
+/// host stage in the LLVM dialect, which is JIT-compiled again), the CUBINs and the metadata.
+std::unique_ptr<CuteArtifact> load(llvm::StringRef hostCode, const char *metadata,
                                    std::vector<std::pair<std::string, std::string>> cubins,
                                    const std::map<std::string, void *> &symbols) {
   auto artifact = std::make_unique<CuteArtifact>();
-  // A context of its own, dialects loaded lazily: parsing the host module needs only the LLVM
-  // dialect, and a disk hit (often a process's first) should not pay for compilation()'s setup.
-  mlir::MLIRContext context(dialectRegistry(), mlir::MLIRContext::Threading::DISABLED);
-  DiagnosticCollector diagnostics(context);
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(hostText, mlir::ParserConfig(&context));
-  if (!module)
-    diagnostics.fail("parse", "the cached host code is invalid");
-  jitHostEntries(*module, *artifact, symbols);
+  if (hostCode.starts_with("\x7f"
+                           "ELF")) {
+    artifact->host = loadHostObject(hostCode, hostFunctionNames(metadata), symbols);
+    artifact->entries = artifact->host->entries;
+    artifact->stages["host_object"] = hostCode.str();
+  } else {
+    // A context of its own, dialects loaded lazily: parsing the host module needs only the
+    // LLVM dialect, and a disk hit (often a process's first) should not pay for
+    // compilation()'s setup.
+    mlir::MLIRContext context(dialectRegistry(), mlir::MLIRContext::Threading::DISABLED);
+    DiagnosticCollector diagnostics(context);
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceString<mlir::ModuleOp>(hostCode, mlir::ParserConfig(&context));
+    if (!module)
+      diagnostics.fail("parse", "the cached host code is invalid");
+    jitHostEntries(*module, *artifact, symbols);
+    artifact->stages["host"] = hostCode.str();
+  }
   artifact->metadata = metadata;
   artifact->cubins = std::move(cubins);
-  artifact->stages["host"] = hostText.str();
   return artifact;
 }
 

@@ -5,12 +5,15 @@
 #include "Failure.h"
 
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ExecutionEngine/Orc/CompileUtils.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/Host.h"
 
 #include <atomic>
 #include <mutex>
@@ -22,17 +25,19 @@ namespace {
   throw CompileFailure{"jit", "JIT compilation of the host code failed: " + message, {}, {}, {}};
 }
 
+/// The target of host code: this process's triple, its generic CPU.
+llvm::orc::JITTargetMachineBuilder hostTarget() {
+  llvm::orc::JITTargetMachineBuilder builder{llvm::Triple(llvm::sys::getProcessTriple())};
+  builder.setCodeGenOptLevel(llvm::CodeGenOptLevel::None);
+  return builder;
+}
+
 /// The process's JIT, made on first use (never destroyed: artifacts may outlive statics).
 llvm::orc::LLJIT &processJit() {
   static llvm::orc::LLJIT *jit = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
-    auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
-    if (!builder)
-      fail(llvm::toString(builder.takeError()));
-    builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::None);
-    auto created =
-        llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*builder)).create();
+    auto created = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(hostTarget()).create();
     if (!created)
       fail(llvm::toString(created.takeError()));
     return created->release();
@@ -78,19 +83,37 @@ std::unique_ptr<HostCode> jitHostModule(mlir::ModuleOp module,
                                         const std::vector<std::string> &names,
                                         const std::map<std::string, void *> &symbols) {
   llvm::orc::LLJIT &jit = processJit();
-  auto context = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> llvmModule = mlir::translateModuleToLLVMIR(module, *context);
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> llvmModule = mlir::translateModuleToLLVMIR(module, context);
   if (!llvmModule)
     fail("the host module does not translate to LLVM IR");
   llvmModule->setDataLayout(jit.getDataLayout());
   llvmModule->setTargetTriple(jit.getTargetTriple().str());
   addPackedEntries(*llvmModule, names);
+  // A machine per thread: code generation may run on several threads at once.
+  thread_local std::unique_ptr<llvm::TargetMachine> machine;
+  if (!machine) {
+    auto created = hostTarget().createTargetMachine();
+    if (!created)
+      fail(llvm::toString(created.takeError()));
+    machine = std::move(*created);
+  }
+  auto object = llvm::orc::SimpleCompiler(*machine)(*llvmModule);
+  if (!object)
+    fail(llvm::toString(object.takeError()));
+  return loadHostObject((*object)->getBuffer(), names, symbols);
+}
 
+std::unique_ptr<HostCode> loadHostObject(llvm::StringRef object,
+                                         const std::vector<std::string> &names,
+                                         const std::map<std::string, void *> &symbols) {
+  llvm::orc::LLJIT &jit = processJit();
   static std::atomic<uint64_t> modules{0};
   auto dylib = jit.createJITDylib("cute_host_" + std::to_string(modules++));
   if (!dylib)
     fail(llvm::toString(dylib.takeError()));
   auto code = std::make_unique<HostCode>(*dylib);
+  code->object = object.str();
   llvm::orc::MangleAndInterner mangle(jit.getExecutionSession(), jit.getDataLayout());
   llvm::orc::SymbolMap runtime;
   for (const auto &[name, address] : symbols)
@@ -103,8 +126,8 @@ std::unique_ptr<HostCode> jitHostModule(mlir::ModuleOp module,
   if (!process)
     fail(llvm::toString(process.takeError()));
   dylib->addGenerator(std::move(*process));
-  if (auto error = jit.addIRModule(
-          *dylib, llvm::orc::ThreadSafeModule(std::move(llvmModule), std::move(context))))
+  if (auto error = jit.addObjectFile(
+          *dylib, llvm::MemoryBuffer::getMemBuffer(code->object, "cute_host", false)))
     fail(llvm::toString(std::move(error)));
   for (const std::string &name : names) {
     auto entry = jit.lookup(*dylib, "_cute_packed_" + name);

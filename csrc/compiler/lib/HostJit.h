@@ -4,6 +4,7 @@
 #define CUTE_TORCH_HOSTJIT_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <map>
 #include <memory>
@@ -18,7 +19,8 @@ namespace cute_torch {
 
 /// One module's host code in the process-wide JIT (its own JITDylib): the packed entries of
 /// its public functions, `void entry(void **args)` (args[i] points at argument i; a result
-/// goes where args[n] points). The code is freed with this object.
+/// goes where args[n] points), and the object code they came from (what a disk-cache entry
+/// keeps). The code is freed with this object.
 class HostCode {
 public:
   explicit HostCode(llvm::orc::JITDylib &dylib) : dylib(dylib) {}
@@ -27,19 +29,27 @@ public:
   HostCode &operator=(const HostCode &) = delete;
 
   std::map<std::string, void *> entries;
+  std::string object;
 
 private:
   llvm::orc::JITDylib &dylib;
 };
 
-/// JIT-compiles the public functions `names` of a host module in the LLVM dialect, without
-/// optimization (host code only computes launch shapes and calls the runtime). `symbols`
-/// resolves the external functions it calls, the process the rest (libc). One LLJIT serves
-/// the process: creating one per module (MLIR's ExecutionEngine) cost most of a cached
-/// kernel's load. Throws CompileFailure.
+/// Compiles the public functions `names` of a host module in the LLVM dialect to an object,
+/// without optimization (host code only computes launch shapes and calls the runtime), for
+/// the generic CPU of this triple (a cached object may run on another machine), and loads it.
+/// `symbols` resolves the external functions it calls, the process the rest (libc). One LLJIT
+/// serves the process: one per module (MLIR's ExecutionEngine) cost most of a cached kernel's
+/// load. Throws CompileFailure.
 std::unique_ptr<HostCode> jitHostModule(mlir::ModuleOp module,
                                         const std::vector<std::string> &names,
                                         const std::map<std::string, void *> &symbols);
+
+/// Loads an object jitHostModule made (HostCode::object): a disk-cache hit links it, no
+/// parsing or code generation. Throws CompileFailure.
+std::unique_ptr<HostCode> loadHostObject(llvm::StringRef object,
+                                         const std::vector<std::string> &names,
+                                         const std::map<std::string, void *> &symbols);
 
 } // namespace cute_torch
 

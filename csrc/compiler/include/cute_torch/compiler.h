@@ -46,11 +46,12 @@ CUTE_COMPILER_API CuteArtifact *cute_compile(const char *mlir, size_t mlir_size,
                                              void *const *symbol_addresses, size_t num_symbols,
                                              char **error_json);
 
-/* Rebuilds an artifact from a kept "host" stage (LLVM dialect MLIR), the metadata JSON and the
- * CUBINs of an earlier compile (what the disk cache stores); only the host code is JIT-compiled.
+/* Rebuilds an artifact from the host code of an earlier compile, the metadata JSON and the
+ * CUBINs (what the disk cache stores). The host code is its "host_object" stage (an ELF object:
+ * linked, nothing compiled) or its "host" stage (LLVM dialect MLIR: JIT-compiled again).
  * Errors as for cute_compile. */
 CUTE_COMPILER_API CuteArtifact *
-cute_load_artifact(const char *host_mlir, size_t host_size, const char *metadata_json,
+cute_load_artifact(const char *host_code, size_t host_size, const char *metadata_json,
                    const void *const *cubins, const size_t *cubin_sizes,
                    const char *const *module_names, size_t num_cubins,
                    const char *const *symbol_names, void *const *symbol_addresses,
