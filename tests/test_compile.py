@@ -77,7 +77,8 @@ def test_every_stage_can_be_kept_and_dumped(vector_add_mlir, tmp_path):
     assert module.host_object.startswith(b"\x7fELF")
     files = sorted(os.listdir(tmp_path))
     assert files == sorted(
-        ["vadd.mlir", "vadd.nvvm.mlir", "vadd.ll", "vadd.ptx", "vadd.cubin", "vadd.host.mlir", "vadd.host.o", "vadd.sass"]
+        ["vadd.mlir", "vadd.nvvm.mlir", "vadd.ll", "vadd.ptx", "vadd.cubin", "vadd.host.mlir", "vadd.host.o",
+         "vadd.sass"]
     )
     assert (tmp_path / "vadd.ptx").read_text() == module.__ptx__
 

@@ -3,9 +3,10 @@ cache.
 
 An entry is content-addressed by (DSL source fingerprint, specialization key, compiler version
 and build, options, arch) and holds what the compiler's `load` needs: the host code's object
-(linked on a hit, nothing compiled), the metadata and the CUBINs. Writes go to a temporary file renamed into place (atomic on POSIX, so
-concurrent processes and ranks never see half an entry); every read verifies a SHA-256 of the
-payload, and a corrupt entry is deleted and recompiled, never trusted.
+(linked on a hit, nothing compiled), the metadata and the CUBINs. Writes go to a temporary file
+renamed into place (atomic on POSIX, so concurrent processes and ranks never see half an
+entry); every read verifies a SHA-256 of the payload, and a corrupt entry is deleted and
+recompiled, never trusted.
 """
 
 from __future__ import annotations
