@@ -3,14 +3,15 @@
   torch.add               torch's own launch path
   triton                  a @triton.jit kernel (if triton is installed)
   cute.jit (memory hit)   a @cute.jit call: key from the arguments, in-memory cache, host entry
-  cute.compile handle     the handle cute.compile returns: no key, straight to the host entry
+                          (keyed and launched in C++ from the second call: dsl/dispatch.py)
+  cute.compile handle     the handle cute.compile returns: its first call's argument types, in C++
 
     python benchmarks/launch_overhead.py [--calls 20000] [--repeats 7] [--host-only]
 
 Each row is the median over `repeats` of (wall time of `calls` back-to-back calls) / calls,
-synchronized before and after. Targets (issue 3): memory hit <= 8 us, handle <= torch.add.
-`--host-only` (no GPU needed) times the part of a cute.jit call before its launch, on CPU
-tensors with the launch stubbed out: the key and the memory-cache lookup, in Python.
+synchronized before and after. Targets: memory hit <= 1.2x torch.add (issue 19), handle <=
+torch.add. `--host-only` (no GPU needed) times the Python path of a cute.jit call before its
+launch, on CPU tensors with the launch stubbed out: the key and the memory-cache lookup.
 """
 
 from __future__ import annotations

@@ -299,3 +299,38 @@ def test_captured_values_are_part_of_the_disk_cache_key():
     x = torch.randn(32)
     assert "0f40400000" in cute.compile(_scaler(3.0), x).__ptx__  # 3.0
     assert "0f40A00000" in cute.compile(_scaler(5.0), x).__ptx__  # 5.0
+
+
+def test_the_cpp_dispatch_keys_like_the_python_key():
+    """dispatch.py's C++ side (csrc/torch/JitDispatch.cpp), without a GPU: a specialization
+    registered for some arguments is hit (its launch is attempted: no driver here, so the
+    Python path's CudaError) by arguments the Python key does not tell apart, and missed by any
+    the Python key does; a hit touches the memory cache's entry once per change of key, and a
+    removed entry is missed."""
+    from cute_torch.dsl import dispatch
+    touched = []
+    fast = dispatch.make(touched.append)
+    if fast is None:
+        pytest.skip("the torch extension is not built")
+    x = torch.randn(64, generator=torch.Generator().manual_seed(0))
+    host = cute.compile(scale, x, torch.empty(64), 2.0).host_entry()
+    args = (x, torch.empty(64), 2.0)
+    assert fast._add(args, "key", object(), host.address, host.runtime, "ppf", 0)
+    for same in [args, (torch.ones(64), torch.zeros(64), -1.5), (torch.nn.Parameter(x), args[1], 0.5)]:
+        with pytest.raises(cute.CudaError):
+            fast.call(same)
+    assert touched == ["key"]  # the later hits had the same key: no reorder
+    others = [(x[1:33], args[1], 2.0),                   # another shape, and 4-byte aligned data
+              (x[:32], args[1], 2.0), (x.double(), args[1], 2.0), (x.view(8, 8).t(), args[1], 2.0),
+              (x, args[1], 2), (x, args[1], True), (x, args[1], 1 << 40), (x, args[1], torch.tensor(2.0)),
+              (x, args[1]), (x, args[1], 2.0, 1)]
+    for other in others:
+        assert fast.call(other) is False, other
+    assert fast._add((x[:32], args[1], 1), "int", object(), host.address, host.runtime, "ppi", 0)
+    with pytest.raises(cute.CudaError):
+        fast.call((torch.ones(32), args[1], 7))
+    fast.remove("key")
+    assert fast.call(args) is False
+    with pytest.raises(cute.CudaError):  # the other entry stays
+        fast.call((torch.ones(32), args[1], 7))
+    assert not fast._add((x, args[1], 1 << 40), "big", object(), host.address, host.runtime, "ppi", 0)

@@ -421,3 +421,64 @@ def test_structures_cross_launches_loops_and_branches():
     pass_layout(offsets, 8)
     expected = [(i % 8) * 4 + i // 8 for i in range(32)] + [-1] * 96
     assert offsets.tolist() == expected
+
+
+@cute.kernel
+def _axpb_kernel(x, out, a: cute.Float32, b: cute.Int32, negate: cute.Boolean):
+    i = cute.arch.block_idx()[0] * cute.arch.block_dim()[0] + cute.arch.thread_idx()[0]
+    if i < cute.size(out):
+        v = x[i] * a + cute.Float32(b)
+        if negate:
+            v = -v
+        out[i] = v
+
+
+@cute.jit
+def axpb(x, out, a, b, negate):
+    _axpb_kernel(x, out, a, b, negate).launch(grid=((cute.size(out) + 127) // 128, 1, 1), block=(128, 1, 1))
+
+
+def test_repeated_jit_calls_take_the_cpp_dispatch_and_stay_right(monkeypatch):
+    """From a function's second call with plain tensors and Python scalars, its hits are keyed
+    and launched in C++ (cute_torch/dsl/dispatch.py): every call's scalars reach the kernel, a
+    side stream is honoured, shapes and alignments take their own specializations, and an
+    evicted specialization is freed although the C++ side had it."""
+    import gc
+    import weakref
+    monkeypatch.setenv("CUTE_TORCH_MEMORY_CACHE_SIZE", "2")
+    g = torch.Generator(device="cuda").manual_seed(19)
+    x = torch.randn(4097, device="cuda", generator=g)
+
+    def check(src, a, b, negate):
+        out = poisoned(src.numel())
+        axpb(src, out, a, b, negate)
+        expected = (src.double() * a + b) * (-1 if negate else 1)
+        torch.testing.assert_close(out.double(), expected, rtol=1e-6, atol=1e-5)
+
+    for step in range(4):  # the first call is the Python path, the later ones C++
+        check(x, 0.5 + step, step - 2, step % 2 == 1)
+    assert axpb._cache.fast is not None
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = x * 3  # made on the side stream: the kernel must run after it, on that stream
+        out = poisoned(x.numel())
+        axpb(y, out, 1.0, 0, False)
+        z = out + 0
+    torch.cuda.synchronize()
+    torch.testing.assert_close(z, y)
+    check(x[1:], 2.0, 1, False)  # 4-byte aligned data: another specialization
+    check(x[1:], -2.0, 3, True)
+    first = weakref.ref(next(iter(axpb._cache._entries.values())))  # the least recent (x's)
+    check(x[:100], 1.5, 0, False)  # a third specialization past a limit of 2
+    check(x[:100], 1.5, 0, False)
+    gc.collect()
+    assert first() is None  # the evicted one is freed: the C++ side let it go
+    check(x, 0.25, 7, True)  # and comes back
+    check(x, 0.25, 7, True)
+    handle = cute.compile(axpb, x, poisoned(x.numel()), 1.0, 0, False)  # its calls from the second on: C++
+    for a, b, negate in [(1.0, 0, False), (-0.5, 3, True), (4.0, -9, False)]:
+        out = poisoned(x.numel())
+        handle(x, out, a, b, negate)
+        torch.testing.assert_close(out.double(), (x.double() * a + b) * (-1 if negate else 1), rtol=1e-6, atol=1e-5)
+    assert handle._fast

@@ -19,6 +19,8 @@ import struct
 import tempfile
 import warnings
 
+from . import dispatch
+
 MAGIC = b"CUTECACHE2\n"  # 2: the host code is an object, not MLIR text
 _HEADER = struct.Struct("<32sQ")  # sha256 of payload, length of the JSON part
 
@@ -107,6 +109,16 @@ class MemoryCache:
     def __init__(self):
         self._entries: collections.OrderedDict = collections.OrderedDict()
         self._last = (None, None)   # the most recent (key, spec): a repeated call skips hash and reorder
+        self.fast: dispatch.Dispatch | None = None  # the C++ side of hits (made on the first add_fast)
+        self._fast_made = False
+
+    def add_fast(self, args: tuple, key, spec) -> None:
+        """Lets calls keyed like `args` hit `spec` (kept under `key`) in C++ (dispatch.py)."""
+        if not self._fast_made:
+            self._fast_made = True
+            self.fast = dispatch.make(self._entries.move_to_end)
+        if self.fast is not None:
+            self.fast.add(args, key, spec)
 
     def get(self, key):
         last_key, last_spec = self._last
@@ -123,7 +135,9 @@ class MemoryCache:
         self._entries.move_to_end(key)
         self._last = (key, spec)
         while len(self._entries) > limit:
-            self._entries.popitem(last=False)
+            evicted, _ = self._entries.popitem(last=False)
+            if self.fast is not None:
+                self.fast.remove(evicted)
 
     def __len__(self) -> int:
         return len(self._entries)

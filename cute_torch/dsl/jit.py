@@ -29,7 +29,7 @@ from ..env import knobs
 from ..errors import CompileError
 from ..launch import current_stream_handle, is_stream, loaded_torch, stream_handle
 from ..toolkit import MAX_DYNAMIC_SMEM, target_arch
-from . import cache, control, ir, pytree
+from . import cache, control, dispatch, ir, pytree
 from .diagnostics import (ARGUMENT_MISMATCH, INVALID_LAUNCH, KERNEL_CALLS_KERNEL, MLIR_ERROR, PYTHON_CALLS_KERNEL,
                           DSLError, Location, SpillWarning, user_location)
 from .numeric import Boolean, Float32, Float64, Int32, Numeric, as_numeric, convert, index_of, python_type
@@ -190,6 +190,16 @@ class Specialization:
         self._source = source
         self._stream = current_stream_handle
 
+    def fast_entry(self) -> tuple | None:
+        """(host entry, runtime, argument kinds, device) for dispatch.Dispatch, where the
+        arguments go to the host entry as they are and a CUDA device runs it; else None."""
+        if not (self._simple and self._runtime is None and self.device is not None and self.device >= 0):
+            return None
+        artifact = self.module._artifact
+        [fn] = [f for f in self.module.metadata["host_functions"] if f["name"] == self._entry]
+        kinds = "".join("p" if t.startswith("!llvm.ptr") else {"f32": "f", "f64": "d"}.get(t, "i") for t in fn["args"])
+        return artifact.host_entry_address(self._entry), artifact.runtime_address(), kinds, self.device
+
     def _check_device(self) -> int:
         device = self.device
         if device is None:
@@ -242,9 +252,17 @@ class CompiledFunction:
         self._run = spec.run
         self.__name__ = name
         self.metadata = spec.module.metadata
+        self._fast: dispatch.Dispatch | None | bool = None  # False: tried, not available
 
     def __call__(self, *args):
+        fast = self._fast
+        if fast and fast.call(args):  # the first call's argument types, launched in C++
+            return
         self._run(args)
+        if fast is None:
+            self._fast = dispatch.make(_untouched) or False
+            if self._fast and not self._fast.add(args, None, self._spec):
+                self._fast = False
 
     def check_args(self, *args) -> None:
         """Raise CUTE-E110 if `args` do not match what this function was compiled for."""
@@ -281,6 +299,10 @@ class CompiledFunction:
         valid while this object lives."""
         artifact = self._spec.module._artifact
         return HostEntry(artifact.host_entry_address(self._spec._entry), artifact.runtime_address())
+
+
+def _untouched(key) -> None:
+    """A compiled function's dispatch has one entry and no LRU order to keep."""
 
 
 class HostEntry(NamedTuple):
@@ -347,6 +369,9 @@ class JitFunction(_DSLFunction):
         if kwargs or len(args) != len(self._annotations) or self._sig.variadic:
             args = self._sig.bind(args, kwargs)
         if self._plain:  # no annotations: torch tensors and Python scalars take the short path
+            fast = self._cache.fast
+            if fast is not None and fast.call(args):  # found and launched in C++ (dispatch.py)
+                return
             tensor_type = _tensor_type()
             key = tuple([tensor_key(a) if type(a) is tensor_type else
                          _INT32_KEY if type(a) is int and -_INT32_LIMIT <= a < _INT32_LIMIT else
@@ -357,6 +382,8 @@ class JitFunction(_DSLFunction):
         if spec is None:
             spec = self._specialize(args, key, self.options)
             self._cache.put(key, spec, knobs().memory_cache_size)
+        elif self._plain:  # called again: worth the C++ path from now on
+            self._cache.add_fast(args, key, spec)
         spec.run(args)
 
     def compile(self, *args, options: dict | None = None, **kwargs) -> CompiledFunction:
