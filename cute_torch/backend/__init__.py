@@ -77,14 +77,21 @@ def _run_pointwise(expr: str, inputs: list, dtype):
 
 def _runtime_forward(gm: fx.GraphModule):
     """The rewritten graph as fallback="aten" runs it: single-output kernels through the short
-    entry, and the generated forward called directly (not through nn.Module.__call__)."""
+    entry, and the generated forward called directly (not through nn.Module.__call__), below
+    autograd. AOTAutograd differentiates around the graph, so no op in it needs its autograd
+    kernel, which for our ops (torch.library.register_autograd) is Python run on every call."""
     for node in gm.graph.nodes:
         if node.target is torch.ops.cute.pointwise.default:
             node.target = _run_pointwise
     gm.recompile()
     if isinstance(gm, _LazyGraphModule):
         gm.real_recompile()
-    return gm.forward
+    forward = gm.forward
+
+    def run(*args):
+        with torch._C._AutoDispatchBelowAutograd():
+            return forward(*args)
+    return run
 
 
 def _aten_compiler(options: Options, graph_id: int, kind: str):
