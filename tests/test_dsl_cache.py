@@ -334,3 +334,7 @@ def test_the_cpp_dispatch_keys_like_the_python_key():
     with pytest.raises(cute.CudaError):  # the other entry stays
         fast.call((torch.ones(32), args[1], 7))
     assert not fast._add((x, args[1], 1 << 40), "big", object(), host.address, host.runtime, "ppi", 0)
+    # An argument that does not go where the host function takes it is not registered (a handle
+    # compiled for a float and first called with an int would launch the int's bits).
+    assert not fast._add((x, args[1], 2), "int for f32", object(), host.address, host.runtime, "ppf", 0)
+    assert not fast._add((x, 2.0, 2.0), "float for a pointer", object(), host.address, host.runtime, "ppf", 0)

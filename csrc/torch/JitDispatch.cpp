@@ -98,6 +98,17 @@ bool keyOf(PyObject *args, std::string &key, c10::SmallVectorImpl<int64_t> &slot
   return true;
 }
 
+/// Whether an argument keyOf took goes where the host function takes `kind`: a tensor as a
+/// pointer, a bool or int as an integer, a float as an f32 or f64 (a handle's first call may
+/// pass an int where a float was compiled: the slot would hold the wrong bits).
+bool fits(PyObject *arg, char kind) {
+  if (THPVariable_CheckExact(arg))
+    return kind == 'p';
+  if (PyFloat_CheckExact(arg))
+    return kind == 'f' || kind == 'd';
+  return kind == 'i';
+}
+
 State &stateOf(PyObject *capsule) {
   return *static_cast<State *>(PyCapsule_GetPointer(capsule, "cute_torch.jit_dispatch"));
 }
@@ -187,6 +198,9 @@ PyObject *add(PyObject *capsule, PyObject *const *argv, Py_ssize_t nargs) {
     return nullptr;
   if (!keyOf(argv[0], key, slots) || std::string(kinds).size() != slots.size())
     Py_RETURN_FALSE;
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (!fits(PyTuple_GET_ITEM(argv[0], static_cast<Py_ssize_t>(i)), kinds[i]))
+      Py_RETURN_FALSE;
   auto [it, inserted] = state.entries.try_emplace(key);
   if (!inserted) {
     Py_DECREF(it->second.pythonKey);
