@@ -12,11 +12,15 @@ binary; Debian's /usr/bin/cmake is preferred because LLVM 19's CMake files preda
 CUTE_TORCH_BUILD_DIR (default build/), CUTE_TORCH_BUILD_TYPE (default Release).
 """
 
+from __future__ import annotations
+
 import glob
 import os
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 
 from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
@@ -28,6 +32,23 @@ def cmake_binary() -> str:
     if os.environ.get("CMAKE"):
         return os.environ["CMAKE"]
     return "/usr/bin/cmake" if os.path.exists("/usr/bin/cmake") else "cmake"
+
+
+def torch_site() -> str | None:
+    """Where this interpreter's torch is installed when an isolated build (plain `pip install .`)
+    cannot import it: the extension must build against the torch it will run with, so CMake's
+    torch probe puts that directory on its sys.path (CUTE_TORCH_SITE). None when torch imports."""
+    try:
+        import torch  # noqa: F401
+        return None
+    except ImportError:
+        pass
+    candidates = [sysconfig.get_paths()[k] for k in ("purelib", "platlib")]
+    candidates += site.getsitepackages() if hasattr(site, "getsitepackages") else []
+    for path in candidates:
+        if os.path.isdir(os.path.join(path, "torch")):
+            return path
+    return None
 
 
 class CMakeBuild(build_ext):
@@ -48,6 +69,9 @@ class CMakeBuild(build_ext):
             args.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
         os.makedirs(build_dir, exist_ok=True)
         cmake = cmake_binary()
+        site_dir = torch_site() if os.environ.get("CUTE_TORCH_BUILD_TORCH") != "0" else None
+        if site_dir:
+            args.append(f"-DCUTE_TORCH_SITE={site_dir}")
         if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")) or prebuilt:
             subprocess.check_call([cmake, ROOT, *args], cwd=build_dir)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
