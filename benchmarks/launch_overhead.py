@@ -11,7 +11,8 @@
 Each row is the median over `repeats` of (wall time of `calls` back-to-back calls) / calls,
 synchronized before and after. Targets: memory hit <= 1.2x torch.add (issue 19), handle <=
 torch.add. `--host-only` (no GPU needed) times the Python path of a cute.jit call before its
-launch, on CPU tensors with the launch stubbed out: the key and the memory-cache lookup.
+launch, on CPU tensors with the launch stubbed out: the key and the memory-cache lookup; and the
+C++ dispatch's key and lookup of the same arguments.
 """
 
 from __future__ import annotations
@@ -62,7 +63,12 @@ def host_only(args) -> None:
     us = per_call_us(lambda: add(a, b, c), args.calls, args.repeats, sync=lambda: None)
     base = per_call_us(lambda: torch.add(a, b, out=c), args.calls, args.repeats, sync=lambda: None)
     print(f"host only (CPU tensors, launch stubbed), median of {args.repeats} x {args.calls} calls: cute.jit key + "
-          f"memory-cache lookup {us:.2f} us; torch.add on CPU (the whole add) {base:.2f} us")
+          f"memory-cache lookup {us:.2f} us (Python path); torch.add on CPU (the whole add) {base:.2f} us")
+    from cute_torch.dsl import dispatch
+    fast = dispatch.make(lambda key: None)
+    if fast is not None:  # a CPU specialization is never registered: this times its key and a miss
+        miss = per_call_us(lambda: fast.call((a, b, c)), args.calls, args.repeats, sync=lambda: None)
+        print(f"C++ dispatch key + lookup of the same three tensors (what a hit adds to its launch): {miss:.2f} us")
 
 
 def triton_add():
