@@ -15,7 +15,7 @@ import os
 
 from .._C import CudaError
 
-# The torch extension (cute_torch.ops loads it the same way; loading it twice is a no-op).
+# The torch extension (cute_torch.ops.registration loads it from here too; twice is a no-op).
 LIBRARY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lib", "libcute_torch_ops.so")
 
 _make = None  # the extension's cute_torch_jit_dispatch, or False where it cannot be loaded

@@ -5,17 +5,16 @@ registers the fake (meta) kernels, which need the expression language and so liv
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 
 import torch
 
+from ..dsl.dispatch import LIBRARY
 from ..pointwise.dtypes import dtype_name, result_dtype
 from ..pointwise.grad import gradient
 from ..pointwise.kernel import SEPARATOR, Plan, build
 from . import gemm_autograd, gemm_build
 
-LIBRARY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "lib", "libcute_torch_ops.so")
 
 _lock = threading.Lock()
 _loaded = False
