@@ -231,3 +231,24 @@ def test_the_builder_configures_from_a_description_what_the_kernels_configure_fr
             assert norms.backward_config(n, (x, w, y)) == norms.backward_config(
                 n, (described(x), described(w, "c"), described(y)))
         assert chunk_config(x, y) == chunk_config(described(x), described(y)), (n, pad, offset, dtype)
+
+
+def test_autograd_kernels_are_cpp_functions_that_route_every_gradient():
+    """On meta tensors (the fakes compute shapes): the graph nodes are the C++ Functions of
+    csrc/torch/RowAutograd.cpp, and each input gets a gradient of its own shape and dtype."""
+    def leaf(*shape, dtype=torch.bfloat16):
+        return torch.empty(*shape, device="meta", dtype=dtype, requires_grad=True)
+    x, r, w, b = leaf(4, 8, 64), leaf(4, 8, 64, dtype=torch.float32), leaf(64, dtype=torch.float32), leaf(64)
+    y, s = cops.layer_norm(x, w, b, 1e-5, residual=r)
+    assert "::LayerNormFunction>" in y.grad_fn.name() and y.grad_fn is s.grad_fn
+    torch.autograd.backward([y, s], [torch.empty_like(y), torch.empty_like(s)])
+    assert [(t.grad.shape, t.grad.dtype) for t in (x, r, w, b)] == [(t.shape, t.dtype) for t in (x, r, w, b)]
+    z = cops.log_softmax(x)
+    assert "::SoftmaxFunction>" in z.grad_fn.name()
+    logits = leaf(6, 100)
+    loss, lse = torch.ops.cute.cross_entropy(logits, torch.empty(6, dtype=torch.long, device="meta"))
+    assert "::CrossEntropyFunction>" in loss.grad_fn.name() and not lse.requires_grad
+    loss.sum().backward()
+    assert logits.grad.shape == logits.shape
+    with torch.no_grad():
+        assert cops.rms_norm(x, w).grad_fn is None

@@ -2,8 +2,9 @@
 //
 // cute::softmax, cute::layer_norm, cute::cross_entropy and their backward ops over the row
 // kernels (kernels/softmax.py, norms.py, cross_entropy.py): the schemas and CUDA kernels are
-// here, with a C++ cache of compiled kernels keyed by the operands' static description; fakes
-// and autograd formulas are registered from Python (cute_torch/ops/row_ops.py).
+// here, with a C++ cache of compiled kernels keyed by the operands' static description; the
+// Autograd kernels are in RowAutograd.cpp; fakes are registered from Python
+// (cute_torch/ops/row_ops.py).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,8 @@ namespace cute_torch::ops {
 void defineRowOps(torch::Library &m);
 void implementRowOpsCuda(torch::Library &m);
 void implementRowOpsCpu(torch::Library &m);
+/// The Autograd kernels of softmax, layer_norm and cross_entropy (RowAutograd.cpp).
+void implementRowOpsAutograd(torch::Library &m);
 
 } // namespace cute_torch::ops
 

@@ -1,7 +1,8 @@
 //===- ops.cpp - the torch extension: TORCH_LIBRARY(cute) -----------------===//
 //
 // Links libtorch and the runtime, never MLIR. The schemas of every torch.ops.cute op and their
-// CUDA, CPU (an error) and Autograd kernels; fake (meta) kernels are registered from Python
+// CUDA, CPU (an error) and Autograd kernels (cute::gemm's autograd is Python's:
+// cute_torch/ops/gemm_autograd.py); fake (meta) kernels are registered from Python
 // (cute_torch/ops/registration.py), where the expression language lives.
 //
 //===----------------------------------------------------------------------===//
@@ -61,4 +62,7 @@ TORCH_LIBRARY_IMPL(cute, CPU, m) {
   m.impl("gemm.multi", &cute_torch::ops::gemmMultiCpu);
   cute_torch::ops::implementRowOpsCpu(m);
 }
-TORCH_LIBRARY_IMPL(cute, Autograd, m) { m.impl("pointwise", &cute_torch::ops::pointwiseAutograd); }
+TORCH_LIBRARY_IMPL(cute, Autograd, m) {
+  m.impl("pointwise", &cute_torch::ops::pointwiseAutograd);
+  cute_torch::ops::implementRowOpsAutograd(m);
+}

@@ -2,8 +2,9 @@
 
 The schemas and the CUDA kernels are C++ (csrc/torch/RowOps.cpp: the hot path, a kernel cache
 keyed by the operands' description, the launch on the current stream; a miss compiles through
-cute_torch/ops/row_build.py). Here: the fake kernels, the autograd formulas (through the
-backward ops), registered by `register()` when the extension loads, and the Python entries
+cute_torch/ops/row_build.py), and so are their Autograd kernels (csrc/torch/RowAutograd.cpp,
+through the backward ops). Here: the fake kernels, registered by `register()` when the
+extension loads, and the Python entries
 (softmax, log_softmax, rms_norm, layer_norm_fn, cross_entropy_loss). The ops run on CUDA tensors
 over the last dimension; statistics (rstd, mean, lse) are Float32.
 """
@@ -81,63 +82,14 @@ def _cross_entropy_backward_fake(logits, target, lse, dloss, ignore_index=-100):
     return torch.empty(logits.shape, dtype=logits.dtype, device=logits.device)
 
 
-# -- autograd ------------------------------------------------------------------------------------------
-# (The dispatcher drops trailing arguments left at their defaults: inputs may be shorter.)
-
-def _softmax_setup(ctx, inputs, output):
-    ctx.log = inputs[1] if len(inputs) > 1 else False
-    ctx.save_for_backward(output)
-
-
-def _softmax_grad(ctx, dy):
-    (y,) = ctx.saved_tensors
-    return torch.ops.cute.softmax_backward(y, dy, ctx.log), None
-
-
-def _norm_setup(ctx, inputs, output):
-    x, weight, bias, residual, _, _ = inputs
-    _, res_out, rstd, mean = output
-    ctx.has = (weight is not None, bias is not None, residual is not None)
-    ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
-    # The backward normalizes what the forward normalized: x, or the sum x + residual.
-    ctx.save_for_backward(res_out if residual is not None else x, weight, rstd, mean)
-
-
-def _norm_grad(ctx, dy, d_res_out, _drstd, _dmean):
-    """x and the residual both feed the sum s = x + residual: each gets dL/ds, the norm's
-    gradient plus the gradient of residual_out (the residual stream going on)."""
-    s, weight, rstd, mean = ctx.saved_tensors
-    has_w, has_b, has_res = ctx.has
-    ds, dw, db = torch.ops.cute.layer_norm_backward(s, weight, dy, rstd, mean, has_w and ctx.needs_input_grad[1],
-                                                    has_b and ctx.needs_input_grad[2])
-    if has_res and d_res_out is not None:
-        ds = ds + d_res_out
-    x_dtype, res_dtype = ctx.dtypes
-    return (ds.to(x_dtype), dw if dw.numel() else None, db if db.numel() else None,
-            ds.to(res_dtype) if has_res else None, None, None)
-
-
-def _ce_setup(ctx, inputs, output):
-    logits, target = inputs[0], inputs[1]
-    ctx.ignore_index = inputs[2] if len(inputs) > 2 else -100
-    ctx.save_for_backward(logits, target, output[1])
-
-
-def _ce_grad(ctx, dloss, _dlse):
-    logits, target, lse = ctx.saved_tensors
-    return torch.ops.cute.cross_entropy_backward(logits, target, lse, dloss, ctx.ignore_index), None, None
-
-
 def register() -> None:
-    """Fakes and autograd of the C++ row ops (called once, when the extension loads)."""
+    """Fakes of the C++ row ops (called once, when the extension loads); their Autograd
+    kernels are C++ (csrc/torch/RowAutograd.cpp)."""
     for name, fake in (("softmax", _softmax_fake), ("softmax_backward", _softmax_backward_fake),
                        ("layer_norm", _layer_norm_fake), ("layer_norm_backward", _layer_norm_backward_fake),
                        ("cross_entropy", _cross_entropy_fake),
                        ("cross_entropy_backward", _cross_entropy_backward_fake)):
         torch.library.register_fake(f"cute::{name}")(fake)
-    torch.library.register_autograd("cute::softmax", _softmax_grad, setup_context=_softmax_setup)
-    torch.library.register_autograd("cute::layer_norm", _norm_grad, setup_context=_norm_setup)
-    torch.library.register_autograd("cute::cross_entropy", _ce_grad, setup_context=_ce_setup)
 
 
 # -- Python entries ------------------------------------------------------------------------------------
