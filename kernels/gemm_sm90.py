@@ -60,7 +60,8 @@ GROUP_M = 8                      # tile rows per rasterization group
 CONSUMERS = 256                  # two consumer warpgroups
 THREADS = 128 + CONSUMERS
 EPILOGUE_BARRIER = 1             # the consumers' named barrier (0 is the CTA's; ping-pong: 1 and 2)
-ORDER_BARRIER = 3                # ping-pong: warpgroup w waits at ORDER_BARRIER + w for its turn
+ORDER_BARRIER = 3                # ping-pong: warpgroup w waits at ORDER_BARRIER + w for its main loop's turn
+BUFFERS_BARRIER = 5              # ping-pong: ... and at BUFFERS_BARRIER + w for the output buffers
 AHEAD = 4                        # epilogue chunks whose inputs are in flight (a 64-column box)
 
 
@@ -127,10 +128,10 @@ def _expression(expr: str, dtypes: tuple):
         raise ExpressionError(str(e).replace(renamed, expr)) from None
 
 
-def _stages(outputs: int, tile_n: int, owners: int = 1) -> int:
-    """Operand stages that fit beside the outputs' buffers (2 x 128 x 64 x 16 bits per output
-    and per tile owner: one cooperative pair of warpgroups, or two ping-pong warpgroups)."""
-    epilogue = owners * outputs * 2 * BM * EPI_N * 2
+def _stages(outputs: int, tile_n: int) -> int:
+    """Operand stages that fit beside the outputs' buffers (2 x 128 x 64 x 16 bits per output;
+    ping-pong's two warpgroups take turns with them)."""
+    epilogue = outputs * 2 * BM * EPI_N * 2
     return min(MAX_STAGES, (SMEM_BYTES - epilogue - 1024) // ((BM + tile_n) * BK * 2))
 
 
@@ -201,13 +202,15 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     tid = cute.arch.thread_idx()[0]
     # Cooperative: both consumer warpgroups work on every tile (64 rows each). Ping-pong: each owns
     # every other tile of the CTA (all 128 rows), so one's epilogue runs during the other's main
-    # loop; each then has its own output buffers and epilogue barrier.
+    # loop; each has its own epilogue barrier, and the two epilogues take turns with the output
+    # buffers (so that the operands keep the stages: 6 instead of 5 with one output, 5 instead of
+    # 3 with two).
     owners = 2 if pingpong else 1
     per_tile = 128 if pingpong else CONSUMERS               # consumer threads on one tile
     smem = cute.SmemAllocator()
     sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, stages, k_major[0]), 1024)
     sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, stages, k_major[1]), 1024)
-    sCs = [smem.allocate_tensor(t, _swizzled(BM, EPI_N, 2 * owners), 1024) for t in out_types]   # per output
+    sCs = [smem.allocate_tensor(t, _swizzled(BM, EPI_N, 2), 1024) for t in out_types]   # per output
     bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * stages), 8)
     pipe = pipeline.PipelineTmaAsync.create(
         num_stages=stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
@@ -245,11 +248,10 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
         cute.arch.warpgroup_reg_alloc(232)
         owner = warp_group - 1 if cute.const_expr(pingpong) else 0   # which tiles: every owners-th
         ctid = tid % 128 if cute.const_expr(pingpong) else tid - 128
-        # This owner's two output buffers, and its whole 128 x BN tile seen over them (box s of 64
-        # columns in buffer s % 2), so that the accumulators' stmatrix partition addresses them.
-        mine = [cute.domain_offset((0, 0, 2 * owner), sC) for sC in sCs]
+        # The whole 128 x BN tile seen over the two output buffers (box s of 64 columns in buffer
+        # s % 2), so that the accumulators' stmatrix partition addresses them.
         over_buffers = cute.make_layout((BM, (EPI_N, 2, BN // (2 * EPI_N))), stride=(1, (BM, BM * EPI_N, 0)))
-        sC_tiles = [cute.composition(sC, over_buffers) for sC in mine]
+        sC_tiles = [cute.composition(sC, over_buffers) for sC in sCs]
         thr = tiled_mma.get_slice(ctid)
         tCrA = thr.make_fragment_A(thr.partition_A(sA))
         tCrB = thr.make_fragment_B(thr.partition_B(sB))
@@ -301,6 +303,11 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                 released.advance_by(k_tiles)
                 if tile_id + step < tiles:                # its turn (it has that tile)
                     cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER + 1 - owner, number_of_threads=2 * 128)
+            if cute.const_expr(pingpong):
+                # The buffers' turn: the other warpgroup's epilogue of the CTA's previous tile has
+                # had its stores read them.
+                if tile_id != first:
+                    cute.arch.barrier(barrier_id=BUFFERS_BARRIER + owner, number_of_threads=2 * 128)
             # The epilogue: fused math in registers, 16-bit values to shared memory, TMA out.
             for s in cute.range_constexpr(BN // EPI_N):
                 # Buffer s % 2 is free once the store issued from it two boxes ago has read it.
@@ -326,8 +333,13 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                 cute.arch.barrier(barrier_id=EPILOGUE_BARRIER + owner, number_of_threads=per_tile)
                 if ctid == 0:
                     for tma_c, sC in zip(tma_cs, sCs):
-                        cute.copy(tma_c, sC[None, None, s % 2 + 2 * owner], _tile(gE, m, n * (BN // EPI_N) + s, l))
+                        cute.copy(tma_c, sC[None, None, s % 2], _tile(gE, m, n * (BN // EPI_N) + s, l))
                     cute.arch.cp_async_bulk_commit_group()
+            if cute.const_expr(pingpong):
+                if tile_id + step < tiles:                # hand the buffers over once the stores read them
+                    if ctid == 0:
+                        cute.arch.cp_async_bulk_wait_group(0, read=True)
+                    cute.arch.barrier_arrive(barrier_id=BUFFERS_BARRIER + 1 - owner, number_of_threads=2 * 128)
         if ctid == 0:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
 
@@ -359,7 +371,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     grid = cute.math.min(tiles, sms)
     gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma, stsms, epilogues, input_dtypes,
                 input_pairs,
-                out_types, k_major, _stages(len(outs), BN, 2 if pingpong else 1), config).launch(
+                out_types, k_major, _stages(len(outs), BN), config).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
 
 

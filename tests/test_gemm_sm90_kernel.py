@@ -172,7 +172,9 @@ def test_the_ping_pong_schedule_gives_each_warpgroup_its_own_tile():
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 8    # 128 rows = 2 atoms
     assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 16
     assert re.search(r"bar\.sync\s+%r\d+, %r\d+;", ptx)                 # an epilogue barrier per warpgroup
-    assert ptx.count("bar.arrive") == 1                                      # the main loops take turns
+    # The main loops take turns, and so do the epilogues with the shared output buffers.
+    assert ptx.count("bar.arrive") == 2
+    assert ptx.count("cp.async.bulk.wait_group.read 0") == 2         # buffers handed over; the end
     assert all(kernel["spill_stores"] == 0 for kernel in k.metadata["kernels"])
     with pytest.raises(ValueError, match="128 for ping-pong"):
         host_arguments(a, b, torch.empty(304, 520).bfloat16(), tile_n=256, schedule="pingpong")
