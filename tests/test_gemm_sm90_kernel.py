@@ -108,7 +108,7 @@ def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0, a_row_m
 @needs_sm90a
 @pytest.mark.parametrize("m,n,k", [(128, 256, 64), (300, 520, 448), (1024, 768, 1000), (64, 1000, 2056)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("tile_n", [128, 256])
+@pytest.mark.parametrize("tile_n", [64, 128, 256])
 def test_gemm_matches_matmul(m, n, k, dtype, tile_n):
     _check(m, n, k, dtype, seed=m + n + k, tile_n=tile_n)
 
@@ -116,7 +116,7 @@ def test_gemm_matches_matmul(m, n, k, dtype, tile_n):
 @pytest.mark.gpu
 @needs_sm90a
 @pytest.mark.parametrize("a_row_major,b_row_major", [(True, False), (False, True), (False, False)])
-@pytest.mark.parametrize("tile_n", [128, 256])
+@pytest.mark.parametrize("tile_n", [64, 128, 256])
 def test_every_operand_layout_matches_matmul(a_row_major, b_row_major, tile_n):
     _check(384, 512, 576, torch.bfloat16, seed=5, a_row_major=a_row_major, b_row_major=b_row_major, tile_n=tile_n)
 
@@ -129,7 +129,7 @@ def test_a_fused_epilogue_matches_torch():
 
 
 def run_small():
-    for tile_n in (128, 256):
+    for tile_n in (64, 128, 256):
         _check(300, 520, 448, torch.bfloat16, tile_n=tile_n)
     _few_ctas(3, "pingpong")
 
@@ -240,17 +240,21 @@ def test_several_outputs_come_from_one_gemm_with_the_stages_that_fit():
     assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 8      # 4 boxes per output
     assert ptx.count("ld.global.v2.f32") == 32                               # the bias read once for both
     assert (_stages(1, 256), _stages(2, 256), _stages(4, 256), _stages(1, 128)) == (4, 3, 2, 6)   # in 227 KB
+    assert (_stages(1, 128, pingpong=True), _stages(2, 128, pingpong=True)) == (5, 5)       # buffers taken in turn
 
 
 def test_small_problems_get_narrower_tiles():
     from cute_torch.kernels.gemm_sm90 import choose_tile_n
     assert choose_tile_n(4096, 4096, 1, 132) == 256 and choose_tile_n(2048, 2048, 1, 132) == 256
-    assert choose_tile_n(1024, 1024, 1, 132) == 128 and choose_tile_n(8192, 96, 1, 132) == 128
+    assert choose_tile_n(2048, 1024, 1, 132) == 128 and choose_tile_n(8192, 160, 1, 132) == 128
+    assert choose_tile_n(8192, 96, 1, 132) == 64                       # 128 tiles of 64 columns, not 64 of 128
+    assert choose_tile_n(1024, 1024, 1, 132) == 64 and choose_tile_n(8192, 64, 1, 132) == 64
     a, b = _operands(256, 256, 128, torch.bfloat16)
     ptx = cute.compile(_gemm_host, *host_arguments(a, b, torch.empty(256, 256).bfloat16()),
                        options={"arch": "sm_90a"}).__ptx__
-    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 4
-    assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 8
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 4
+    assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 4                  # one box per tile
+    assert ptx.count("cp.async.bulk.wait_group.read 0") == 2       # its buffer: the last tile's store
 
 
 @pytest.mark.parametrize("expr,message,column", [

@@ -171,10 +171,12 @@ std::string viewText(const View &v) {
 }
 
 /// 256-column tiles unless 128 x 256 tiles would leave more than half the SMs idle or N is
-/// narrow (kernels/gemm_sm90.py's choose_tile_n).
+/// narrow, then 128, and 64 where 128 x 128 tiles would (kernels/gemm_sm90.py's choose_tile_n).
 int64_t chooseTileN(int64_t m, int64_t n, int64_t batches, int64_t sms) {
-  const int64_t tiles = (m + 127) / 128 * ((n + 255) / 256) * batches;
-  return n <= 128 || 2 * tiles <= sms ? 128 : 256;
+  auto tiles = [&](int64_t width) { return (m + 127) / 128 * ((n + width - 1) / width) * batches; };
+  if (n <= 64 || 2 * tiles(128) <= sms)
+    return 64;
+  return n <= 128 || 2 * tiles(256) <= sms ? 128 : 256;
 }
 
 const GemmKernel &kernelFor(const std::string &key, const std::vector<View> &views,

@@ -20,8 +20,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-template <typename Signature>
-c10::TypedOperatorHandle<Signature> typedOp(const char *name) {
+template <typename Signature> c10::TypedOperatorHandle<Signature> typedOp(const char *name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
@@ -159,8 +158,8 @@ NormOutputs layerNormAutograd(const at::Tensor &x, const std::optional<at::Tenso
 
 // -- cross_entropy ----------------------------------------------------------------------------
 
-using CrossEntropySig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor &,
-                                                           const at::Tensor &, int64_t);
+using CrossEntropySig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor &, const at::Tensor &,
+                                                           int64_t);
 using CrossEntropyBackwardSig = at::Tensor(const at::Tensor &, const at::Tensor &,
                                            const at::Tensor &, const at::Tensor &, int64_t);
 
@@ -180,15 +179,14 @@ public:
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
     static auto op = typedOp<CrossEntropyBackwardSig>("cute::cross_entropy_backward");
     const variable_list saved = ctx->get_saved_variables();
-    return {op.call(saved[0], saved[1], saved[2], grads[0],
-                    ctx->saved_data["ignore_index"].toInt()),
-            at::Tensor(), at::Tensor()};
+    return {
+        op.call(saved[0], saved[1], saved[2], grads[0], ctx->saved_data["ignore_index"].toInt()),
+        at::Tensor(), at::Tensor()};
   }
 };
 
-std::tuple<at::Tensor, at::Tensor> crossEntropyAutograd(const at::Tensor &logits,
-                                                        const at::Tensor &target,
-                                                        int64_t ignoreIndex) {
+std::tuple<at::Tensor, at::Tensor>
+crossEntropyAutograd(const at::Tensor &logits, const at::Tensor &target, int64_t ignoreIndex) {
   if (anyRequiresGrad({&logits})) {
     variable_list out = CrossEntropyFunction::apply(logits, target, ignoreIndex);
     return {out[0], out[1]};
