@@ -13,7 +13,7 @@ out-of-bounds tails with zeros and does not store them). `epilogue` maps one fp3
 accumulator to a value (DSL code, applied in registers before the conversion to C's type).
 
 One CTA per SM (384 threads) walks output tiles of 128 x 256 (128 x 128 when 256-wide tiles
-would leave more than half the SMs idle: choose_tile_n):
+would leave more than half the SMs idle, 128 x 64 when 128-wide ones would: choose_tile_n):
   * warpgroup 0, the producer, keeps 40 registers; its first thread runs through every tile's
     k-tiles, acquiring a free stage of a ring of 4 (6 for 128-wide tiles: as many as shared
     memory holds) and issuing the TMA loads of A (128 x 64) and B (256 x 64) into it (128-byte

@@ -104,16 +104,18 @@ def _pointwise_cases(arch: str) -> dict:
 
 
 def _gemm_cases(arch: str) -> dict:
-    """The library's Hopper GEMM: both tile widths, a fused epilogue with an input, two outputs,
-    the ping-pong schedule."""
+    """The library's Hopper GEMM: the three tile widths, a fused epilogue with an input, two
+    outputs, the ping-pong schedule."""
     from cute_torch.kernels.gemm_sm90 import _gemm_host, host_arguments
     a, b = torch.randn(304, 448).bfloat16(), torch.randn(448, 520).bfloat16()
     c, c2, bias = torch.empty(304, 520).bfloat16(), torch.empty(304, 520).bfloat16(), torch.randn(520)
     variants = {
         "gemm_sm90_256": lambda: host_arguments(a, b, c, tile_n=256),
         "gemm_sm90_128": lambda: host_arguments(a, b, c, tile_n=128),
+        "gemm_sm90_64": lambda: host_arguments(a, b, c, tile_n=64),
         "gemm_sm90_gelu_bias": lambda: host_arguments(a, b, c, "gelu_tanh(acc + x0)", (bias,), tile_n=256),
-        "gemm_sm90_two_outputs": lambda: host_arguments(a, b, (c, c2), ("acc + x0", "relu(acc + x0)"), (bias,)),
+        "gemm_sm90_two_outputs": lambda: host_arguments(a, b, (c, c2), ("acc + x0", "relu(acc + x0)"), (bias,),
+                                                  tile_n=128),
         "gemm_sm90_pingpong": lambda: host_arguments(a, b, c, schedule="pingpong"),
     }
     return {name: (lambda v=v: _ptx(_gemm_host, *v(), arch=arch)) for name, v in variants.items()}
