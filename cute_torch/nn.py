@@ -70,6 +70,6 @@ class LayerNorm(torch.nn.LayerNorm):
 class CrossEntropyLoss(torch.nn.CrossEntropyLoss):
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if (not logits.is_cuda or logits.dim() != 2 or target.dim() != 1 or target.is_floating_point()
-                or self.weight is not None or self.label_smoothing):
+                or self.weight is not None):
             return super().forward(logits, target)
-        return cross_entropy_loss(logits, target, self.ignore_index, self.reduction)
+        return cross_entropy_loss(logits, target, self.ignore_index, self.reduction, self.label_smoothing)

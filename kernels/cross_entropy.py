@@ -7,13 +7,19 @@ registers), its log-sum-exp taken online in one pass, and
     loss = lse - x[target]
 
 (0 where target == ignore_index; NaN, and no read, for a target outside [0, V): a bad target
-shows in the loss instead of reading another row). The forward saves lse; the backward writes,
-chunk by chunk,
+shows in the loss instead of reading another row). With label smoothing e (torch's
+`label_smoothing`: the target distribution is (1 - e) one-hot + e uniform), the same pass also
+sums the row, and
 
-    dlogits = (exp(x - lse) - [column == target]) * dloss   (0 for an ignored row, NaN for a bad target)
+    loss = (1 - e) (lse - x[target]) + e (lse - sum(x) / V)
 
-into a new tensor or over the logits (`inplace`), reading each logit once. Label smoothing is
-not implemented.
+The forward saves lse; the backward writes, chunk by chunk,
+
+    dlogits = (exp(x - lse) - e / V - (1 - e) [column == target]) * dloss
+              (0 for an ignored row, NaN for a bad target)
+
+into a new tensor or over the logits (`inplace`), reading each logit once. Without smoothing
+(`smooth` is a compile-time flag) neither kernel does the extra work.
 """
 
 from __future__ import annotations
@@ -30,11 +36,16 @@ from .row_reduce import clamp_row, dynamic_rows, launch_grid, thread_place
 
 @cute.kernel
 def _forward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLoss: cute.Tensor, mLse: cute.Tensor,
-                    ignore_index: cute.Int32, cfg: Constexpr, exact: Constexpr):
+                    smoothing: cute.Float32, ignore_index: cute.Int32, cfg: Constexpr, exact: Constexpr,
+                    smooth: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
     rows = mX.shape[0]
-    lse = online_logsumexp(mX, clamp_row(row, rows), lane, row_in_cta, cfg, exact)
     vocab = mX.shape[1]
+    if cute.const_expr(smooth):
+        lse, row_sum = online_logsumexp(mX, clamp_row(row, rows), lane, row_in_cta, cfg, exact, True)
+        uniform = lse - row_sum / cute.Float32(vocab)    # the cross-entropy against 1/V everywhere
+    else:
+        lse = online_logsumexp(mX, clamp_row(row, rows), lane, row_in_cta, cfg, exact)
     if row < rows and lane == 0:
         target = mTarget[row]
         loss = 0.0
@@ -43,14 +54,16 @@ def _forward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLoss: cute.Tensor, m
             if target >= 0:
                 if target < vocab:
                     loss = lse - cute.Float32(mX[(row, cute.Int32(target))])
+                    if cute.const_expr(smooth):
+                        loss = (1.0 - smoothing) * loss + smoothing * uniform
         mLoss[row] = loss
         mLse[row] = lse
 
 
 @cute.kernel
 def _backward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLse: cute.Tensor, mDLoss: cute.Tensor,
-                     mDX: cute.Tensor, ignore_index: cute.Int32, cfg: Constexpr, exact: Constexpr,
-                     reduced: Constexpr):
+                     mDX: cute.Tensor, smoothing: cute.Float32, ignore_index: cute.Int32, cfg: Constexpr,
+                     exact: Constexpr, reduced: Constexpr, smooth: Constexpr):
     row, lane, _ = thread_place(cfg)
     rows, vocab = mX.shape[0], mX.shape[1]
     src = clamp_row(row, rows)
@@ -60,29 +73,37 @@ def _backward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLse: cute.Tensor, m
     scale = cute.where(target == ignore_index, 0.0, cute.where(in_range, scale, math.nan))
     lse = mLse[src]
     lse = cute.where(lse == lse, lse, 0.0)        # a row of -inf has lse NaN: its p = exp(-inf) = 0
+    one_hot = scale
+    if cute.const_expr(smooth):
+        one_hot = (1.0 - smoothing) * scale
+        spread = smoothing / cute.Float32(vocab)
     for chunk in range(chunks(mX, cfg)):
         x = load_chunk(mX, src, lane, chunk, cfg, exact, 0.0)
-        p = cute.math.exp2(x * LOG2_E - lse * LOG2_E) * scale
+        p = cute.math.exp2(x * LOG2_E - lse * LOG2_E)
+        if cute.const_expr(smooth):
+            p = p - spread
         if row < rows:
-            store_chunk(mDX, row, lane, chunk, cfg, exact, p)
-    # The target's column: one thread of the row takes dloss back off, after its row is written.
+            store_chunk(mDX, row, lane, chunk, cfg, exact, p * scale)
+    # The target's column: one thread of the row takes (1 - e) dloss back off, after its row is
+    # written.
     cute.arch.sync_threads()
     if row < rows and lane == 0 and in_range:
         if target != ignore_index:
             column = cute.Int32(target)
-            mDX[(row, column)] = cute.Float32(mDX[(row, column)]) - scale
+            mDX[(row, column)] = cute.Float32(mDX[(row, column)]) - one_hot
 
 
 @cute.jit
-def _forward(x, target, loss, lse, ignore_index: cute.Int32, cfg: Constexpr, exact: Constexpr):
-    _forward_kernel(x, target, loss, lse, ignore_index, cfg, exact).launch(
+def _forward(x, target, loss, lse, smoothing: cute.Float32, ignore_index: cute.Int32, cfg: Constexpr,
+             exact: Constexpr, smooth: Constexpr):
+    _forward_kernel(x, target, loss, lse, smoothing, ignore_index, cfg, exact, smooth).launch(
         grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
 
 
 @cute.jit
-def _backward(x, target, lse, dloss, dx, ignore_index: cute.Int32, cfg: Constexpr, exact: Constexpr,
-              reduced: Constexpr):
-    _backward_kernel(x, target, lse, dloss, dx, ignore_index, cfg, exact, reduced).launch(
+def _backward(x, target, lse, dloss, dx, smoothing: cute.Float32, ignore_index: cute.Int32, cfg: Constexpr,
+              exact: Constexpr, reduced: Constexpr, smooth: Constexpr):
+    _backward_kernel(x, target, lse, dloss, dx, smoothing, ignore_index, cfg, exact, reduced, smooth).launch(
         grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
 
 
@@ -94,25 +115,34 @@ def _check(logits: torch.Tensor, target: torch.Tensor) -> None:
         raise TypeError(f"cross_entropy targets are int64 or int32, got {target.dtype}")
 
 
-def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
+def _check_smoothing(label_smoothing: float) -> None:
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+
+
+def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
+                          label_smoothing: float = 0.0):
     """(loss per row, lse per row), both Float32."""
     _check(logits, target)
+    _check_smoothing(label_smoothing)
     logits = logits if logits.stride(1) == 1 else logits.contiguous()   # rows read as vectors
     m = logits.shape[0]
     loss = torch.empty(m, dtype=torch.float32, device=logits.device)
     lse = torch.empty(m, dtype=torch.float32, device=logits.device)
     if m:
         cfg, exact = chunk_config(logits)
-        _forward(dynamic_rows(logits), dynamic_rows(target), dynamic_rows(loss), dynamic_rows(lse), ignore_index,
-                 cfg, exact)
+        _forward(dynamic_rows(logits), dynamic_rows(target), dynamic_rows(loss), dynamic_rows(lse), label_smoothing,
+                 ignore_index, cfg, exact, label_smoothing != 0.0)
     return loss, lse
 
 
 def cross_entropy_backward(logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, dloss: torch.Tensor,
-                           ignore_index: int = -100, inplace: bool = False) -> torch.Tensor:
+                           ignore_index: int = -100, inplace: bool = False,
+                           label_smoothing: float = 0.0) -> torch.Tensor:
     """dlogits from the saved lse and the loss gradient (per row (M,), or one value () for a
     reduced loss whose scale the caller folded in); over the logits when `inplace`."""
     _check(logits, target)
+    _check_smoothing(label_smoothing)
     if logits.stride(1) != 1:
         if inplace:
             raise ValueError("cross_entropy_backward in place needs logits with unit column stride")
@@ -123,5 +153,5 @@ def cross_entropy_backward(logits: torch.Tensor, target: torch.Tensor, lse: torc
         reduced = dloss.dim() == 0
         d = dloss.reshape(1).float() if reduced else dloss.float()
         _backward(dynamic_rows(logits), dynamic_rows(target), dynamic_rows(lse), d if reduced else dynamic_rows(d),
-                  dynamic_rows(dx), ignore_index, cfg, exact, reduced)
+                  dynamic_rows(dx), label_smoothing, ignore_index, cfg, exact, reduced, label_smoothing != 0.0)
     return dx

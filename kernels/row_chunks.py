@@ -53,18 +53,26 @@ def _column(i, lane, chunk, cfg: RowConfig):
 
 
 @cute.jit
-def load_chunk(t: cute.Tensor, row, lane, chunk, cfg: Constexpr, exact: Constexpr, fill):
+def load_chunk(t: cute.Tensor, row, lane, chunk, cfg: Constexpr, exact: Constexpr, fill, with_sum: Constexpr = False):
     """This thread's values of chunk `chunk` of row `row` as Float32; columns past the row's
-    end read as `fill`."""
+    end read as `fill`. With `with_sum`, also the sum of the values inside the row (the fill
+    left out, so that a row's own -inf logits still count)."""
     src = _chunk_vectors(t, row, lane, chunk, cfg)
     frag = cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type)
+    total = cute.Float32(0.0)
     for i in cute.range_constexpr(cfg.vectors):
         if cute.const_expr(exact):
             frag[(None, i)].store(src[(None, i)].load())
+            if cute.const_expr(with_sum):
+                total = total + frag[(None, i)].load().to(cute.Float32).reduce(cute.ReductionOp.ADD)
         else:
             frag[(None, i)].fill(fill)
             if _column(i, lane, chunk, cfg) < t.shape[1]:
                 frag[(None, i)].store(src[(None, i)].load())
+                if cute.const_expr(with_sum):
+                    total = total + frag[(None, i)].load().to(cute.Float32).reduce(cute.ReductionOp.ADD)
+    if cute.const_expr(with_sum):
+        return frag.load().to(cute.Float32), total
     return frag.load().to(cute.Float32)
 
 
@@ -82,12 +90,19 @@ def store_chunk(t: cute.Tensor, row, lane, chunk, cfg: Constexpr, exact: Constex
 
 
 @cute.jit
-def online_logsumexp(t: cute.Tensor, row, lane, row_in_cta, cfg: Constexpr, exact: Constexpr):
-    """log(sum(exp(x))) of row `row` of `t` in one pass over its chunks (Float32)."""
+def online_logsumexp(t: cute.Tensor, row, lane, row_in_cta, cfg: Constexpr, exact: Constexpr,
+                     with_sum: Constexpr = False):
+    """log(sum(exp(x))) of row `row` of `t` in one pass over its chunks (Float32); with
+    `with_sum`, (that, the sum of the row's values) from the same pass."""
     m = -math.inf
     s = 0.0
+    row_sum = 0.0
     for chunk in range(chunks(t, cfg)):
-        x = load_chunk(t, row, lane, chunk, cfg, exact, -math.inf)
+        if cute.const_expr(with_sum):
+            x, part = load_chunk(t, row, lane, chunk, cfg, exact, -math.inf, True)
+            row_sum = row_sum + part
+        else:
+            x = load_chunk(t, row, lane, chunk, cfg, exact, -math.inf)
         m_new = cute.arch.fmax(m, x.reduce(cute.ReductionOp.MAX))
         shift = cute.where(m_new == -math.inf, 0.0, m_new)         # no (-inf) - (-inf)
         e = cute.math.exp2(x * LOG2_E - shift * LOG2_E)
@@ -95,4 +110,7 @@ def online_logsumexp(t: cute.Tensor, row, lane, row_in_cta, cfg: Constexpr, exac
         m = m_new
     row_max = row_reduce(m, "max", cfg, lane, row_in_cta)
     total = row_reduce(s * cute.math.exp2((m - row_max) * LOG2_E), "sum", cfg, lane, row_in_cta)
-    return row_max + cute.math.log(total)
+    lse = row_max + cute.math.log(total)
+    if cute.const_expr(with_sum):
+        return lse, row_reduce(row_sum, "sum", cfg, lane, row_in_cta)
+    return lse

@@ -96,23 +96,26 @@ def test_rms_norm_calls_become_the_row_op_with_its_backward(dtype):
     assert row_calls(graphs["backward"][0]).count(torch.ops.cute.layer_norm_backward.default) == 2
 
 
-@pytest.mark.parametrize("reduction,ignore_index", [("mean", -100), ("sum", 2), ("none", -100)])
-def test_cross_entropy_calls_become_the_row_op_with_its_backward(reduction, ignore_index):
+@pytest.mark.parametrize("reduction,ignore_index,smoothing", [("mean", -100, 0.0), ("sum", 2, 0.0), ("none", -100, 0.0),
+                                                              ("mean", 2, 0.1), ("none", -100, 0.25)])
+def test_cross_entropy_calls_become_the_row_op_with_its_backward(reduction, ignore_index, smoothing):
     target = torch.tensor([0, 2, 4, 2, 1, ignore_index])
 
     def fn(logits):
-        return F.cross_entropy(logits * 3, target, ignore_index=ignore_index, reduction=reduction)
+        return F.cross_entropy(logits * 3, target, ignore_index=ignore_index, reduction=reduction,
+                               label_smoothing=smoothing)
     graphs = check_same(fn, randn(6, 5, seed=13), rtol=1e-5, atol=1e-5)
-    ce = torch.ops.cute.cross_entropy
-    assert any(n.target is ce.default for n in graphs["forward"][0].graph.nodes)
-    assert any(n.target is torch.ops.cute.cross_entropy_backward.default for n in graphs["backward"][0].graph.nodes)
+    ce = [n for n in graphs["forward"][0].graph.nodes if n.target is torch.ops.cute.cross_entropy.default]
+    backward = [n for n in graphs["backward"][0].graph.nodes
+                if n.target is torch.ops.cute.cross_entropy_backward.default]
+    assert len(ce) == len(backward) == 1
+    assert (ce[0].args + (0.0, 0.0))[3] == smoothing and (backward[0].args + (0.0, 0.0))[5] == smoothing
 
 
 def test_cross_entropy_the_kernel_cannot_take_stays_torch():
-    """Class weights, label smoothing, soft (probability) targets, 3-D logits."""
+    """Class weights, soft (probability) targets, 3-D logits."""
     t = torch.tensor([0, 2, 1])
     for fn, args in [(lambda y: F.cross_entropy(y, t, weight=torch.ones(4)), (randn(3, 4, seed=14),)),
-                     (lambda y: F.cross_entropy(y, t, label_smoothing=0.1), (randn(3, 4, seed=15),)),
                      (lambda y: F.cross_entropy(y, torch.softmax(y.detach(), -1)), (randn(3, 4, seed=16),)),
                      (lambda y: F.cross_entropy(y, torch.zeros(3, 2, dtype=torch.long)), (randn(3, 4, 2, seed=17),))]:
         graphs = check_same(fn, *args, grad=False)

@@ -8,6 +8,7 @@ poisoned first: the caching allocator hands out blocks just filled with NaN.
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -288,6 +289,35 @@ def test_cross_entropy_forward_and_backward(m, v, dtype, inplace):
     dx = cross_entropy.cross_entropy_backward(work, target, lse, dloss, inplace=inplace)
     assert (dx.data_ptr() == work.data_ptr()) == inplace
     _check(dx, ref_in.grad, dtype, "dlogits")
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m,v", [(33, 1000), (8, 8192), (6, 50257), (4, 128256)])
+def test_cross_entropy_with_label_smoothing_matches_torch(m, v, dtype):
+    """torch's label_smoothing: (1 - e) nll + e (lse - mean(x)). Row 1 has -inf logits, which
+    torch counts in the mean (an infinite loss) and whose gradient is -e/V there."""
+    from cute_torch.kernels import cross_entropy
+    seed, e = m * 17 + v, 0.15
+    logits = _rand((m, v), seed, dtype, scale=4.0)
+    logits[1, 1::7] = -math.inf
+    target = torch.randint(0, v, (m,), generator=torch.Generator().manual_seed(seed + 1)).cuda()
+    target[1] = 0
+    target[::3] = -100
+    dloss = _rand((m,), seed + 2, torch.float32)
+    ref_in = logits.double().requires_grad_()
+    want = F.cross_entropy(ref_in, target, reduction="none", label_smoothing=e)
+    want.backward(dloss.double())
+    _poison_allocator()
+    loss, lse = cross_entropy.cross_entropy_forward(logits, target, label_smoothing=e)
+    finite = [r for r in range(m) if r != 1]
+    assert loss[1].item() == math.inf == want[1].item()
+    _check(loss[finite], want.detach()[finite], torch.float32, "loss")
+    _poison_allocator()
+    dx = cross_entropy.cross_entropy_backward(logits, target, lse, dloss, label_smoothing=e)
+    _check(dx, ref_in.grad, dtype, "dlogits")
+    with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\], got 1.5"):
+        cross_entropy.cross_entropy_forward(logits, target, label_smoothing=1.5)
 
 
 @needs_gpu

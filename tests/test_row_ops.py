@@ -19,8 +19,8 @@ def test_schemas():
                 "cross_entropy_backward")}
     assert schemas["layer_norm"] == ("cute::layer_norm(Tensor x, Tensor? weight, Tensor? bias, Tensor? residual, "
                                      "float eps, bool rms) -> (Tensor, Tensor, Tensor, Tensor)")
-    assert schemas["cross_entropy"].endswith("(Tensor logits, Tensor target, int ignore_index=-100) -> "
-                                             "(Tensor, Tensor)")
+    assert schemas["cross_entropy"].endswith("(Tensor logits, Tensor target, int ignore_index=-100, "
+                                             "float label_smoothing=0.) -> (Tensor, Tensor)")
 
 
 def test_fake_kernels_give_shapes_and_dtypes():
@@ -119,14 +119,14 @@ def test_norm_op_with_residual_gradients_opcheck_and_compile(rms):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_cross_entropy_loss_gradients_opcheck_and_compile(reduction):
+@pytest.mark.parametrize("reduction,smoothing", [("mean", 0.0), ("sum", 0.0), ("none", 0.0), ("mean", 0.2)])
+def test_cross_entropy_loss_gradients_opcheck_and_compile(reduction, smoothing):
     logits = _rand((64, 32000), 21, scale=3.0)
     target = torch.randint(0, 32000, (64,), generator=torch.Generator().manual_seed(22)).cuda()
     target[5] = -100
     ours, ref = logits.clone().requires_grad_(), logits.double().requires_grad_()
-    loss = cops.cross_entropy_loss(ours, target, reduction=reduction)
-    want = F.cross_entropy(ref, target, reduction=reduction)
+    loss = cops.cross_entropy_loss(ours, target, reduction=reduction, label_smoothing=smoothing)
+    want = F.cross_entropy(ref, target, reduction=reduction, label_smoothing=smoothing)
     # The loss comes back in the logits' dtype, as F.cross_entropy's does: one bf16 rounding.
     assert loss.dtype == logits.dtype
     torch.testing.assert_close(loss.double().cpu(), want.detach().cpu(), rtol=8e-3, atol=1e-4)
@@ -134,13 +134,15 @@ def test_cross_entropy_loss_gradients_opcheck_and_compile(reduction):
     loss.backward(grad)
     want.backward(grad.double())
     _grads_close([ours], [ref])
-    torch.library.opcheck(torch.ops.cute.cross_entropy.default, (logits, target, -100))
-    fn = torch.compile(lambda a, t: cops.cross_entropy_loss(a, t, reduction=reduction), fullgraph=True)
-    torch.testing.assert_close(fn(logits, target), cops.cross_entropy_loss(logits, target, reduction=reduction))
+    torch.library.opcheck(torch.ops.cute.cross_entropy.default, (logits, target, -100, smoothing))
+    fn = torch.compile(lambda a, t: cops.cross_entropy_loss(a, t, reduction=reduction, label_smoothing=smoothing),
+                       fullgraph=True)
+    torch.testing.assert_close(fn(logits, target), cops.cross_entropy_loss(logits, target, reduction=reduction,
+                                                                            label_smoothing=smoothing))
 
 
 @pytest.mark.gpu
-def test_modules_on_the_gpu_match_torchs():
+def test_modules_on_the_gpu_match_torchs(monkeypatch):
     x = _rand((8, 512), 31)
     for ours, theirs in ((cnn.RMSNorm(512, eps=1e-6), torch.nn.RMSNorm(512, eps=1e-6)),
                          (cnn.LayerNorm(512), torch.nn.LayerNorm(512))):
@@ -148,6 +150,11 @@ def test_modules_on_the_gpu_match_torchs():
         torch.testing.assert_close(ours(x).float(), theirs(x).float(), rtol=2e-2, atol=2e-2)
     target = torch.tensor([1, 2, 3, 4, 5, 6, 7, -100], device="cuda")
     torch.testing.assert_close(cnn.CrossEntropyLoss()(x.float(), target), F.cross_entropy(x.float(), target))
+    calls = []                                          # label smoothing runs the kernel, not torch's loss
+    monkeypatch.setattr(cnn, "cross_entropy_loss", lambda *a: calls.append(a) or cops.cross_entropy_loss(*a))
+    smoothed = cnn.CrossEntropyLoss(label_smoothing=0.1)(x.float(), target)
+    torch.testing.assert_close(smoothed, F.cross_entropy(x.float(), target, label_smoothing=0.1))
+    assert len(calls) == 1 and calls[0][-1] == 0.1
 
 
 @pytest.mark.gpu
@@ -180,11 +187,13 @@ def test_the_builder_compiles_each_op_and_says_where_its_arguments_come_from():
             [0, 1000, 1, 2, 1002, 3, 1003, 4, 1004, 5, 1005, 6, 1006, 8, 5000],
         ("layer_norm", "r;bfloat16;65536;65536;16;0|-|c;bfloat16;65536;1;16;0|-|r;bfloat16;65536;65536;16;0|-|"
                        f"{vec}|-", "1"): [0, 1000, 2, 4, 1004, 6, 1006, 4000],
-        ("cross_entropy", "r;bfloat16;50257;50304;16;0|v;int64;1;1;16;0|{v}|{v}".format(v=vec), ""):
-            [0, 1000, 1, 1001, 2, 1002, 3, 1003, 5000],
+        ("cross_entropy", "r;bfloat16;50257;50304;16;0|v;int64;1;1;16;0|{v}|{v}".format(v=vec), "0"):
+            [0, 1000, 1, 1001, 2, 1002, 3, 1003, 4000, 5000],
+        ("cross_entropy", "r;bfloat16;50257;50304;16;0|v;int64;1;1;16;0|{v}|{v}".format(v=vec), "1"):
+            [0, 1000, 1, 1001, 2, 1002, 3, 1003, 4000, 5000],
         ("cross_entropy_backward", "r;bfloat16;32000;32000;16;0|v;int64;1;1;16;0|{v}|s;float32;1;1;16;0|"
-                                   "r;bfloat16;32000;32000;16;0".format(v=vec), ""):
-            [0, 1000, 1, 1001, 2, 1002, 3, 4, 1004, 5000],
+                                   "r;bfloat16;32000;32000;16;0".format(v=vec), "1"):
+            [0, 1000, 1, 1001, 2, 1002, 3, 4, 1004, 4000, 5000],
     }
     for (op, described, flags), recipe in cases.items():
         entry, runtime, rows_per_cta, threads, cluster, resident, *rest = row_build.build(op, described, flags, 0,

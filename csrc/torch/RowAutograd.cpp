@@ -159,18 +159,20 @@ NormOutputs layerNormAutograd(const at::Tensor &x, const std::optional<at::Tenso
 // -- cross_entropy ----------------------------------------------------------------------------
 
 using CrossEntropySig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor &, const at::Tensor &,
-                                                           int64_t);
+                                                           int64_t, double);
 using CrossEntropyBackwardSig = at::Tensor(const at::Tensor &, const at::Tensor &,
-                                           const at::Tensor &, const at::Tensor &, int64_t);
+                                           const at::Tensor &, const at::Tensor &, int64_t, double);
 
 class CrossEntropyFunction : public torch::autograd::Function<CrossEntropyFunction> {
 public:
   static variable_list forward(AutogradContext *ctx, const at::Tensor &logits,
-                               const at::Tensor &target, int64_t ignoreIndex) {
+                               const at::Tensor &target, int64_t ignoreIndex,
+                               double labelSmoothing) {
     at::AutoDispatchBelowADInplaceOrView below;
     static auto op = typedOp<CrossEntropySig>("cute::cross_entropy");
-    auto [loss, lse] = op.call(logits, target, ignoreIndex);
+    auto [loss, lse] = op.call(logits, target, ignoreIndex, labelSmoothing);
     ctx->saved_data["ignore_index"] = ignoreIndex;
+    ctx->saved_data["label_smoothing"] = labelSmoothing;
     ctx->save_for_backward({logits, target, lse});
     ctx->mark_non_differentiable({lse});
     return {loss, lse};
@@ -179,21 +181,23 @@ public:
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
     static auto op = typedOp<CrossEntropyBackwardSig>("cute::cross_entropy_backward");
     const variable_list saved = ctx->get_saved_variables();
-    return {
-        op.call(saved[0], saved[1], saved[2], grads[0], ctx->saved_data["ignore_index"].toInt()),
-        at::Tensor(), at::Tensor()};
+    return {op.call(saved[0], saved[1], saved[2], grads[0], ctx->saved_data["ignore_index"].toInt(),
+                    ctx->saved_data["label_smoothing"].toDouble()),
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
-std::tuple<at::Tensor, at::Tensor>
-crossEntropyAutograd(const at::Tensor &logits, const at::Tensor &target, int64_t ignoreIndex) {
+std::tuple<at::Tensor, at::Tensor> crossEntropyAutograd(const at::Tensor &logits,
+                                                        const at::Tensor &target,
+                                                        int64_t ignoreIndex,
+                                                        double labelSmoothing) {
   if (anyRequiresGrad({&logits})) {
-    variable_list out = CrossEntropyFunction::apply(logits, target, ignoreIndex);
+    variable_list out = CrossEntropyFunction::apply(logits, target, ignoreIndex, labelSmoothing);
     return {out[0], out[1]};
   }
   at::AutoDispatchBelowADInplaceOrView below;
   static auto op = typedOp<CrossEntropySig>("cute::cross_entropy");
-  return op.call(logits, target, ignoreIndex);
+  return op.call(logits, target, ignoreIndex, labelSmoothing);
 }
 
 } // namespace

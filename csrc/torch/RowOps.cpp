@@ -320,11 +320,18 @@ void checkLogits(const at::Tensor &logits, const at::Tensor &target, const char 
                    c10::toString(target.scalar_type()));
 }
 
-std::tuple<at::Tensor, at::Tensor>
-crossEntropyCuda(const at::Tensor &logitsIn, const at::Tensor &targetIn, int64_t ignoreIndex) {
+void checkSmoothing(double labelSmoothing, const char *op) {
+  TORCH_CHECK_VALUE(labelSmoothing >= 0 && labelSmoothing <= 1, "cute::", op,
+                    ": label_smoothing must be in [0, 1], got ", labelSmoothing);
+}
+
+std::tuple<at::Tensor, at::Tensor> crossEntropyCuda(const at::Tensor &logitsIn,
+                                                    const at::Tensor &targetIn, int64_t ignoreIndex,
+                                                    double labelSmoothing) {
   const char *op = "cute::cross_entropy";
   checkCuda("cross_entropy", {&logitsIn, &targetIn});
   checkLogits(logitsIn, targetIn, "cross_entropy");
+  checkSmoothing(labelSmoothing, "cross_entropy");
   at::Tensor logits = logitsIn.stride(1) == 1 ? logitsIn : logitsIn.contiguous();
   at::Tensor target = targetIn.contiguous();
   at::TensorOptions f32 = logits.options().dtype(at::kFloat);
@@ -333,18 +340,19 @@ crossEntropyCuda(const at::Tensor &logitsIn, const at::Tensor &targetIn, int64_t
     const RowKernel &k = rowKernel("cross_entropy",
                                    join({describe('r', logits, op), describe('v', target, op),
                                          describe('v', loss, op), describe('v', lse, op)}),
-                                   "", logits.device().index());
-    launch(k, {logits, target, loss, lse}, {}, {ignoreIndex}, op);
+                                   labelSmoothing != 0 ? "1" : "0", logits.device().index());
+    launch(k, {logits, target, loss, lse}, {labelSmoothing}, {ignoreIndex}, op);
   }
   return {loss, lse};
 }
 
 at::Tensor crossEntropyBackwardCuda(const at::Tensor &logitsIn, const at::Tensor &targetIn,
                                     const at::Tensor &lseIn, const at::Tensor &dloss,
-                                    int64_t ignoreIndex) {
+                                    int64_t ignoreIndex, double labelSmoothing) {
   const char *op = "cute::cross_entropy_backward";
   checkCuda("cross_entropy_backward", {&logitsIn, &targetIn, &lseIn, &dloss});
   checkLogits(logitsIn, targetIn, "cross_entropy_backward");
+  checkSmoothing(labelSmoothing, "cross_entropy_backward");
   at::Tensor logits = logitsIn.stride(1) == 1 ? logitsIn : logitsIn.contiguous();
   at::Tensor target = targetIn.contiguous(), lse = lseIn.to(at::kFloat).contiguous();
   const bool reduced = dloss.dim() == 0;
@@ -357,20 +365,20 @@ at::Tensor crossEntropyBackwardCuda(const at::Tensor &logitsIn, const at::Tensor
         "cross_entropy_backward",
         join({describe('r', logits, op), describe('v', target, op), describe('v', lse, op),
               describe(reduced ? 's' : 'v', d, op), describe('r', dx, op)}),
-        "", logits.device().index());
-    launch(k, {logits, target, lse, d, dx}, {}, {ignoreIndex}, op);
+        labelSmoothing != 0 ? "1" : "0", logits.device().index());
+    launch(k, {logits, target, lse, d, dx}, {labelSmoothing}, {ignoreIndex}, op);
   }
   return dx;
 }
 
 std::tuple<at::Tensor, at::Tensor> crossEntropyCpu(const at::Tensor &logits,
-                                                   const at::Tensor &target, int64_t) {
+                                                   const at::Tensor &target, int64_t, double) {
   checkCuda("cross_entropy", {&logits, &target});
   return {};
 }
 
 at::Tensor crossEntropyBackwardCpu(const at::Tensor &logits, const at::Tensor &target,
-                                   const at::Tensor &, const at::Tensor &, int64_t) {
+                                   const at::Tensor &, const at::Tensor &, int64_t, double) {
   checkCuda("cross_entropy_backward", {&logits, &target});
   return {};
 }
@@ -394,9 +402,10 @@ void defineRowOps(torch::Library &m) {
         "-> (Tensor, Tensor, Tensor, Tensor)");
   m.def("layer_norm_backward(Tensor x, Tensor? weight, Tensor dy, Tensor rstd, Tensor mean, "
         "bool weight_grad, bool bias_grad) -> (Tensor, Tensor, Tensor)");
-  m.def("cross_entropy(Tensor logits, Tensor target, int ignore_index=-100) -> (Tensor, Tensor)");
+  m.def("cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, "
+        "float label_smoothing=0.0) -> (Tensor, Tensor)");
   m.def("cross_entropy_backward(Tensor logits, Tensor target, Tensor lse, Tensor dloss, "
-        "int ignore_index=-100) -> Tensor");
+        "int ignore_index=-100, float label_smoothing=0.0) -> Tensor");
 }
 
 void implementRowOpsCuda(torch::Library &m) {

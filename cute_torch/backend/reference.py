@@ -85,15 +85,16 @@ def _layer_norm_backward(x, weight, dy, rstd, mean, weight_grad, bias_grad):
     return dx, dw, db
 
 
-def _cross_entropy(logits, target, ignore_index=-100):
+def _cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0):
     lse = torch.logsumexp(logits.float(), -1)
     picked = logits.float().gather(1, target.clamp_min(0)[:, None])[:, 0]
-    return torch.where(target == ignore_index, 0.0, lse - picked), lse
+    loss = (1 - label_smoothing) * (lse - picked) + label_smoothing * (lse - logits.float().mean(-1))
+    return torch.where(target == ignore_index, 0.0, loss), lse
 
 
-def _cross_entropy_backward(logits, target, lse, dloss, ignore_index=-100):
-    p = torch.exp(logits.float() - lse[:, None])
-    p = p - F.one_hot(target.clamp_min(0), logits.shape[1]).float()
+def _cross_entropy_backward(logits, target, lse, dloss, ignore_index=-100, label_smoothing=0.0):
+    p = torch.exp(logits.float() - lse[:, None]) - label_smoothing / logits.shape[1]
+    p = p - (1 - label_smoothing) * F.one_hot(target.clamp_min(0), logits.shape[1]).float()
     scale = torch.where(target == ignore_index, 0.0, dloss.float().expand(target.shape))
     return (p * scale[:, None]).to(logits.dtype)
 

@@ -1,7 +1,7 @@
 """Row reductions that Dynamo's graph still holds as single calls become the row ops before
-AOTAutograd traces the graph: their registered autograd formulas (cute_torch/ops/row_ops.py)
-then give the backward graph its backward ops, where after AOTAutograd only a decomposition
-into pointwise ops and sums would be left to match.
+AOTAutograd traces the graph: their autograd formulas (csrc/torch/RowAutograd.cpp) then give
+the backward graph its backward ops, where after AOTAutograd only a decomposition into
+pointwise ops and sums would be left to match.
 
     torch.rms_norm(x, [N], w, eps)             (F.rms_norm, nn.RMSNorm)  -> row_ops.rms_norm
     F.cross_entropy(logits, target, ...)       (nn.CrossEntropyLoss)     -> row_ops.cross_entropy_loss
@@ -55,14 +55,16 @@ def _cross_entropy(graph: fx.Graph, node: fx.Node, options: Options):
         return None
     if lv.dtype not in FLOATS or lv.device.type not in options.devices:
         return None
-    if _argument(node, 2, "weight", None) is not None or _argument(node, 7, "label_smoothing", 0.0):
+    smoothing = _argument(node, 7, "label_smoothing", 0.0)
+    if _argument(node, 2, "weight", None) is not None or not isinstance(smoothing, (int, float)):
         return None
     if _argument(node, 3, "size_average", None) is not None or _argument(node, 5, "reduce", None) is not None:
         return None
     ignore_index, reduction = _argument(node, 4, "ignore_index", -100), _argument(node, 6, "reduction", "mean")
     if not isinstance(ignore_index, int) or reduction not in ("none", "sum", "mean"):
         return None
-    return graph.call_function(row_ops.cross_entropy_loss, (logits, target, ignore_index, reduction))
+    return graph.call_function(row_ops.cross_entropy_loss, (logits, target, ignore_index, reduction,
+                                                            float(smoothing)))
 
 
 # -- a written-out RMSNorm ------------------------------------------------------------------------------

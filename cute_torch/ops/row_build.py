@@ -108,14 +108,15 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         if arch is None:    # (tests without a GPU name the arch: nothing to ask then)
             sizes = tuple(0 if o is None else o.element_size() for o in (ops[0], ops[2], ops[1]))
             resident = norms.resident_groups(compiled, cfg, sizes, device)
-    elif op == "cross_entropy":          # logits, target, loss, lse
+    elif op == "cross_entropy":          # logits, target, loss, lse; flags: label smoothing
         cfg, exact = chunk_config(ops[0])
-        compiled = cross_entropy._forward.compile(*args, -100, cfg, exact, options=options)
-        recipe = _recipe(ops, ints=1)
-    elif op == "cross_entropy_backward":  # logits, target, lse, dloss, dlogits
+        compiled = cross_entropy._forward.compile(*args, 0.0, -100, cfg, exact, bits[0], options=options)
+        recipe = _recipe(ops, floats=1, ints=1)
+    elif op == "cross_entropy_backward":  # logits, target, lse, dloss, dlogits; flags: label smoothing
         cfg, exact = chunk_config(ops[0], ops[4])
-        compiled = cross_entropy._backward.compile(*args, -100, cfg, exact, ops[3].kind == "s", options=options)
-        recipe = _recipe(ops, ints=1)
+        compiled = cross_entropy._backward.compile(*args, 0.0, -100, cfg, exact, ops[3].kind == "s", bits[0],
+                                                   options=options)
+        recipe = _recipe(ops, floats=1, ints=1)
     else:
         raise ValueError(f"unknown row op {op!r}")
     entry = compiled.host_entry()

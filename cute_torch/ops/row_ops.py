@@ -71,14 +71,21 @@ def _check_logits(logits, target, op: str) -> None:
         raise TypeError(f"cute::{op}: cross_entropy targets are int64 or int32, got {target.dtype}")
 
 
-def _cross_entropy_fake(logits, target, ignore_index=-100):
+def _check_smoothing(label_smoothing, op: str) -> None:
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cute::{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+
+
+def _cross_entropy_fake(logits, target, ignore_index=-100, label_smoothing=0.0):
     _check_logits(logits, target, "cross_entropy")
+    _check_smoothing(label_smoothing, "cross_entropy")
     rows = logits.new_empty((logits.shape[0],), dtype=torch.float32)
     return rows, torch.empty_like(rows)
 
 
-def _cross_entropy_backward_fake(logits, target, lse, dloss, ignore_index=-100):
+def _cross_entropy_backward_fake(logits, target, lse, dloss, ignore_index=-100, label_smoothing=0.0):
     _check_logits(logits, target, "cross_entropy_backward")
+    _check_smoothing(label_smoothing, "cross_entropy_backward")
     return torch.empty(logits.shape, dtype=logits.dtype, device=logits.device)
 
 
@@ -117,18 +124,19 @@ def layer_norm_fn(x: torch.Tensor, weight: torch.Tensor | None = None, bias: tor
     return y if residual is None else (y, res_out)
 
 
-def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100):
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
+                  label_smoothing: float = 0.0):
     """(loss per row, lse per row), Float32; loss is 0 where target == ignore_index."""
-    return torch.ops.cute.cross_entropy(logits, target, ignore_index)
+    return torch.ops.cute.cross_entropy(logits, target, ignore_index, label_smoothing)
 
 
 def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
-                       reduction: str = "mean") -> torch.Tensor:
-    """F.cross_entropy for (M, V) logits: reduction none, sum or mean (over rows not ignored), in
-    the logits' dtype."""
+                       reduction: str = "mean", label_smoothing: float = 0.0) -> torch.Tensor:
+    """F.cross_entropy for (M, V) logits: reduction none, sum or mean (over rows not ignored),
+    label smoothing as torch's, in the logits' dtype."""
     if reduction not in ("none", "sum", "mean"):
         raise ValueError(f"reduction is 'none', 'sum' or 'mean', got {reduction!r}")
-    loss, _ = torch.ops.cute.cross_entropy(logits, target, ignore_index)
+    loss, _ = torch.ops.cute.cross_entropy(logits, target, ignore_index, label_smoothing)
     if reduction != "none":
         loss = loss.sum() if reduction == "sum" else loss.sum() / (target != ignore_index).sum()
     return loss.to(logits.dtype)           # F.cross_entropy's dtype (computed in float32)
