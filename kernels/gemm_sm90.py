@@ -22,9 +22,9 @@ would leave more than half the SMs idle, 128 x 64 when 128-wide ones would: choo
     thread of a 384-thread block) and own 64 rows of the tile each: per k-tile, wait for the
     stage, issue 4 wgmma 64x256x16, and once those are issued release the previous k-tile's stage
     (wait_group(1)); the consumers hold two stages, so 4 stages leave the producer two of lead;
-  * at the end of a tile, the epilogue goes 64 columns at a time through two 128 x 64 shared
-    buffers: 16 columns per stmatrix (an expression's inputs and math reuse the registers of the
-    accumulators already stored), then one thread sends the box out with a TMA store, and the
+  * at the end of a tile, the epilogue goes 64 columns at a time (32 with several outputs:
+    epi_n) through two shared buffers per output: 16 columns per stmatrix (an expression's
+    inputs and math reuse the registers of the accumulators already stored), then one thread sends the box out with a TMA store, and the
     next box fills the other buffer while that store reads; the next tile's k-loop starts while
     the last stores drain. An expression's inputs are read a box ahead of their math, two
     adjacent columns per load where the strides allow (the first box while the tile's last
@@ -52,7 +52,8 @@ from cute_torch.pointwise.expr import ExpressionError, parse
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
 
 BM, BK = 128, 64                 # tile rows and k-tile depth; tile columns: choose_tile_n
-EPI_N = 64                       # C leaves in 128 x 64 boxes, through two shared buffers
+EPI_N = 64                       # C leaves in 128 x 64 boxes, through two shared buffers (128 x 32
+                                 # with several outputs: epi_n)
 MAX_STAGES = 6                   # the consumers hold two stages; the rest are the producer's lead
 PINGPONG_STAGES = 5              # ping-pong measured slower with 6 (H100: 0.297 / 0.434 ms against 0.281 /
                                  # 0.371 for the block's qkv and fc1) and with 4
@@ -69,13 +70,15 @@ AHEAD = 4                        # epilogue chunks whose inputs are in flight (a
 
 def _swizzled(rows: int, cols: int, stages: int | None = None, cols_contiguous: bool = True):
     """rows x cols (x stages) of 16-bit elements, 128-byte swizzled: the canonical wgmma and TMA
-    layouts. With `cols_contiguous` (a K-major operand, or the output tile) rows of 64 columns;
-    else (an MN-major operand) columns of 64 rows, tiled down the columns first so that each 64-row
-    slab is one TMA box."""
+    layouts. With `cols_contiguous` (a K-major operand, or the output tile) rows of 64 columns
+    (a 32-column output box: rows of 32, 64-byte swizzled); else (an MN-major operand) columns of
+    64 rows, tiled down the columns first so that each 64-row slab is one TMA box."""
     shape = (rows, cols) if stages is None else (rows, cols, stages)
     if cols_contiguous:
-        inner = cute.make_layout((8, 64), stride=(64, 1))
-        return cute.tile_to_shape(cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, inner), shape)
+        width = min(cols, 64)
+        inner = cute.make_layout((8, width), stride=(width, 1))
+        swizzle = cute.make_swizzle(3 if width == 64 else 2, 4, 3)
+        return cute.tile_to_shape(cute.make_composed_layout(swizzle, 0, inner), shape)
     inner = cute.make_layout((64, 8), stride=(1, 64))
     order = (1, 0) if stages is None else (1, 0, 2)
     return cute.tile_to_shape(cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, inner), shape, order)
@@ -133,9 +136,15 @@ def _expression(expr: str, dtypes: tuple):
 def _stages(outputs: int, tile_n: int, pingpong: bool = False) -> int:
     """Operand stages that fit beside the outputs' buffers (2 x 128 x 64 x 16 bits per output;
     ping-pong's two warpgroups take turns with them)."""
-    epilogue = outputs * 2 * BM * EPI_N * 2
+    epilogue = outputs * 2 * BM * epi_n(outputs) * 2
     most = PINGPONG_STAGES if pingpong else MAX_STAGES
     return min(most, (SMEM_BYTES - epilogue - 1024) // ((BM + tile_n) * BK * 2))
+
+
+def epi_n(outputs: int) -> int:
+    """Columns of an output box: 64, or 32 with several outputs, whose buffers would otherwise
+    take an operand stage (two outputs at 256 wide: 4 stages instead of 3)."""
+    return EPI_N if outputs == 1 else EPI_N // 2
 
 
 def choose_tile_n(m: int, n: int, batches: int, sms: int) -> int:
@@ -216,7 +225,8 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     smem = cute.SmemAllocator()
     sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, stages, k_major[0]), 1024)
     sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, stages, k_major[1]), 1024)
-    sCs = [smem.allocate_tensor(t, _swizzled(BM, EPI_N, 2), 1024) for t in out_types]   # per output
+    box_n = epi_n(len(out_types))
+    sCs = [smem.allocate_tensor(t, _swizzled(BM, box_n, 2), 1024) for t in out_types]   # per output
     bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * stages), 8)
     pipe = pipeline.PipelineTmaAsync.create(
         num_stages=stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
@@ -229,7 +239,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     gA = cute.local_tile(mA, (BM, BK), modes)
     gB = cute.local_tile(mB, (BN, BK), modes)
     gC = cute.local_tile(mC, (BM, BN), modes)
-    gE = cute.local_tile(mC, (BM, EPI_N), modes)             # the epilogue's boxes
+    gE = cute.local_tile(mC, (BM, box_n), modes)             # the epilogue's boxes
     tiles_m, tiles_n, k_tiles = cute.size(gA, mode=[2]), cute.size(gB, mode=[2]), cute.size(gA, mode=[3])
     batches = cute.size(gA, mode=[4]) if cute.const_expr(len(mA.shape) == 3) else 1
     tiles = tiles_m * tiles_n * batches
@@ -256,11 +266,11 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
         ctid = tid % 128 if cute.const_expr(pingpong) else tid - 128
         # The whole 128 x BN tile seen over the two output buffers (box s of 64 columns in buffer
         # s % 2), so that the accumulators' stmatrix partition addresses them.
-        boxes = BN // EPI_N                               # per tile: 1 (64-wide tiles), 2 or 4
+        boxes = BN // box_n                               # per tile: 1 (64-wide tiles) to 8
         if cute.const_expr(boxes == 1):
-            over_buffers = cute.make_layout((BM, EPI_N), stride=(1, BM))
+            over_buffers = cute.make_layout((BM, box_n), stride=(1, BM))
         else:
-            over_buffers = cute.make_layout((BM, (EPI_N, 2, boxes // 2)), stride=(1, (BM, BM * EPI_N, 0)))
+            over_buffers = cute.make_layout((BM, (box_n, 2, boxes // 2)), stride=(1, (BM, BM * box_n, 0)))
         sC_tiles = [cute.composition(sC, over_buffers) for sC in sCs]
         thr = tiled_mma.get_slice(ctid)
         tCrA = thr.make_fragment_A(thr.partition_A(sA))
@@ -327,7 +337,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                 cute.arch.barrier(barrier_id=EPILOGUE_BARRIER + owner, number_of_threads=per_tile)
                 # 16 columns at a time (one stmatrix per 64-row atom): the accumulators already
                 # stored are dead, so the epilogue's inputs and math reuse the main loop's registers.
-                for j in cute.range_constexpr(s * EPI_N // 16, (s + 1) * EPI_N // 16):
+                for j in cute.range_constexpr(s * box_n // 16, (s + 1) * box_n // 16):
                     for fm in cute.range_constexpr(frg_m):
                         q = j * frg_m + fm                # the chunk; its inputs were loaded ahead
                         if cute.const_expr(q + ahead < chunks):
@@ -368,7 +378,8 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     tma_a, mA = cpasync.make_tiled_tma_atom(load, a, _swizzled(BM, BK, None, k_major[0]), (BM, BK))
     tma_b, mB = cpasync.make_tiled_tma_atom(load, b, _swizzled(BN, BK, None, k_major[1]), (BN, BK))
-    stores = [cpasync.make_tiled_tma_atom(store, out, _swizzled(BM, EPI_N), (BM, EPI_N)) for out in outs]
+    box_n = epi_n(len(outs))
+    stores = [cpasync.make_tiled_tma_atom(store, out, _swizzled(BM, box_n), (BM, box_n)) for out in outs]
     tma_cs, mC = tuple(atom for atom, _ in stores), stores[0][1]   # one coordinate tensor serves all
     op = warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, BN, 16), a_major_mode=major[k_major[0]],
                                 b_major_mode=major[k_major[1]])
