@@ -24,11 +24,11 @@ would leave more than half the SMs idle, 128 x 64 when 128-wide ones would: choo
     (wait_group(1)); the consumers hold two stages, so 4 stages leave the producer two of lead;
   * at the end of a tile, the epilogue goes 64 columns at a time (32 with several outputs:
     epi_n) through two shared buffers per output: 16 columns per stmatrix (an expression's
-    inputs and math reuse the registers of the accumulators already stored), then one thread sends the box out with a TMA store, and the
-    next box fills the other buffer while that store reads; the next tile's k-loop starts while
-    the last stores drain. An expression's inputs are read a box ahead of their math, two
-    adjacent columns per load where the strides allow (the first box while the tile's last
-    wgmmas run);
+    inputs and math reuse the registers of the accumulators already stored), then one thread
+    sends the box out with a TMA store, and the next box fills the other buffer while that store
+    reads; the next tile's k-loop starts while the last stores drain. An expression's inputs
+    are read a box ahead of their math, two adjacent columns per load where the strides allow
+    (the first box while the tile's last wgmmas run);
   * tiles are visited batch by batch, in groups of GROUP_M tile rows (grouped rasterization) so
     that CTAs running at the same time share A and B tiles in L2.
 Shared memory (one output, 256-wide tiles): 4 x 48 KB of operands + 2 x 16 KB of output buffers +
