@@ -25,7 +25,7 @@ class Block(nn.Module):
 
 
 def pointwise_loss(y, target):
-    """A smooth-L1-like term gated by a sigmoid, plus a log-cosh term (cosh is not fused)."""
+    """A smooth-L1-like term gated by a sigmoid, plus a log-cosh term."""
     diff = y - target
     gate = torch.sigmoid(target)
     smooth = torch.where(diff.abs() < 1, 0.5 * diff * diff, diff.abs() - 0.5)

@@ -51,7 +51,8 @@ def check(expr, inputs, out_dtype=None):
 
 EXPRS = ["relu(x0 * x1 + x2) * 2", "gelu(x0) * sigmoid(x1) + x2", "gelu_tanh(x0 - x1) / (1 + x2 * x2)",
          "where(x0 > x1, exp(x2 * 0.5), -x0)", "silu(x0) + tanh(x1) * abs(x2) ** 1.5",
-         "maximum(x0, x1) - minimum(x1, x2) + sqrt(abs(x0)) * rsqrt(abs(x2) + 1)", "log(abs(x0) + 0.5) + erf(x1) * x2"]
+         "maximum(x0, x1) - minimum(x1, x2) + sqrt(abs(x0)) * rsqrt(abs(x2) + 1)", "log(abs(x0) + 0.5) + erf(x1) * x2",
+         "cosh(x0) - sinh(x1) * expm1(x2) + log1p(abs(x0))"]
 
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -130,8 +131,22 @@ def test_sigmoid_and_silu_over_the_float32_range():
         torch.testing.assert_close(op(expr, [x]), want, rtol=2e-6, atol=2.0 ** -126, equal_nan=True)
 
 
+def test_cosh_sinh_expm1_log1p_near_zero_and_far_out():
+    """Relative accuracy where the naive forms cancel (sinh, expm1, log1p near 0) and out to
+    |x| = 88 (cosh and sinh overflow from 88.7 on, where float32's own do from 89.4)."""
+    gen = torch.Generator(device="cuda").manual_seed(6)
+    x = torch.cat([randn(1 << 14, gen=gen) * 1e-4, randn(1 << 14, gen=gen) * 30,
+                   torch.tensor([0.0, -0.0, 1e-30, -1e-8, 88.0, -88.0, float("nan")], device="cuda")]).clamp(-88, 88)
+    for expr, fn in (("cosh(x0)", torch.cosh), ("sinh(x0)", torch.sinh), ("expm1(x0)", torch.expm1),
+                     ("log1p(abs(x0))", lambda t: torch.log1p(t.abs()))):
+        poison_allocator(x.numel(), torch.float32)
+        want = fn(x.double()).float()
+        torch.testing.assert_close(op(expr, [x]), want, rtol=1e-6, atol=0, equal_nan=True, msg=expr)
+    assert op("cosh(x0)", [torch.tensor([89.0], device="cuda")]).isinf().all()      # documented
+
+
 GRAD_EXPRS = ["relu(x0 * x1 + x2) * 2", "gelu(x0 + x1) * x2", "silu(x0) * sigmoid(x1) - x2 ** 2",
-              "where(x0 > 0, x0, 0.01 * x0) * exp(x1 * 0.1) + x2"]
+              "where(x0 > 0, x0, 0.01 * x0) * exp(x1 * 0.1) + x2", "cosh(x0) * sinh(x1) + log1p(abs(x2))"]
 
 
 @pytest.mark.parametrize("expr", GRAD_EXPRS)

@@ -120,7 +120,7 @@ POINTWISE = {
     prims.convert_element_type.default: _cast, aten._to_copy.default: _to_copy,
     aten.clone.default: _identity, aten.alias.default: _identity,
     **{getattr(aten, f).default: _call(f) for f in ("abs", "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid",
-                                                     "relu", "silu")},
+                                                     "relu", "silu", "cosh", "sinh", "expm1", "log1p")},
 }
 
 # Ops that pass their operand through unchanged (a region of only these computes nothing).

@@ -62,11 +62,35 @@ log2 = _unary("log2", _py.log2)
 sqrt = _unary("sqrt", _py.sqrt)
 rsqrt = _unary("rsqrt", lambda x: 1.0 / _py.sqrt(x))
 tanh = _unary("tanh", _py.tanh)
+expm1 = _unary("expm1", _py.expm1)
+log1p = _unary("log1p", _py.log1p)
 erf = _unary("erf", _py.erf)
 sin = _unary("sin", _py.sin)
 cos = _unary("cos", _py.cos)
 floor = _unary("floor", _py.floor)
 ceil = _unary("ceil", _py.ceil)
+
+
+# The NVVM lowering has no cosh and sinh: they are built on exp and expm1 (libdevice's).
+@_elementwise
+def cosh(x):
+    """Elementwise cosh: (e + 1/e) / 2 with e = exp(|x|), no cancellation (both terms are
+    positive); inf from |x| > 88.7, where exp(|x|) overflows (float32's cosh does at 89.4)."""
+    if not isinstance(x, Numeric):
+        return _py.cosh(x)
+    e = exp(builtins.abs(x))
+    return 0.5 * e + 0.5 / e
+
+
+@_elementwise
+def sinh(x):
+    """Elementwise sinh: sign(x) (u + u / (u + 1)) / 2 with u = expm1(|x|), accurate near 0
+    where e - 1/e would cancel; inf from |x| > 88.7."""
+    if not isinstance(x, Numeric):
+        return _py.sinh(x)
+    u = expm1(builtins.abs(x))
+    s = 0.5 * (u + where(u < 1e30, u / (u + 1.0), 1.0))       # u = inf: no inf / inf
+    return where(x < 0, -s, s)
 
 
 @_elementwise

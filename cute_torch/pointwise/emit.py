@@ -66,6 +66,7 @@ _UNARY = {
     # cancellation in 1 + tanh(u) for x << 0.
     "gelu_tanh": lambda x: x * _sigmoid((2 * _SQRT_2_OVER_PI) * (x + 0.044715 * x * x * x)),
     "silu": lambda x: x * _sigmoid(x),
+    "cosh": dmath.cosh, "sinh": dmath.sinh, "expm1": dmath.expm1, "log1p": dmath.log1p,
 }
 _BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
            "div": lambda a, b: a / b, "maximum": _nan_propagating(lambda a, b: a > b),

@@ -65,6 +65,12 @@ def _local(op: str, x: Node, node: Node) -> Node:
         return _call("mul", _c(2 / math.sqrt(math.pi)), _call("exp", _call("neg", _call("mul", x, x))))
     if op == "tanh":
         return _call("sub", _c(1.0), _call("mul", node, node))
+    if op in ("cosh", "sinh"):
+        return _call("sinh" if op == "cosh" else "cosh", x)
+    if op == "expm1":
+        return _call("add", node, _c(1.0))
+    if op == "log1p":
+        return _call("div", _c(1.0), _call("add", _c(1.0), x))
     if op == "sigmoid":
         return _call("mul", node, _call("sub", _c(1.0), node))
     if op == "abs":
