@@ -134,8 +134,8 @@ def _expression(expr: str, dtypes: tuple):
 
 
 def _stages(outputs: int, tile_n: int, pingpong: bool = False) -> int:
-    """Operand stages that fit beside the outputs' buffers (2 x 128 x 64 x 16 bits per output;
-    ping-pong's two warpgroups take turns with them)."""
+    """Operand stages that fit beside the outputs' buffers (two 128 x epi_n boxes of 16-bit
+    values per output; ping-pong's two warpgroups take turns with them)."""
     epilogue = outputs * 2 * BM * epi_n(outputs) * 2
     most = PINGPONG_STAGES if pingpong else MAX_STAGES
     return min(most, (SMEM_BYTES - epilogue - 1024) // ((BM + tile_n) * BK * 2))
