@@ -3,7 +3,10 @@ errors, torch's dtype rules, fake kernels (shapes, strides, dtypes) under opchec
 tensors, tracing under torch.compile(fullgraph=True), the symbolic backward against torch
 autograd (evaluated on CPU in float64), and the kernels' PTX (compile only)."""
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -227,3 +230,30 @@ def test_sigmoid_reciprocal(dtype, wanted, unwanted):
     ptx = _pointwise_host.compile(plan, *stand_ins(plan, -1)).__ptx__
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
     assert wanted in ptx and unwanted not in ptx
+
+
+def test_type_probes_on_the_cpu_agree_with_meta_and_import_no_dynamo():
+    """Expressions are typed on one-element CPU tensors (microseconds), not meta ones (whose
+    Python kernels import torch._dynamo: about 1 s in a fresh process); where a CPU kernel is
+    missing, meta decides. Both agree on every node."""
+    from cute_torch.pointwise.dtypes import _probe, evaluate
+    cases = [("gelu_tanh(x0 + x1) * 2", (torch.bfloat16, torch.float32)),
+             ("x0 / x1 + (x0 < x1)", (torch.int32,) * 2),
+             ("where(x0 > 0.5, erf(x1), -x1) ** 2", (torch.float16, torch.float16)),
+             ("float32(bfloat16(x0)) + x1 * 3", (torch.float64, torch.int64)),
+             ("x0 + x1 * 2", (torch.uint8, torch.bool))]
+    for expr, dtypes in cases:
+        for zero_dims in ((False, False), (True, False)):
+            tree = parse(expr, 2)
+            types = {}
+            for device in ("cpu", "meta"):
+                values: dict = {}
+                evaluate(tree, [_probe(d, z, device) for d, z in zip(dtypes, zero_dims)], values)
+                types[device] = [(str(n), getattr(v, "dtype", None), getattr(v, "shape", None))
+                                 for n, v in values.items()]
+            assert types["cpu"] == types["meta"], expr
+    code = ("import sys, torch; import cute_torch.ops; from cute_torch.pointwise.dtypes import node_types; "
+            "node_types('gelu_tanh(x0 + x1)', (torch.bfloat16, torch.float32), (False, False)); "
+            "assert 'torch._dynamo' not in sys.modules")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)

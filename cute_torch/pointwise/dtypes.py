@@ -57,7 +57,7 @@ _SCALAR_OPS = {
     "cosh": math.cosh, "sinh": math.sinh, "expm1": math.expm1, "log1p": math.log1p,
     "maximum": max, "minimum": min, "abs": abs,
 }
-# torch has no integer kernels for these (meta tensors would not say so).
+# torch has no integer kernels for these.
 _FLOAT_ONLY = {"gelu", "gelu_tanh", "silu"}
 _PY_CASTS = {"bool": bool, "int32": int, "int64": int, "int8": int, "uint8": int}
 
@@ -72,6 +72,11 @@ def evaluate(node: Node, env: list, record: dict | None = None):
     else:
         args = [evaluate(a, env, record) for a in node.args]
         constant = not any(isinstance(a, torch.Tensor) for a in args)
+        # Integer probes go through the float-only ops and negative powers as floats: _types_of
+        # then rejects them with a message that says why (a CPU kernel would just fail).
+        if isinstance(args[0], torch.Tensor) and not args[0].dtype.is_floating_point and (
+                node.op in _FLOAT_ONLY or (node.op == "pow" and node.value < 0)):
+            args[0] = args[0].float()
         if node.op == "pow":
             value = args[0] ** node.value
         elif node.op in CASTS:
@@ -91,8 +96,27 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _meta(dtype: torch.dtype, zero_dim: bool) -> torch.Tensor:
-    return torch.empty(() if zero_dim else (1,), dtype=dtype, device="meta")
+def _probe(dtype: torch.dtype, zero_dim: bool, device: str) -> torch.Tensor:
+    """A one-element tensor standing for an input."""
+    return torch.ones(() if zero_dim else (1,), dtype=dtype, device=device)
+
+
+def _evaluate_types(tree: Node, dtypes: tuple, zero_dims: tuple) -> dict:
+    """Each node's value over one-element probes of the inputs. CPU probes first: most meta
+    kernels are Python, and the first one called in a process imports torch._dynamo (about 1 s:
+    a process's first expression, a GEMM's first epilogue), while CPU kernels promote types as
+    CUDA's do, in microseconds. Meta probes where a CPU kernel is missing for a dtype (they say
+    what the CUDA kernels would); their errors are the expression's."""
+    # Outside any active dispatch mode (fake tensors, opcheck's schema checks): plain tensors.
+    with _disable_current_modes():
+        try:
+            values: dict = {}
+            evaluate(tree, [_probe(d, z, "cpu") for d, z in zip(dtypes, zero_dims)], values)
+            return values
+        except RuntimeError:
+            values = {}
+            evaluate(tree, [_probe(d, z, "meta") for d, z in zip(dtypes, zero_dims)], values)
+            return values
 
 
 def check_dtypes(dtypes) -> None:
@@ -109,15 +133,12 @@ def node_types(expr: str, dtypes: tuple, zero_dims: tuple) -> dict:
     their operands are compared in; for constant (sub)expressions (dtype None) their value."""
     check_dtypes(dtypes)
     tree = parse(expr, len(dtypes))
-    values: dict = {}
     try:
-        # Outside any active dispatch mode (fake tensors, opcheck's schema checks): plain meta.
-        with _disable_current_modes():
-            evaluate(tree, [_meta(d, z) for d, z in zip(dtypes, zero_dims)], values)
+        values = _evaluate_types(tree, dtypes, zero_dims)
     except (RuntimeError, TypeError, ZeroDivisionError, ValueError, OverflowError) as e:
         names = ", ".join(f"x{i}: {dtype_name(d)}" for i, d in enumerate(dtypes))
         raise ExpressionError(f"cute::pointwise: '{expr}' is not defined for inputs ({names}): {e}") from None
-    with _disable_current_modes():  # torch.result_type below sees the plain meta tensors too
+    with _disable_current_modes():  # torch.result_type below sees the plain tensors too
         return _types_of(expr, tree, values)
 
 
