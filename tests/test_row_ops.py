@@ -34,6 +34,8 @@ def test_fake_kernels_give_shapes_and_dtypes():
         loss, lse = torch.ops.cute.cross_entropy(torch.empty(6, 100), torch.empty(6, dtype=torch.long))
         assert loss.shape == lse.shape == (6,) and loss.dtype == torch.float32
         assert torch.ops.cute.softmax(x, True).shape == x.shape
+        with pytest.raises(ValueError, match=r"cute::cross_entropy: label_smoothing must be in \[0, 1\], got 1.5"):
+            torch.ops.cute.cross_entropy(torch.empty(6, 100), torch.empty(6, dtype=torch.long), -100, 1.5)
 
 
 def test_cpu_tensors_and_bad_arguments_are_clear_errors():

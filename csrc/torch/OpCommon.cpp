@@ -3,6 +3,7 @@
 #include "OpCommon.h"
 #include "PythonBuilder.h"
 
+#include <ATen/core/grad_mode.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -78,6 +79,15 @@ void runOnCurrentStream(void (*entry)(void **), runtime::LoadedArtifact *artifac
   } catch (const runtime::CudaError &e) {
     TORCH_CHECK(false, op, ": ", e.what());
   }
+}
+
+bool needsGradNode(at::ArrayRef<at::Tensor> tensors) {
+  if (!at::GradMode::is_enabled())
+    return false;
+  for (const at::Tensor &t : tensors)
+    if (t.defined() && t.requires_grad())
+      return true;
+  return false;
 }
 
 } // namespace cute_torch::ops

@@ -31,6 +31,10 @@ c10::ScalarType dtypeFromName(const std::string &name, const char *op);
 /// The device's number of SMs (asked of the Python builder once per device).
 int64_t smCount(int device);
 
+/// Whether an Autograd kernel must build a graph node: grad mode is on and a defined tensor of
+/// `tensors` requires grad.
+bool needsGradNode(at::ArrayRef<at::Tensor> tensors);
+
 /// Runs a compiled host entry with its argument slots (8 bytes each; i32 arguments are read
 /// from the low half) on the current stream of `device`, under a device guard; a CUDA error
 /// becomes a torch error from `op`.

@@ -408,10 +408,7 @@ public:
 
 at::Tensor pointwiseAutograd(c10::string_view expr, at::TensorList inputs,
                              std::optional<c10::ScalarType> outDtype) {
-  bool needsGrad = false;
-  for (const at::Tensor &t : inputs)
-    needsGrad |= t.requires_grad();
-  if (needsGrad && at::GradMode::is_enabled()) {
+  if (needsGradNode(inputs)) {
     c10::ArrayRef<c10::ScalarType> outDtypes;
     if (outDtype)
       outDtypes = *outDtype;

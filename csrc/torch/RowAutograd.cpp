@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OpCommon.h"
 #include "RowOps.h"
 
 #include <ATen/TensorOperators.h>
@@ -24,52 +25,48 @@ template <typename Signature> c10::TypedOperatorHandle<Signature> typedOp(const 
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
-bool anyRequiresGrad(std::initializer_list<const at::Tensor *> tensors) {
-  if (!at::GradMode::is_enabled())
-    return false;
-  for (const at::Tensor *t : tensors)
-    if (t->defined() && t->requires_grad())
-      return true;
-  return false;
-}
-
 // -- softmax ----------------------------------------------------------------------------------
 
-using SoftmaxSig = at::Tensor(const at::Tensor &, bool);
-using SoftmaxBackwardSig = at::Tensor(const at::Tensor &, const at::Tensor &, bool);
+const auto &softmaxOp() {
+  static auto op = typedOp<at::Tensor(const at::Tensor &, bool)>("cute::softmax");
+  return op;
+}
 
 class SoftmaxFunction : public torch::autograd::Function<SoftmaxFunction> {
 public:
   static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x, bool log) {
     at::AutoDispatchBelowADInplaceOrView below;
-    static auto op = typedOp<SoftmaxSig>("cute::softmax");
-    at::Tensor y = op.call(x, log);
+    at::Tensor y = softmaxOp().call(x, log);
     ctx->saved_data["log"] = log;
     ctx->save_for_backward({y});
     return y;
   }
 
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    static auto op = typedOp<SoftmaxBackwardSig>("cute::softmax_backward");
+    static auto op =
+        typedOp<at::Tensor(const at::Tensor &, const at::Tensor &, bool)>("cute::softmax_backward");
     const at::Tensor y = ctx->get_saved_variables()[0];
     return {op.call(y, grads[0], ctx->saved_data["log"].toBool()), at::Tensor()};
   }
 };
 
 at::Tensor softmaxAutograd(const at::Tensor &x, bool log) {
-  if (anyRequiresGrad({&x}))
+  if (needsGradNode(x))
     return SoftmaxFunction::apply(x, log);
   at::AutoDispatchBelowADInplaceOrView below;
-  static auto op = typedOp<SoftmaxSig>("cute::softmax");
-  return op.call(x, log);
+  return softmaxOp().call(x, log);
 }
 
 // -- layer_norm -------------------------------------------------------------------------------
 
 using NormOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
-using NormSig = NormOutputs(const at::Tensor &, const std::optional<at::Tensor> &,
-                            const std::optional<at::Tensor> &, const std::optional<at::Tensor> &,
-                            double, bool);
+
+const auto &layerNormOp() {
+  static auto op = typedOp<NormOutputs(
+      const at::Tensor &, const std::optional<at::Tensor> &, const std::optional<at::Tensor> &,
+      const std::optional<at::Tensor> &, double, bool)>("cute::layer_norm");
+  return op;
+}
 using NormBackwardSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor &, const std::optional<at::Tensor> &, const at::Tensor &, const at::Tensor &,
     const at::Tensor &, bool, bool);
@@ -94,9 +91,8 @@ public:
     for (auto [bit, slot] : {std::pair{kWeight, &weight}, {kBias, &bias}, {kResidual, &residual}})
       if (has & bit)
         *slot = operands[next++];
-    static auto op = typedOp<NormSig>("cute::layer_norm");
     auto [y, resOut, rstd, mean] =
-        op.call(x, given(weight), given(bias), given(residual), eps, rms);
+        layerNormOp().call(x, given(weight), given(bias), given(residual), eps, rms);
     ctx->saved_data["has"] = has;
     ctx->saved_data["x_dtype"] = x.scalar_type();
     ctx->saved_data["res_dtype"] = residual.defined() ? residual.scalar_type() : x.scalar_type();
@@ -140,7 +136,7 @@ NormOutputs layerNormAutograd(const at::Tensor &x, const std::optional<at::Tenso
                               const std::optional<at::Tensor> &residual, double eps, bool rms) {
   const at::Tensor w = weight.value_or(at::Tensor()), b = bias.value_or(at::Tensor()),
                    r = residual.value_or(at::Tensor());
-  if (anyRequiresGrad({&x, &w, &b, &r})) {
+  if (needsGradNode({x, w, b, r})) {
     std::vector<at::Tensor> operands;
     int64_t has = 0;
     for (auto [bit, t] : {std::pair{kWeight, &w}, {kBias, &b}, {kResidual, &r}})
@@ -152,14 +148,17 @@ NormOutputs layerNormAutograd(const at::Tensor &x, const std::optional<at::Tenso
     return {out[0], out[1], out[2], out[3]};
   }
   at::AutoDispatchBelowADInplaceOrView below;
-  static auto op = typedOp<NormSig>("cute::layer_norm");
-  return op.call(x, weight, bias, residual, eps, rms);
+  return layerNormOp().call(x, weight, bias, residual, eps, rms);
 }
 
 // -- cross_entropy ----------------------------------------------------------------------------
 
-using CrossEntropySig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor &, const at::Tensor &,
-                                                           int64_t, double);
+const auto &crossEntropyOp() {
+  static auto op = typedOp<std::tuple<at::Tensor, at::Tensor>(
+      const at::Tensor &, const at::Tensor &, int64_t, double)>("cute::cross_entropy");
+  return op;
+}
+
 using CrossEntropyBackwardSig = at::Tensor(const at::Tensor &, const at::Tensor &,
                                            const at::Tensor &, const at::Tensor &, int64_t, double);
 
@@ -169,8 +168,7 @@ public:
                                const at::Tensor &target, int64_t ignoreIndex,
                                double labelSmoothing) {
     at::AutoDispatchBelowADInplaceOrView below;
-    static auto op = typedOp<CrossEntropySig>("cute::cross_entropy");
-    auto [loss, lse] = op.call(logits, target, ignoreIndex, labelSmoothing);
+    auto [loss, lse] = crossEntropyOp().call(logits, target, ignoreIndex, labelSmoothing);
     ctx->saved_data["ignore_index"] = ignoreIndex;
     ctx->saved_data["label_smoothing"] = labelSmoothing;
     ctx->save_for_backward({logits, target, lse});
@@ -191,13 +189,12 @@ std::tuple<at::Tensor, at::Tensor> crossEntropyAutograd(const at::Tensor &logits
                                                         const at::Tensor &target,
                                                         int64_t ignoreIndex,
                                                         double labelSmoothing) {
-  if (anyRequiresGrad({&logits})) {
+  if (needsGradNode(logits)) {
     variable_list out = CrossEntropyFunction::apply(logits, target, ignoreIndex, labelSmoothing);
     return {out[0], out[1]};
   }
   at::AutoDispatchBelowADInplaceOrView below;
-  static auto op = typedOp<CrossEntropySig>("cute::cross_entropy");
-  return op.call(logits, target, ignoreIndex, labelSmoothing);
+  return crossEntropyOp().call(logits, target, ignoreIndex, labelSmoothing);
 }
 
 } // namespace
