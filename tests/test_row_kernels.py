@@ -375,6 +375,8 @@ def run_small():
     logits = _rand((40, 9000), 5, torch.bfloat16)
     _, lse = cross_entropy.cross_entropy_forward(logits, target)
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), inplace=True)
+    _, lse = cross_entropy.cross_entropy_forward(logits, target, label_smoothing=0.1)   # the row's sum too
+    cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), label_smoothing=0.1)
     torch.cuda.synchronize()
 
 
