@@ -49,8 +49,8 @@ def check_types(what: str, ab_dtype, acc_dtype, allowed: dict) -> None:
 
 def packed_registers(fragment, what: str, as_bits: bool = False) -> list[ir.Value]:
     """A fragment's values as the 32-bit registers PTX takes: 32-bit elements one each (as i32
-    with `as_bits`, for operands PTX types .b32, such as tf32), 16-bit elements in pairs (value
-    2i in the low half)."""
+    with `as_bits`, for operands PTX types .b32, such as tf32), 16-bit elements in pairs and
+    8-bit ones in fours (value i of a register in its i-th lowest bits)."""
     count = size(fragment.shape)
     values = [fragment[i] for i in range(count)]
     width = fragment.dtype.width
@@ -59,19 +59,19 @@ def packed_registers(fragment, what: str, as_bits: bool = False) -> list[ir.Valu
             b = ir.current()
             return [b.op(f"llvm.bitcast {v.ir.name} : {v.ir.type} to i32", "i32") for v in values]
         return [v.ir for v in values]
-    if width != 16 or count % 2:
+    per = 32 // width if width in (8, 16) else 0
+    if not per or count % per:
         raise DSLError(ARGUMENT_MISMATCH, f"{what}: {count} {fragment.dtype.__name__} values do not pack into "
                        "32-bit registers", user_location())
     b = ir.current()
-    elem = fragment.dtype.mlir
-    pair_t = f"vector<2x{elem}>"
+    vec_t = f"vector<{per}x{fragment.dtype.mlir}>"
     registers = []
-    for i in range(0, count, 2):
-        pair = b.op(f"llvm.mlir.undef : {pair_t}", pair_t)
-        for j in (0, 1):
-            pair = b.op(f"llvm.insertelement {values[i + j].ir.name}, {pair.name}[{Int32(j).ir.name} : i32] : "
-                        f"{pair_t}", pair_t)
-        registers.append(b.op(f"llvm.bitcast {pair.name} : {pair_t} to i32", "i32"))
+    for i in range(0, count, per):
+        vec = b.op(f"llvm.mlir.undef : {vec_t}", vec_t)
+        for j in range(per):
+            vec = b.op(f"llvm.insertelement {values[i + j].ir.name}, {vec.name}[{Int32(j).ir.name} : i32] : "
+                       f"{vec_t}", vec_t)
+        registers.append(b.op(f"llvm.bitcast {vec.name} : {vec_t} to i32", "i32"))
     return registers
 
 
@@ -80,12 +80,13 @@ def unpack_registers(registers: list[ir.Value], dtype) -> list[Numeric]:
     if dtype.width == 32:
         return [dtype._wrap(r) for r in registers]
     b = ir.current()
-    pair_t = f"vector<2x{dtype.mlir}>"
+    per = 32 // dtype.width
+    vec_t = f"vector<{per}x{dtype.mlir}>"
     values = []
     for r in registers:
-        pair = b.op(f"llvm.bitcast {r.name} : i32 to {pair_t}", pair_t)
-        for j in (0, 1):
-            values.append(dtype._wrap(b.op(f"llvm.extractelement {pair.name}[{Int32(j).ir.name} : i32] : {pair_t}",
+        vec = b.op(f"llvm.bitcast {r.name} : i32 to {vec_t}", vec_t)
+        for j in range(per):
+            values.append(dtype._wrap(b.op(f"llvm.extractelement {vec.name}[{Int32(j).ir.name} : i32] : {vec_t}",
                                            dtype.mlir)))
     return values
 

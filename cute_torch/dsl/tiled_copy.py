@@ -245,14 +245,14 @@ class MmaOperandCopy:
 
     def __init__(self, atom: CopyAtom, tiled_mma, operand: str):
         from .mma import TiledMma
-        from .nvgpu.warp import LDSM_A_16x16, LDSM_B_8x16, LdMatrix8x8x16bOp, MmaF16BF16Op
+        from .nvgpu import warp
         if operand == "C":
             self._init_c(atom, tiled_mma)
             return
-        if not isinstance(atom, CopyAtom) or not isinstance(atom.op, LdMatrix8x8x16bOp):
+        if not isinstance(atom, CopyAtom) or not isinstance(atom.op, warp.LdMatrix8x8x16bOp):
             raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_copy_{operand} takes an ldmatrix copy atom "
                            f"(cute.nvgpu.warp.LdMatrix8x8x16bOp), got {atom}", user_location())
-        if not isinstance(tiled_mma, TiledMma) or not isinstance(tiled_mma.atom, MmaF16BF16Op):
+        if not isinstance(tiled_mma, TiledMma) or not isinstance(tiled_mma.atom, warp.MmaF16BF16Op):
             raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_copy_{operand} feeds a warp MMA "
                            f"(cute.nvgpu.warp.MmaF16BF16Op), got {tiled_mma}", user_location())
         need = 4 if operand == "A" else 2
@@ -260,7 +260,9 @@ class MmaOperandCopy:
             raise DSLError(ARGUMENT_MISMATCH, f"an m16n8k16 {operand} tile is {need} 8x8 matrices: use "
                            f"LdMatrix8x8x16bOp(num_matrices={need})", user_location())
         self.atom, self.tiled_mma, self.operand = atom, tiled_mma, operand
-        self.layout_tv = LDSM_A_16x16 if operand == "A" else LDSM_B_8x16
+        layouts = {(False, "A"): warp.LDSM_A_16x16, (False, "B"): warp.LDSM_B_8x16,
+                   (True, "A"): warp.LDSM_T_A_16x16, (True, "B"): warp.LDSM_T_B_8x16}
+        self.layout_tv = layouts[(atom.op.transpose, operand)]
 
     def _init_c(self, atom: CopyAtom, tiled_mma) -> None:
         from .mma import TiledMma
@@ -268,7 +270,7 @@ class MmaOperandCopy:
         if not isinstance(atom, CopyAtom) or not isinstance(atom.op, warpgroup.StMatrix8x8x16bOp):
             raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_copy_C takes a stmatrix copy atom "
                            f"(cute.nvgpu.warpgroup.StMatrix8x8x16bOp), got {atom}", user_location())
-        if not isinstance(tiled_mma, TiledMma) or not isinstance(tiled_mma.atom, warpgroup.MmaF16BF16Op):
+        if not isinstance(tiled_mma, TiledMma) or not isinstance(tiled_mma.atom, warpgroup.WarpgroupMmaOp):
             raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_copy_C writes a warpgroup MMA's accumulators, got "
                            f"{tiled_mma}", user_location())
         n = tiled_mma.atom.shape_mnk[1]
@@ -276,7 +278,7 @@ class MmaOperandCopy:
             raise DSLError(ARGUMENT_MISMATCH, f"stmatrix stores 16 columns at a time; the MMA's N is {n}",
                            user_location())
         self.atom, self.tiled_mma, self.operand = atom, tiled_mma, "C"
-        self.layout_tv = warpgroup.stsm_layout(n)
+        self.layout_tv = warpgroup.stsm_layout(n, atom.op.transpose)
 
     def get_slice(self, thr_idx) -> "ThrMmaOperandCopy":
         return ThrMmaOperandCopy(self, thr_idx)
@@ -332,12 +334,13 @@ def ldmatrix_copy(tiled: MmaOperandCopy, src: Tensor, dst: Tensor) -> None:
         raise DSLError(ARGUMENT_MISMATCH, f"ldmatrix source {src.shape} and fragment {dst.shape} have different "
                        "numbers of atoms", user_location())
     b = ir.require("device", "ldmatrix")
+    order = "col" if tiled.atom.op.transpose else "row"   # col: .trans
     reg_t = "i32" if n == 1 else f"!llvm.struct<({', '.join(['i32'] * n)})>"
     for t in range(size(rest_shape) if rest_shape else 1):
         rest = tuple(_leaves_of(idx2crd(t, rest_shape))) if rest_shape else ()
         _check_contiguous(src, (0,) + rest, 8, "ldmatrix row")
         address = src._address((0,) + rest)
-        result = b.op(f"nvvm.ldmatrix {address.name} {{num = {n} : i32, layout = #nvvm.mma_layout<row>}} : "
+        result = b.op(f"nvvm.ldmatrix {address.name} {{num = {n} : i32, layout = #nvvm.mma_layout<{order}>}} : "
                       f"({address.type}) -> {reg_t}", reg_t)
         registers = [result] if n == 1 else struct_fields(result, n, "i32")
         for v, value in enumerate(unpack_registers(registers, dst.dtype)):
@@ -356,6 +359,7 @@ def stmatrix_copy(tiled: MmaOperandCopy, src: Tensor, dst: Tensor) -> None:
     groups = size(dst.shape[0]) // 8
     rest_shape = tuple(dst.shape[1:]) if is_tuple(dst.shape) and len(dst.shape) > 1 else ()
     b = ir.require("device", "stmatrix")
+    order = "col" if tiled.atom.op.transpose else "row"   # col: .trans
     for t in range(size(rest_shape) if rest_shape else 1):
         rest = tuple(_leaves_of(idx2crd(t, rest_shape))) if rest_shape else ()
         for j in range(groups):
@@ -364,6 +368,6 @@ def stmatrix_copy(tiled: MmaOperandCopy, src: Tensor, dst: Tensor) -> None:
             values = src.with_layout(Layout(8, 1), src._layout((8 * j,) + rest))
             registers = packed_registers(values, "stmatrix")
             names = ", ".join(r.name for r in registers)
-            b.emit(f"nvvm.stmatrix {address.name}, {names} {{layout = #nvvm.mma_layout<row>}} : "
+            b.emit(f"nvvm.stmatrix {address.name}, {names} {{layout = #nvvm.mma_layout<{order}>}} : "
                    f"{address.type}, i32, i32, i32, i32")
 

@@ -86,25 +86,30 @@ class MmaTF32Op(MmaAtom):
 
 
 class LdMatrix8x8x16bOp:
-    """`ldmatrix.sync.aligned.m8n8.x{1,2,4}.shared.b16`: a warp loads `num_matrices` 8x8 tiles of
-    16-bit elements from shared memory, each thread giving one 16-byte row's address and getting
-    back one 32-bit register per tile, laid out as mma.sync's fragments. Through
+    """`ldmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared.b16`: a warp loads `num_matrices` 8x8
+    tiles of 16-bit elements from shared memory, each thread giving one 16-byte row's address
+    and getting back one 32-bit register per tile, laid out as mma.sync's fragments. Through
     cute.make_tiled_copy_A/B of a warp MMA it fills the A (x4: the 16x16 atom tile) or B (x2: the
     8x16 tile) fragment with one instruction per atom instead of one shared load per register
-    pair. Rows must be K-contiguous (`transpose=False`); transposed loads are not supported yet."""
+    pair. Without `transpose` the rows are K-contiguous (a K-major operand); with it they are
+    M- or N-contiguous (an MN-major operand, e.g. a row-major (K, N) B), and the hardware
+    transposes each 8x8 tile on the way."""
 
     def __init__(self, transpose: bool = False, num_matrices: int = 4):
-        if transpose:
-            raise DSLError(ARGUMENT_MISMATCH, "ldmatrix with transpose=True is not supported yet", user_location(),
-                           "store the operand K-major in shared memory")
         if num_matrices not in (1, 2, 4):
             raise DSLError(ARGUMENT_MISMATCH, f"ldmatrix loads 1, 2 or 4 matrices, got {num_matrices}",
                            user_location())
-        self.transpose, self.num_matrices = transpose, num_matrices
+        self.transpose, self.num_matrices = bool(transpose), num_matrices
 
 
 # Which element of an m16n8k16 operand tile each lane's ldmatrix row address points at, with the
-# 8 values of its 16-byte row (lane = l0 + 8 l1 + 16 l2): for A (x4), tile j = l1 + 2 l2 is rows
-# 8 (j % 2).., k 8 (j // 2)..; for B (x2), tile j = l1 is k 8 j.., lanes 16-31 repeat 0-15.
+# 8 values of its 16-byte row (lane = l0 + 8 l1 + 16 l2; indices column-major, m + 16 k for A,
+# n + 8 k for B). Register j of a thread is tile j, so tile j must be the fragment's j-th piece:
+#  A (x4): tile j = l1 + 2 l2 covers rows 8 (j % 2).., k 8 (j // 2)..;
+#  B (x2): tile j = l1 covers k 8 j..; lanes 16-31 repeat 0-15.
+# K-major rows: lane l0 is row (m or n) l0 of its tile, the values run along k.
 LDSM_A_16x16 = Layout(((8, 2, 2), 8), ((1, 8, 128), 16))
 LDSM_B_8x16 = Layout(((8, 2, 2), 8), ((1, 64, 0), 8))
+# Transposed (MN-major rows): lane l0 is k = l0 of its tile, the values run along m or n.
+LDSM_T_A_16x16 = Layout(((8, 2, 2), 8), ((16, 8, 128), 1))
+LDSM_T_B_8x16 = Layout(((8, 2, 2), 8), ((8, 64, 0), 1))
