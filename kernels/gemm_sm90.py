@@ -136,26 +136,34 @@ def _expression(expr: str, dtypes: tuple):
 def _stages(outputs: int, tile_n: int, pingpong: bool = False) -> int:
     """Operand stages that fit beside the outputs' buffers (two 128 x epi_n boxes of 16-bit
     values per output; ping-pong's two warpgroups take turns with them)."""
-    epilogue = outputs * 2 * BM * epi_n(outputs) * 2
+    epilogue = outputs * 2 * BM * epi_n(outputs, tile_n) * 2
     most = PINGPONG_STAGES if pingpong else MAX_STAGES
     return min(most, (SMEM_BYTES - epilogue - 1024) // ((BM + tile_n) * BK * 2))
 
 
-def epi_n(outputs: int) -> int:
+def epi_n(outputs: int, tile_n: int = 256) -> int:
     """Columns of an output box: 64, or 32 with several outputs, whose buffers would otherwise
-    take an operand stage (two outputs at 256 wide: 4 stages instead of 3)."""
-    return EPI_N if outputs == 1 else EPI_N // 2
+    take an operand stage (two outputs at 256 wide: 4 stages instead of 3), and 32 for 192-wide
+    tiles (an even number of boxes per tile: box s goes through buffer s % 2)."""
+    return EPI_N if outputs == 1 and tile_n != 192 else EPI_N // 2
 
 
 def choose_tile_n(m: int, n: int, batches: int, sms: int) -> int:
     """Tile columns: 256 (the most work per byte of shared memory read) unless 128 x 256 tiles
     would leave more than half the SMs idle or N is narrow, then 128 (twice the tiles), and 64
-    where even 128 x 128 tiles would (1024^3: 128 tiles on 132 SMs instead of 64)."""
+    where even 128 x 128 tiles would (1024^3: 128 tiles on 132 SMs instead of 64). Between 256
+    and 192, the one whose last wave ends first: the waves (rounded up) times the tile width,
+    192 only when that is at least 15 % less (1536^3: one wave of 96 tiles instead of one of 72
+    wider ones; 3072^3: 3 waves of 192 instead of 3 of 256)."""
     def tiles(width):
         return -(-m // BM) * -(-n // width) * batches
     if n <= 64 or 2 * tiles(128) <= sms:
         return 64
-    return 128 if n <= 128 or 2 * tiles(256) <= sms else 256
+    if n <= 128 or 2 * tiles(256) <= sms:
+        return 128
+    def span(width):
+        return -(-tiles(width) // sms) * width
+    return 192 if span(192) <= 0.85 * span(256) else 256
 
 
 def _epilogue_values(epilogues: tuple, acc, i: int, elements: list, input_dtypes: tuple, out_types: tuple) -> list:
@@ -225,7 +233,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     smem = cute.SmemAllocator()
     sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, stages, k_major[0]), 1024)
     sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, stages, k_major[1]), 1024)
-    box_n = epi_n(len(out_types))
+    box_n = epi_n(len(out_types), BN)
     sCs = [smem.allocate_tensor(t, _swizzled(BM, box_n, 2), 1024) for t in out_types]   # per output
     bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * stages), 8)
     pipe = pipeline.PipelineTmaAsync.create(
@@ -378,7 +386,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     tma_a, mA = cpasync.make_tiled_tma_atom(load, a, _swizzled(BM, BK, None, k_major[0]), (BM, BK))
     tma_b, mB = cpasync.make_tiled_tma_atom(load, b, _swizzled(BN, BK, None, k_major[1]), (BN, BK))
-    box_n = epi_n(len(outs))
+    box_n = epi_n(len(outs), BN)
     stores = [cpasync.make_tiled_tma_atom(store, out, _swizzled(BM, box_n), (BM, box_n)) for out in outs]
     tma_cs, mC = tuple(atom for atom, _ in stores), stores[0][1]   # one coordinate tensor serves all
     op = warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, BN, 16), a_major_mode=major[k_major[0]],
@@ -473,7 +481,7 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     bias `acc + x0` with x0 of shape (N,), a residual of shape (M, N), ...). `c` may be a tuple
     of up to MAX_OUTPUTS outputs with `epilogue` a tuple of as many epilogues, all computed from
     the same accumulators (e.g. the pre-activation and the activation for autograd). `tile_n`
-    (64, 128 or 256) overrides choose_tile_n; `schedule` is "cooperative" (the default: both consumer
+    (64, 128, 192 or 256) overrides choose_tile_n; `schedule` is "cooperative" (the default: both consumer
     warpgroups on each tile) or "pingpong" (each on its own 128 x 128 tile, the epilogue of one
     overlapping the other's main loop); `raster` is "m" (the default: groups of tile rows) or
     "n" (groups of tile columns, for N much larger than M)."""
@@ -514,8 +522,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     pingpong = schedule == "pingpong"
     if tile_n is None:
         tile_n = 128 if pingpong else choose_tile_n(shape[-2], shape[-1], shape[0] if batched else 1, sms)
-    elif tile_n not in (64, 128, 256) or (pingpong and tile_n != 128):
-        raise ValueError(f"gemm: tile_n is 64, 128 or 256 (128 for ping-pong: one warpgroup's accumulators), "
+    elif tile_n not in (64, 128, 192, 256) or (pingpong and tile_n != 128):
+        raise ValueError(f"gemm: tile_n is 64, 128, 192 or 256 (128 for ping-pong: one warpgroup's accumulators), "
                          f"got {tile_n!r}")
     if raster not in (None, "m", "n"):
         raise ValueError(f"gemm: raster is 'm' or 'n', got {raster!r}")

@@ -108,7 +108,7 @@ def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0, a_row_m
 @needs_sm90a
 @pytest.mark.parametrize("m,n,k", [(128, 256, 64), (300, 520, 448), (1024, 768, 1000), (64, 1000, 2056)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("tile_n", [64, 128, 256])
+@pytest.mark.parametrize("tile_n", [64, 128, 192, 256])
 def test_gemm_matches_matmul(m, n, k, dtype, tile_n):
     _check(m, n, k, dtype, seed=m + n + k, tile_n=tile_n)
 
@@ -116,7 +116,7 @@ def test_gemm_matches_matmul(m, n, k, dtype, tile_n):
 @pytest.mark.gpu
 @needs_sm90a
 @pytest.mark.parametrize("a_row_major,b_row_major", [(True, False), (False, True), (False, False)])
-@pytest.mark.parametrize("tile_n", [64, 128, 256])
+@pytest.mark.parametrize("tile_n", [64, 128, 192, 256])
 def test_every_operand_layout_matches_matmul(a_row_major, b_row_major, tile_n):
     _check(384, 512, 576, torch.bfloat16, seed=5, a_row_major=a_row_major, b_row_major=b_row_major, tile_n=tile_n)
 
@@ -129,7 +129,7 @@ def test_a_fused_epilogue_matches_torch():
 
 
 def run_small():
-    for tile_n in (64, 128, 256):
+    for tile_n in (64, 128, 192, 256):
         _check(300, 520, 448, torch.bfloat16, tile_n=tile_n)
     _few_ctas(3, "pingpong")
 
@@ -255,6 +255,21 @@ def test_small_problems_get_narrower_tiles():
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 4
     assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 4                  # one box per tile
     assert ptx.count("cp.async.bulk.wait_group.read 0") == 2       # its buffer: the last tile's store
+
+
+def test_wave_quantized_shapes_get_192_wide_tiles():
+    from cute_torch.kernels.gemm_sm90 import _stages, choose_tile_n
+    assert choose_tile_n(1536, 1536, 1, 132) == 192 and choose_tile_n(3072, 3072, 1, 132) == 192
+    for n in (4096, 11008, 12288, 14336, 128256):                          # the LLM shapes keep 256
+        assert choose_tile_n(8192, n, 1, 132) == 256
+    assert choose_tile_n(8192, 8192, 1, 132) == 256 and choose_tile_n(2560, 2560, 1, 132) == 256
+    a, b = _operands(256, 384, 128, torch.bfloat16)
+    ptx = cute.compile(_gemm_host, *host_arguments(a, b, torch.empty(256, 384).bfloat16(), tile_n=192),
+                       options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16") == 4
+    assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 12             # 192 columns / 16
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 6           # 6 boxes of 32 columns
+    assert _stages(1, 192) == 5                                                    # 40 KB a stage
 
 
 @pytest.mark.parametrize("expr,message,column", [
