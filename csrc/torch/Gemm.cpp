@@ -358,8 +358,8 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
   std::string joined;
   for (const std::string &e : epilogues)
     joined += (joined.empty() ? "" : std::string(1, kSeparator)) + e;
-  std::string key = joined + '\x1f' + static_cast<char>('0' + device) + static_cast<char>('0' + tileN / 64) +
-                    static_cast<char>('0' + epilogues.size());
+  std::string key = joined + '\x1f' + static_cast<char>('0' + device) +
+                    static_cast<char>('0' + tileN / 64) + static_cast<char>('0' + epilogues.size());
   for (const View &v : views)
     appendPattern(key, v);
   const GemmKernel &kernel = kernelFor(key, views, joined, epilogues.size(), tileN, device);
