@@ -68,16 +68,17 @@ BUFFERS_BARRIER = 5              # ping-pong: ... and at BUFFERS_BARRIER + w for
 AHEAD = 4                        # epilogue chunks whose inputs are in flight (a 64-column box)
 
 
-def _swizzled(rows: int, cols: int, stages: int | None = None, cols_contiguous: bool = True):
-    """rows x cols (x stages) of 16-bit elements, 128-byte swizzled: the canonical wgmma and TMA
-    layouts. With `cols_contiguous` (a K-major operand, or the output tile) rows of 64 columns
-    (a 32-column output box: rows of 32, 64-byte swizzled); else (an MN-major operand) columns of
-    64 rows, tiled down the columns first so that each 64-row slab is one TMA box."""
+def _swizzled(rows: int, cols: int, stages: int | None = None, cols_contiguous: bool = True, elem_bytes: int = 2):
+    """rows x cols (x stages) of 16-bit elements (or `elem_bytes`), swizzled: the canonical wgmma
+    and TMA layouts. With `cols_contiguous` (a K-major operand, or an output box) rows of up to
+    128 bytes, swizzled by their width (64 16-bit or 32 fp32 columns: 128 bytes, Sw<3,4,3>; a
+    32-column 16-bit box: 64 bytes, Sw<2,4,3>); else (an MN-major operand) columns of 64 rows,
+    tiled down the columns first so that each 64-row slab is one TMA box."""
     shape = (rows, cols) if stages is None else (rows, cols, stages)
     if cols_contiguous:
-        width = min(cols, 64)
+        width = min(cols, 128 // elem_bytes)
         inner = cute.make_layout((8, width), stride=(width, 1))
-        swizzle = cute.make_swizzle(3 if width == 64 else 2, 4, 3)
+        swizzle = cute.make_swizzle({128: 3, 64: 2, 32: 1}[width * elem_bytes], 4, 3)
         return cute.tile_to_shape(cute.make_composed_layout(swizzle, 0, inner), shape)
     inner = cute.make_layout((64, 8), stride=(1, 64))
     order = (1, 0) if stages is None else (1, 0, 2)
@@ -133,19 +134,23 @@ def _expression(expr: str, dtypes: tuple):
         raise ExpressionError(str(e).replace(renamed, expr)) from None
 
 
-def _stages(outputs: int, tile_n: int, pingpong: bool = False) -> int:
-    """Operand stages that fit beside the outputs' buffers (two 128 x epi_n boxes of 16-bit
-    values per output; ping-pong's two warpgroups take turns with them)."""
-    epilogue = outputs * 2 * BM * epi_n(outputs, tile_n) * 2
+def _stages(outputs, tile_n: int, pingpong: bool = False) -> int:
+    """Operand stages that fit beside the outputs' buffers (two 128 x epi_n boxes per output;
+    ping-pong's two warpgroups take turns with them). `outputs`: each output's element bytes,
+    or how many 16-bit outputs."""
+    widths = (2,) * outputs if isinstance(outputs, int) else tuple(outputs)
+    box_n = epi_n(len(widths), tile_n, max(widths))
+    epilogue = sum(2 * BM * box_n * w for w in widths)
     most = PINGPONG_STAGES if pingpong else MAX_STAGES
     return min(most, (SMEM_BYTES - epilogue - 1024) // ((BM + tile_n) * BK * 2))
 
 
-def epi_n(outputs: int, tile_n: int = 256) -> int:
-    """Columns of an output box: 64, or 32 with several outputs, whose buffers would otherwise
-    take an operand stage (two outputs at 256 wide: 4 stages instead of 3), and 32 for 192-wide
-    tiles (an even number of boxes per tile: box s goes through buffer s % 2)."""
-    return EPI_N if outputs == 1 and tile_n != 192 else EPI_N // 2
+def epi_n(outputs: int, tile_n: int = 256, widest: int = 2) -> int:
+    """Columns of an output box: 64 (128 bytes of a 16-bit row), or 32 with several outputs,
+    whose buffers would otherwise take an operand stage (two outputs at 256 wide: 4 stages
+    instead of 3), with an fp32 output (whose 32 columns are 128 bytes) and for 192-wide tiles
+    (an even number of boxes per tile: box s goes through buffer s % 2)."""
+    return EPI_N if outputs == 1 and tile_n != 192 and widest == 2 else EPI_N // 2
 
 
 def choose_tile_n(m: int, n: int, batches: int, sms: int) -> int:
@@ -233,8 +238,10 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     smem = cute.SmemAllocator()
     sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, stages, k_major[0]), 1024)
     sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, stages, k_major[1]), 1024)
-    box_n = epi_n(len(out_types), BN)
-    sCs = [smem.allocate_tensor(t, _swizzled(BM, box_n, 2), 1024) for t in out_types]   # per output
+    widths = tuple(t.width // 8 for t in out_types)
+    box_n = epi_n(len(out_types), BN, max(widths))
+    sCs = [smem.allocate_tensor(t, _swizzled(BM, box_n, 2, elem_bytes=w), 1024)   # per output
+           for t, w in zip(out_types, widths)]
     bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * stages), 8)
     pipe = pipeline.PipelineTmaAsync.create(
         num_stages=stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
@@ -290,7 +297,10 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
         # Inputs read one element at a time take twice the registers per chunk in flight.
         ahead = AHEAD if all(input_pairs) else AHEAD // 2
         pieces = [cute.make_fragment(cute.make_layout((8, 1)), t) for t in out_types]   # one stmatrix each
-        tSsCs = [stsm.get_slice(ctid).partition_D(sC_tile) for stsm, sC_tile in zip(stsms, sC_tiles)]
+        # 16-bit outputs leave the registers by stmatrix; fp32 ones by plain stores through the
+        # accumulators' own partition of the buffers (stmatrix moves 16-bit elements only).
+        tSsCs = [stsm.get_slice(ctid).partition_D(sC_tile) if cute.const_expr(stsm is not None)
+                 else thr.partition_C(sC_tile) for stsm, sC_tile in zip(stsms, sC_tiles)]
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         if cute.const_expr(pingpong):                     # the second owner starts at the second tile
@@ -357,7 +367,11 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                             for piece, value in zip(pieces, values):
                                 piece[e] = value
                         for stsm, piece, tSsC in zip(stsms, pieces, tSsCs):
-                            cute.copy(stsm, piece, tSsC[(None, j), fm, None])
+                            if cute.const_expr(stsm is not None):
+                                cute.copy(stsm, piece, tSsC[(None, j), fm, None])
+                            else:
+                                for e in cute.range_constexpr(8):
+                                    tSsC[8 * j + e + values_per_m * fm] = piece[e]
                 cute.arch.fence_proxy("async.shared", space="cta")    # stmatrix writes -> the TMA stores
                 cute.arch.barrier(barrier_id=EPILOGUE_BARRIER + owner, number_of_threads=per_tile)
                 if ctid == 0:
@@ -386,22 +400,24 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     tma_a, mA = cpasync.make_tiled_tma_atom(load, a, _swizzled(BM, BK, None, k_major[0]), (BM, BK))
     tma_b, mB = cpasync.make_tiled_tma_atom(load, b, _swizzled(BN, BK, None, k_major[1]), (BN, BK))
-    box_n = epi_n(len(outs), BN)
-    stores = [cpasync.make_tiled_tma_atom(store, out, _swizzled(BM, box_n), (BM, box_n)) for out in outs]
+    widths = tuple(out.element_type.width // 8 for out in outs)
+    box_n = epi_n(len(outs), BN, max(widths))
+    stores = [cpasync.make_tiled_tma_atom(store, out, _swizzled(BM, box_n, elem_bytes=w), (BM, box_n))
+              for out, w in zip(outs, widths)]
     tma_cs, mC = tuple(atom for atom, _ in stores), stores[0][1]   # one coordinate tensor serves all
     op = warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, BN, 16), a_major_mode=major[k_major[0]],
                                 b_major_mode=major[k_major[1]])
     tiled_mma = cute.make_tiled_mma(op, (1, 1, 1) if pingpong else (2, 1, 1))   # 1 or 2 warpgroups per tile
     out_types = tuple(out.element_type for out in outs)
     stsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), t), tiled_mma)
-                  for t in out_types)
+                  if t.width == 16 else None for t in out_types)
     tiles = cute.ceil_div(cute.size(c, mode=[0]), BM) * cute.ceil_div(cute.size(c, mode=[1]), BN)
     if cute.const_expr(len(c.shape) == 3):
         tiles = tiles * cute.size(c, mode=[2])
     grid = cute.math.min(tiles, sms)
     gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma, stsms, epilogues, input_dtypes,
                 input_pairs,
-                out_types, k_major, _stages(len(outs), BN, pingpong), config).launch(
+                out_types, k_major, _stages(widths, BN, pingpong), config).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
 
 
@@ -414,11 +430,12 @@ def reads_pairs(strides) -> bool:
     return strides[1] == 1 and all(d % 2 == 0 for i, d in enumerate(strides) if i != 1)
 
 
-def _check_tma_addressable(name: str, t: torch.Tensor) -> None:
+def _check_tma_addressable(name: str, t: torch.Tensor, output: bool = False) -> None:
     """TMA reads and writes tensors whose address and every stride but the contiguous one are
     multiples of 16 bytes: anything else is an error here, never a wrong answer."""
-    if t.dtype not in (torch.bfloat16, torch.float16):
-        raise ValueError(f"gemm: {name} is {t.dtype}; the operands and the output are bfloat16 or float16")
+    if t.dtype not in (torch.bfloat16, torch.float16) and not (output and t.dtype == torch.float32):
+        raise ValueError(f"gemm: {name} is {t.dtype}; the operands are bfloat16 or float16, the outputs bfloat16, "
+                         "float16 or float32")
     if 1 not in t.stride()[-2:]:
         raise ValueError(f"gemm: {name} (shape {tuple(t.shape)}, strides {t.stride()}) has neither of its last two "
                          "dims contiguous; TMA needs one")
@@ -493,8 +510,10 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     if inputs and not any(isinstance(e, str) for e in epilogues):
         raise ValueError("gemm: inputs= go with an expression epilogue over acc and x0..xN")
     _check_shapes(a, b, outs, inputs)
-    for name, t in (("a", a), ("b", b)) + tuple((f"output {i}", out) for i, out in enumerate(outs)):
+    for name, t in (("a", a), ("b", b)):
         _check_tma_addressable(name, t)
+    for i, out in enumerate(outs):
+        _check_tma_addressable(f"output {i}", out, output=True)
     if (outs[0].shape[-1] * outs[0].element_size()) % 16:
         raise ValueError(f"gemm: an output row of {outs[0].shape[-1]} elements is not a multiple of 16 bytes (TMA "
                          "stores it); pad N")

@@ -37,6 +37,9 @@ def test_fake_kernels_give_shapes_and_dtypes():
             torch.ops.cute.gemm(a, torch.empty(31, 48, dtype=torch.bfloat16), "acc", [], None)
         with pytest.raises(ValueError, match="x0 of shape \\[64\\] does not broadcast"):
             torch.ops.cute.gemm(a, w, "acc + x0", [torch.empty(64)], None)
+        assert torch.ops.cute.gemm(a, w, "acc", [], torch.float32).dtype == torch.float32
+        with pytest.raises(ValueError, match="bfloat16, float16 or float32 outputs, got torch.float64"):
+            torch.ops.cute.gemm(a, w, "acc", [], torch.float64)
 
 
 def test_bad_operands_are_errors_naming_the_problem():
@@ -162,6 +165,9 @@ def test_epilogues_with_inputs_and_several_outputs_match_torch():
     assert (pre.dtype, act.dtype) == (torch.float16, torch.bfloat16)
     _close(pre, acc + bias.double())
     _close(act, F.silu(acc + bias.double()))
+    exact = cops.gemm(a, b, "acc + x0", bias, out_dtype=torch.float32)      # fp32 out: no 16-bit rounding
+    assert exact.dtype == torch.float32
+    torch.testing.assert_close(exact.double(), acc + bias.double(), rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.gpu

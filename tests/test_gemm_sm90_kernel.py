@@ -257,6 +257,22 @@ def test_small_problems_get_narrower_tiles():
     assert ptx.count("cp.async.bulk.wait_group.read 0") == 2       # its buffer: the last tile's store
 
 
+def test_fp32_outputs_leave_by_plain_stores_and_128_byte_boxes():
+    """An fp32 output: 32-column boxes (128-byte rows, Sw<3,4,3>) written by st.shared (stmatrix
+    moves 16-bit elements), beside a bf16 output's stmatrix in the same GEMM."""
+    from cute_torch.kernels.gemm_sm90 import _stages
+    a, b = _operands(304, 520, 448, torch.bfloat16)
+    outs = (torch.empty(304, 520), torch.empty(304, 520).bfloat16())
+    ptx = cute.compile(_gemm_host, *host_arguments(a, b, outs, ("acc", "relu(acc)"), tile_n=256),
+                       options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 16           # the bf16 output only
+    assert ptx.count("st.shared.f32") + 2 * ptx.count("st.shared.v2.f32") == 128   # 128 fp32 values a thread
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 16         # 8 boxes of 32, two outputs
+    assert (_stages((4,), 256), _stages((4, 2), 256), _stages((4,), 128)) == (4, 3, 6)
+    with pytest.raises(ValueError, match="the outputs bfloat16, float16 or float32"):
+        host_arguments(a, b, torch.empty(304, 520, dtype=torch.float64))
+
+
 def test_wave_quantized_shapes_get_192_wide_tiles():
     from cute_torch.kernels.gemm_sm90 import _stages, choose_tile_n
     assert choose_tile_n(1536, 1536, 1, 132) == 192 and choose_tile_n(3072, 3072, 1, 132) == 192
@@ -321,3 +337,22 @@ def test_operands_tma_cannot_address_are_errors_before_any_launch():
     a = torch.randn(64, 128).bfloat16()
     with pytest.raises(ValueError, match="bfloat16 or float16"):
         host_arguments(a, torch.randn(128, 64), torch.empty(64, 64).bfloat16())
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("tile_n,schedule", [(256, None), (192, None), (128, None), (64, None), (128, "pingpong")])
+def test_fp32_outputs_match_matmul(tile_n, schedule):
+    """fp32 accumulators stored as they are (one rounding less than a 16-bit output), alone and
+    beside a bf16 output of the same GEMM; tails in M and N."""
+    a, b = _operands(300, 520, 448, torch.bfloat16, device="cuda", seed=14)
+    exact = a.double() @ b.double()
+    c = torch.full((300, 520), float("nan"), device="cuda")
+    gemm(a, b, c, tile_n=tile_n, schedule=schedule)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.double(), exact, rtol=1e-5, atol=1e-4)
+    pre, act = torch.full_like(c, float("nan")), torch.full((300, 520), float("nan"), device="cuda").bfloat16()
+    gemm(a, b, (pre, act), ("acc", "relu(acc)"), tile_n=tile_n, schedule=schedule)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(pre.double(), exact, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(act.double(), exact.relu().to(torch.bfloat16).double(), rtol=8e-3, atol=1e-2)

@@ -272,8 +272,9 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
                     "cute::gemm: ", std::to_string(outputs), " epilogues but ",
                     std::to_string(outDtypes.size()), " out_dtypes");
   for (c10::ScalarType t : outDtypes)
-    TORCH_CHECK_VALUE(t == c10::kBFloat16 || t == c10::kHalf,
-                      "cute::gemm writes bfloat16 or float16 outputs, got ", c10::toString(t));
+    TORCH_CHECK_VALUE(t == c10::kBFloat16 || t == c10::kHalf || t == c10::kFloat,
+                      "cute::gemm writes bfloat16, float16 or float32 outputs, got ",
+                      c10::toString(t));
   // Operands TMA cannot read in place (unaligned, or neither rows nor columns contiguous) are
   // copied once: the documented slower path.
   at::Tensor a = aIn, b = bIn;

@@ -116,6 +116,9 @@ def _gemm_multi_fake(a, b, epilogues: list, inputs: list = (), out_dtypes: list 
             raise ValueError(f"cute::gemm: input x{i} of shape {list(x.shape)} does not broadcast to the output's "
                              f"{list(shape)}") from None
     dtypes = [_as_dtype(d) for d in out_dtypes] if out_dtypes else [a.dtype] * len(epilogues)
+    for d in dtypes:
+        if d not in (torch.bfloat16, torch.float16, torch.float32):
+            raise ValueError(f"cute::gemm writes bfloat16, float16 or float32 outputs, got {d}")
     return [a.new_empty(shape, dtype=d) for d in dtypes]
 
 
