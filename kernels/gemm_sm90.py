@@ -115,51 +115,75 @@ def _tile_of(tile_id, tiles_m, tiles_n, along_n: bool = False):
     return first_m + in_group % rows, in_group // rows, l
 
 
+_GATED = re.compile(r"\b(gate|up)\b")
+
+
+def is_gated(epilogues) -> bool:
+    """Whether the epilogues are gated: expressions over `gate` and `up` (the two accumulators of
+    a column pair, see below) instead of `acc`. Every epilogue of a GEMM is, or none."""
+    flags = [isinstance(e, str) and _GATED.search(e) is not None for e in epilogues]
+    if any(flags) and not all(flags):
+        raise ExpressionError("a gated GEMM's epilogues are all expressions over gate and up (each output column "
+                              f"combines one column pair), got {epilogues}")
+    return any(flags)
+
+
 @functools.lru_cache(maxsize=256)
 def _expression(expr: str, dtypes: tuple):
     """(tree, node types) of an epilogue in the pointwise language over `acc` (the fp32
-    accumulator) and x0..xN (the extra inputs): `acc` becomes the input after the others.
-    Errors show the user's text and position."""
+    accumulator), or `gate` and `up` (a gated GEMM's pair), and x0..xN (the extra inputs): the
+    accumulators become the inputs after the others. Errors show the user's text and position."""
     n = len(dtypes)
     for stray in re.finditer(r"\bx(\d+)\b", expr):
         if int(stray.group(1)) >= n:
             has = {0: "no inputs", 1: "one input, x0"}.get(n, f"{n} inputs, x0..x{n - 1}")
             raise ExpressionError(f"{stray.group(0)} is not an input: the epilogue has acc and {has}, at position "
                                   f"{stray.start()}:\n  {expr}\n  {' ' * stray.start()}^")
-    renamed = re.sub(r"\bacc\b", f"x{n}".ljust(3), expr)   # the same length: positions stay right
-    names = tuple(getattr(torch, d) for d in dtypes) + (torch.float32,)
+    gated = _GATED.search(expr) is not None
+    if gated and (at := re.search(r"\bacc\b", expr)):
+        raise ExpressionError(f"a gated epilogue reads gate and up, not acc, at position {at.start()}:\n  {expr}\n  "
+                              f"{' ' * at.start()}^")
+    if gated:   # the same lengths where the names allow: positions stay right
+        renamed = re.sub(r"\bup\b", f"x{n + 1}", re.sub(r"\bgate\b", f"x{n}".ljust(4), expr))
+    else:
+        renamed = re.sub(r"\bacc\b", f"x{n}".ljust(3), expr)
+    accumulators = 2 if gated else 1
+    names = tuple(getattr(torch, d) for d in dtypes) + (torch.float32,) * accumulators
     try:
-        return parse(renamed, n + 1), node_types(renamed, names, (False,) * (n + 1))
+        return parse(renamed, n + accumulators), node_types(renamed, names, (False,) * (n + accumulators))
     except ExpressionError as e:
         raise ExpressionError(str(e).replace(renamed, expr)) from None
 
 
-def _stages(outputs, tile_n: int, pingpong: bool = False) -> int:
+def _stages(outputs, tile_n: int, pingpong: bool = False, gated: bool = False) -> int:
     """Operand stages that fit beside the outputs' buffers (two 128 x epi_n boxes per output;
     ping-pong's two warpgroups take turns with them). `outputs`: each output's element bytes,
     or how many 16-bit outputs."""
     widths = (2,) * outputs if isinstance(outputs, int) else tuple(outputs)
-    box_n = epi_n(len(widths), tile_n, max(widths))
+    box_n = epi_n(len(widths), tile_n // 2 if gated else tile_n, max(widths))
     epilogue = sum(2 * BM * box_n * w for w in widths)
     most = PINGPONG_STAGES if pingpong else MAX_STAGES
     return min(most, (SMEM_BYTES - epilogue - 1024) // ((BM + tile_n) * BK * 2))
 
 
-def epi_n(outputs: int, tile_n: int = 256, widest: int = 2) -> int:
-    """Columns of an output box: 64 (128 bytes of a 16-bit row), or 32 with several outputs,
-    whose buffers would otherwise take an operand stage (two outputs at 256 wide: 4 stages
-    instead of 3), with an fp32 output (whose 32 columns are 128 bytes) and for 192-wide tiles
-    (an even number of boxes per tile: box s goes through buffer s % 2)."""
-    return EPI_N if outputs == 1 and tile_n != 192 and widest == 2 else EPI_N // 2
+def epi_n(outputs: int, out_cols: int = 256, widest: int = 2) -> int:
+    """Columns of an output box, for tiles of `out_cols` output columns: 64 (128 bytes of a
+    16-bit row), or 32 with several outputs, whose buffers would otherwise take an operand stage
+    (two outputs at 256 wide: 4 stages instead of 3), with an fp32 output (whose 32 columns are
+    128 bytes) and for 192-column tiles (an even number of boxes per tile: box s goes through
+    buffer s % 2); never more than the tile has (a gated 64-wide tile: 32)."""
+    wide = outputs == 1 and widest == 2 and out_cols != 192
+    return min(out_cols, EPI_N if wide else EPI_N // 2)
 
 
-def choose_tile_n(m: int, n: int, batches: int, sms: int) -> int:
+def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False) -> int:
     """Tile columns: 256 (the most work per byte of shared memory read) unless 128 x 256 tiles
     would leave more than half the SMs idle or N is narrow, then 128 (twice the tiles), and 64
     where even 128 x 128 tiles would (1024^3: 128 tiles on 132 SMs instead of 64). Between 256
     and 192, the one whose last wave ends first: the waves (rounded up) times the tile width,
     192 only when that is at least 15 % less (1536^3: one wave of 96 tiles instead of one of 72
-    wider ones; 3072^3: 3 waves of 192 instead of 3 of 256)."""
+    wider ones; 3072^3: 3 waves of 192 instead of 3 of 256), and never for a gated GEMM (`n`
+    counts the accumulator columns; 96 output columns would be an odd number of boxes)."""
     def tiles(width):
         return -(-m // BM) * -(-n // width) * batches
     if n <= 64 or 2 * tiles(128) <= sms:
@@ -168,20 +192,21 @@ def choose_tile_n(m: int, n: int, batches: int, sms: int) -> int:
         return 128
     def span(width):
         return -(-tiles(width) // sms) * width
-    return 192 if span(192) <= 0.85 * span(256) else 256
+    return 192 if span(192) <= 0.85 * span(256) and not gated else 256
 
 
-def _epilogue_values(epilogues: tuple, acc, i: int, elements: list, input_dtypes: tuple, out_types: tuple) -> list:
-    """Accumulator i after each output's epilogue, in that output's type. An epilogue is None,
-    a DSL function of one accumulator, or an expression string over `acc` and the inputs
-    (`elements` holds each input's element at accumulator i, loaded once for all outputs)."""
-    env = [x.to(compute_type(getattr(torch, d))) for x, d in zip(elements, input_dtypes)] + [acc[i]]
+def _epilogue_values(epilogues: tuple, accs: list, elements: list, input_dtypes: tuple, out_types: tuple) -> list:
+    """One output element of each epilogue, in that output's type, from `accs`: one accumulator
+    ([gate, up] for a gated GEMM). An epilogue is None, a DSL function of one accumulator, or an
+    expression string over the accumulator(s) and the inputs (`elements` holds each input's
+    element at this output element, loaded once for all outputs)."""
+    env = [x.to(compute_type(getattr(torch, d))) for x, d in zip(elements, input_dtypes)] + list(accs)
     values = []
     for epilogue, out_type in zip(epilogues, out_types):
         if epilogue is None:
-            values.append(acc[i].to(out_type))
+            values.append(accs[0].to(out_type))
         elif not isinstance(epilogue, str):
-            values.append(epilogue(acc[i]).to(out_type))
+            values.append(epilogue(accs[0]).to(out_type))
         else:
             tree, types = _expression(epilogue, input_dtypes)
             values.append(emit(tree, env, types).to(out_type))
@@ -224,10 +249,13 @@ def _tile(tiles, i, j, l):
 
 
 @cute.kernel
-def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, stsms: Constexpr,
+def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, out_mma: Constexpr, stsms: Constexpr,
                 epilogues: Constexpr, input_dtypes: Constexpr, input_pairs: Constexpr, out_types: Constexpr,
                 k_major: Constexpr, stages: Constexpr, config: Constexpr):
     BN, pingpong = config.tile_n, config.pingpong
+    # A gated GEMM's output tile has half the columns: each output column combines a pair.
+    gated = is_gated(epilogues)
+    out_n = BN // 2 if gated else BN
     tid = cute.arch.thread_idx()[0]
     # Cooperative: both consumer warpgroups work on every tile (64 rows each). Ping-pong: each owns
     # every other tile of the CTA (all 128 rows), so one's epilogue runs during the other's main
@@ -239,7 +267,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, stages, k_major[0]), 1024)
     sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, stages, k_major[1]), 1024)
     widths = tuple(t.width // 8 for t in out_types)
-    box_n = epi_n(len(out_types), BN, max(widths))
+    box_n = epi_n(len(out_types), out_n, max(widths))
     sCs = [smem.allocate_tensor(t, _swizzled(BM, box_n, 2, elem_bytes=w), 1024)   # per output
            for t, w in zip(out_types, widths)]
     bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * stages), 8)
@@ -253,7 +281,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     modes = (None,) * len(mA.shape)
     gA = cute.local_tile(mA, (BM, BK), modes)
     gB = cute.local_tile(mB, (BN, BK), modes)
-    gC = cute.local_tile(mC, (BM, BN), modes)
+    gC = cute.local_tile(mC, (BM, out_n), modes)
     gE = cute.local_tile(mC, (BM, box_n), modes)             # the epilogue's boxes
     tiles_m, tiles_n, k_tiles = cute.size(gA, mode=[2]), cute.size(gB, mode=[2]), cute.size(gA, mode=[3])
     batches = cute.size(gA, mode=[4]) if cute.const_expr(len(mA.shape) == 3) else 1
@@ -279,9 +307,9 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
         cute.arch.warpgroup_reg_alloc(232)
         owner = warp_group - 1 if cute.const_expr(pingpong) else 0   # which tiles: every owners-th
         ctid = tid % 128 if cute.const_expr(pingpong) else tid - 128
-        # The whole 128 x BN tile seen over the two output buffers (box s of 64 columns in buffer
-        # s % 2), so that the accumulators' stmatrix partition addresses them.
-        boxes = BN // box_n                               # per tile: 1 (64-wide tiles) to 8
+        # The whole 128 x out_n output tile seen over the two output buffers (box s of box_n
+        # columns in buffer s % 2), so that the accumulators' stmatrix partition addresses them.
+        boxes = out_n // box_n                            # per tile: 1 (64-wide tiles) to 8
         if cute.const_expr(boxes == 1):
             over_buffers = cute.make_layout((BM, box_n), stride=(1, BM))
         else:
@@ -290,9 +318,14 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
         thr = tiled_mma.get_slice(ctid)
         tCrA = thr.make_fragment_A(thr.partition_A(sA))
         tCrB = thr.make_fragment_B(thr.partition_B(sB))
-        acc = thr.make_fragment_C(thr.partition_C(sC_tiles[0]))   # (values, FrgM, FrgN)
-        values_per_m, frg_m = cute.size(acc, mode=[0]), cute.size(acc, mode=[1])
-        chunks = BN // 16 * frg_m                         # the epilogue's steps: 16 columns x 64 rows
+        acc = thr.make_fragment_C(tiled_mma.partition_shape_C((BM, BN)))   # (values, FrgM, FrgN)
+        acc_per_m, frg_m = cute.size(acc, mode=[0]), cute.size(acc, mode=[1])
+        # The output tile's partition: the accumulators' own (out_mma is tiled_mma) or, gated, that
+        # of an MMA half as wide (output value 8 j + p of chunk j combines accumulators
+        # 8 (2 j + p // 4) + p % 4 (gate) and 4 more (up): a pair of 8-column groups).
+        thr_out = out_mma.get_slice(ctid)
+        values_per_m = acc_per_m // 2 if gated else acc_per_m
+        chunks = out_n // 16 * frg_m                      # the epilogue's steps: 16 columns x 64 rows
         xs = [_with_even_strides(x) if cute.const_expr(p) else x for x, p in zip(inputs, input_pairs)]
         # Inputs read one element at a time take twice the registers per chunk in flight.
         ahead = AHEAD if all(input_pairs) else AHEAD // 2
@@ -300,7 +333,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
         # 16-bit outputs leave the registers by stmatrix; fp32 ones by plain stores through the
         # accumulators' own partition of the buffers (stmatrix moves 16-bit elements only).
         tSsCs = [stsm.get_slice(ctid).partition_D(sC_tile) if cute.const_expr(stsm is not None)
-                 else thr.partition_C(sC_tile) for stsm, sC_tile in zip(stsms, sC_tiles)]
+                 else thr_out.partition_C(sC_tile) for stsm, sC_tile in zip(stsms, sC_tiles)]
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         released = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         if cute.const_expr(pingpong):                     # the second owner starts at the second tile
@@ -330,7 +363,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                 state.advance()
             # The epilogue's inputs are read `ahead` chunks of 16 columns early, the first ones while
             # the last wgmmas run: their latency hides behind the math and stores before them.
-            coords = thr.partition_C(_tile(gC, m, n, l)) if cute.const_expr(bool(inputs)) else None
+            coords = thr_out.partition_C(_tile(gC, m, n, l)) if cute.const_expr(bool(inputs)) else None
             loaded = [_chunk_inputs(xs, coords, q, values_per_m, frg_m, input_pairs)
                       for q in cute.range_constexpr(min(ahead, chunks))]
             warpgroup.wait_group(0)
@@ -361,9 +394,13 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                         if cute.const_expr(q + ahead < chunks):
                             loaded.append(_chunk_inputs(xs, coords, q + ahead, values_per_m, frg_m, input_pairs))
                         for e in cute.range_constexpr(8):
-                            i = 8 * j + e + values_per_m * fm
+                            if cute.const_expr(gated):
+                                i = 8 * (2 * j + e // 4) + e % 4 + acc_per_m * fm
+                                accs = [acc[i], acc[i + 4]]
+                            else:
+                                accs = [acc[8 * j + e + acc_per_m * fm]]
                             elements = [pairs[e // 2][e % 2] for pairs in loaded[q]]
-                            values = _epilogue_values(epilogues, acc, i, elements, input_dtypes, out_types)
+                            values = _epilogue_values(epilogues, accs, elements, input_dtypes, out_types)
                             for piece, value in zip(pieces, values):
                                 piece[e] = value
                         for stsm, piece, tSsC in zip(stsms, pieces, tSsCs):
@@ -400,24 +437,31 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     tma_a, mA = cpasync.make_tiled_tma_atom(load, a, _swizzled(BM, BK, None, k_major[0]), (BM, BK))
     tma_b, mB = cpasync.make_tiled_tma_atom(load, b, _swizzled(BN, BK, None, k_major[1]), (BN, BK))
+    gated = is_gated(epilogues)
+    out_n = BN // 2 if gated else BN
     widths = tuple(out.element_type.width // 8 for out in outs)
-    box_n = epi_n(len(outs), BN, max(widths))
+    box_n = epi_n(len(outs), out_n, max(widths))
     stores = [cpasync.make_tiled_tma_atom(store, out, _swizzled(BM, box_n, elem_bytes=w), (BM, box_n))
               for out, w in zip(outs, widths)]
     tma_cs, mC = tuple(atom for atom, _ in stores), stores[0][1]   # one coordinate tensor serves all
     op = warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, BN, 16), a_major_mode=major[k_major[0]],
                                 b_major_mode=major[k_major[1]])
-    tiled_mma = cute.make_tiled_mma(op, (1, 1, 1) if pingpong else (2, 1, 1))   # 1 or 2 warpgroups per tile
+    atoms = (1, 1, 1) if pingpong else (2, 1, 1)          # 1 or 2 warpgroups per tile
+    tiled_mma = cute.make_tiled_mma(op, atoms)
+    # A gated GEMM's outputs are partitioned like the accumulators of an MMA half as wide (never
+    # issued: it only lays out the output tile).
+    out_mma = tiled_mma if not gated else cute.make_tiled_mma(
+        warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, out_n, 16), a_major_mode=major[k_major[0]],
+                               b_major_mode=major[k_major[1]]), atoms)
     out_types = tuple(out.element_type for out in outs)
-    stsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), t), tiled_mma)
+    stsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), t), out_mma)
                   if t.width == 16 else None for t in out_types)
-    tiles = cute.ceil_div(cute.size(c, mode=[0]), BM) * cute.ceil_div(cute.size(c, mode=[1]), BN)
+    tiles = cute.ceil_div(cute.size(c, mode=[0]), BM) * cute.ceil_div(cute.size(c, mode=[1]), out_n)
     if cute.const_expr(len(c.shape) == 3):
         tiles = tiles * cute.size(c, mode=[2])
     grid = cute.math.min(tiles, sms)
-    gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma, stsms, epilogues, input_dtypes,
-                input_pairs,
-                out_types, k_major, _stages(widths, BN, pingpong), config).launch(
+    gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma, out_mma, stsms, epilogues, input_dtypes,
+                input_pairs, out_types, k_major, _stages(widths, BN, pingpong, gated), config).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
 
 
@@ -469,14 +513,29 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: 
     return c
 
 
+def interleave_gated(gate: torch.Tensor, up: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """The B operand (or weight) of a gated GEMM from its gate and up halves: along `dim` (the
+    output features: B's columns, -1, or a linear weight's rows, 0), groups of 8 gate features
+    then the same 8 up features. A gated epilogue then sees each output feature's gate and up
+    accumulators in one thread (wgmma's accumulator layout keeps 8 columns apart in the same
+    registers' pairs), e.g. gemm(a, interleave_gated(wg, wu), c, "silu(gate) * up")."""
+    if gate.shape != up.shape or gate.shape[dim] % 8:
+        raise ValueError(f"interleave_gated: gate {tuple(gate.shape)} and up {tuple(up.shape)} must have one shape "
+                         f"with a multiple of 8 features along dim {dim}")
+    dim = dim % gate.dim()
+    groups = gate.shape[:dim] + (gate.shape[dim] // 8, 1, 8) + gate.shape[dim + 1:]
+    pairs = torch.cat([gate.reshape(groups), up.reshape(groups)], dim=dim + 1)
+    return pairs.reshape(gate.shape[:dim] + (2 * gate.shape[dim],) + gate.shape[dim + 1:])
+
+
 def _tuned(a, b, c, epilogue, inputs):
     """The remembered or timed variant of this problem class, the heuristic's first."""
     from cute_torch.kernels import gemm_tuning as tuning
     outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
     epilogues = tuple(epilogue) if isinstance(epilogue, (tuple, list)) else (epilogue,)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    default = tuning.Candidate(choose_tile_n(outs[0].shape[-2], outs[0].shape[-1],
-                                             outs[0].shape[0] if outs[0].dim() == 3 else 1, sms))
+    default = tuning.Candidate(choose_tile_n(outs[0].shape[-2], b.shape[-1],
+                                             outs[0].shape[0] if outs[0].dim() == 3 else 1, sms, is_gated(epilogues)))
     key = tuning.problem_key(torch.cuda.get_device_name(a.device), a, b, outs, epilogues, tuple(inputs))
     candidates = (default, *(x for x in tuning.CANDIDATES if x != default))
 
@@ -509,7 +568,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
                          f"output, 1 to {MAX_OUTPUTS} of them")
     if inputs and not any(isinstance(e, str) for e in epilogues):
         raise ValueError("gemm: inputs= go with an expression epilogue over acc and x0..xN")
-    _check_shapes(a, b, outs, inputs)
+    gated = is_gated(epilogues)
+    _check_shapes(a, b, outs, inputs, gated)
     for name, t in (("a", a), ("b", b)):
         _check_tma_addressable(name, t)
     for i, out in enumerate(outs):
@@ -540,18 +600,19 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
         raise ValueError(f"gemm: schedule is 'cooperative' or 'pingpong', got {schedule!r}")
     pingpong = schedule == "pingpong"
     if tile_n is None:
-        tile_n = 128 if pingpong else choose_tile_n(shape[-2], shape[-1], shape[0] if batched else 1, sms)
-    elif tile_n not in (64, 128, 192, 256) or (pingpong and tile_n != 128):
-        raise ValueError(f"gemm: tile_n is 64, 128, 192 or 256 (128 for ping-pong: one warpgroup's accumulators), "
-                         f"got {tile_n!r}")
+        tile_n = 128 if pingpong else choose_tile_n(shape[-2], b.shape[-1], shape[0] if batched else 1, sms, gated)
+    elif tile_n not in (64, 128, 192, 256) or (pingpong and tile_n != 128) or (gated and tile_n == 192):
+        raise ValueError(f"gemm: tile_n is 64, 128, 192 or 256 (128 for ping-pong: one warpgroup's accumulators; "
+                         f"not 192 when gated), got {tile_n!r}")
     if raster not in (None, "m", "n"):
         raise ValueError(f"gemm: raster is 'm' or 'n', got {raster!r}")
     config = Config(tile_n, pingpong, raster == "n")
     return (*dynamic[:2], sms, config, epilogues, dtypes, pairs, *dynamic[2:])
 
 
-def _check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs) -> None:
-    """Errors naming the operand for shapes that do not make a GEMM."""
+def _check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs, gated: bool = False) -> None:
+    """Errors naming the operand for shapes that do not make a GEMM (a gated one: N / 2 output
+    columns from N accumulator columns in interleaved groups of 8, so N a multiple of 16)."""
     if a.dim() not in (2, 3) or b.dim() not in (2, 3):
         raise ValueError(f"gemm: a and b are (M, K) / (L, M, K) and (K, N) / (L, K, N), got a {tuple(a.shape)} "
                          f"and b {tuple(b.shape)}")
@@ -561,7 +622,10 @@ def _check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs) -> None
     batch = [t.shape[0] for t in (a, b) if t.dim() == 3]
     if len(set(batch)) > 1:
         raise ValueError(f"gemm: a {tuple(a.shape)} and b {tuple(b.shape)} have different batch sizes")
-    want = (*batch[:1], a.shape[-2], b.shape[-1])
+    if gated and b.shape[-1] % 16:
+        raise ValueError(f"gated gemm: b {tuple(b.shape)} has {b.shape[-1]} columns, not a multiple of 16 (groups of "
+                         "8 gate and 8 up columns: interleave_gated)")
+    want = (*batch[:1], a.shape[-2], b.shape[-1] // 2 if gated else b.shape[-1])
     for i, out in enumerate(outs):
         if tuple(out.shape) != want:
             raise ValueError(f"gemm: output {i} is {tuple(out.shape)}; a {tuple(a.shape)} @ b {tuple(b.shape)} "

@@ -38,6 +38,9 @@ def test_fake_kernels_give_shapes_and_dtypes():
         with pytest.raises(ValueError, match="x0 of shape \\[64\\] does not broadcast"):
             torch.ops.cute.gemm(a, w, "acc + x0", [torch.empty(64)], None)
         assert torch.ops.cute.gemm(a, w, "acc", [], torch.float32).dtype == torch.float32
+        assert torch.ops.cute.gemm(a, w, "silu(gate) * up", [], None).shape == (8, 64, 24)   # gated: N / 2
+        with pytest.raises(ValueError, match="all expressions over gate and up"):
+            torch.ops.cute.gemm.multi(a, w, ["silu(gate) * up", "acc"], [], None)
         with pytest.raises(ValueError, match="bfloat16, float16 or float32 outputs, got torch.float64"):
             torch.ops.cute.gemm(a, w, "acc", [], torch.float64)
 
@@ -168,6 +171,11 @@ def test_epilogues_with_inputs_and_several_outputs_match_torch():
     exact = cops.gemm(a, b, "acc + x0", bias, out_dtype=torch.float32)      # fp32 out: no 16-bit rounding
     assert exact.dtype == torch.float32
     torch.testing.assert_close(exact.double(), acc + bias.double(), rtol=1e-5, atol=1e-4)
+    gate_up = cops.gemm(a, b[:, :512], "silu(gate) * up")                  # gated: pairs of 8-column groups
+    gate, up = (acc[:, :512].reshape(300, 32, 2, 8)[:, :, h].reshape(300, 256) for h in (0, 1))
+    _close(gate_up, F.silu(gate) * up)
+    with pytest.raises(ValueError, match="not a multiple of 16"):
+        cops.gemm(a, b[:, :264], "gate * up")
 
 
 @pytest.mark.gpu

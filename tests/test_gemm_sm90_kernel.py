@@ -132,6 +132,8 @@ def run_small():
     for tile_n in (64, 128, 192, 256):
         _check(300, 520, 448, torch.bfloat16, tile_n=tile_n)
     _few_ctas(3, "pingpong")
+    test_fp32_outputs_match_matmul(256, None)
+    test_gated_epilogues_match_torch(128, "pingpong")
 
 
 def _few_ctas(ctas: int, schedule: str, raster: str = "m"):
@@ -356,3 +358,65 @@ def test_fp32_outputs_match_matmul(tile_n, schedule):
     torch.cuda.synchronize()
     torch.testing.assert_close(pre.double(), exact, rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(act.double(), exact.relu().to(torch.bfloat16).double(), rtol=8e-3, atol=1e-2)
+
+
+def test_gated_epilogues_combine_column_pairs_into_half_as_many_outputs():
+    """silu(gate + x0) * up over interleaved gate/up columns: the accumulator tile is BN wide, the
+    output tile BN / 2 (its stmatrix and stores), the inputs read at output coordinates."""
+    from cute_torch.kernels.gemm_sm90 import choose_tile_n, interleave_gated
+    a, b = _operands(304, 512, 448, torch.bfloat16)
+    outs = (torch.empty(304, 256).bfloat16(), torch.empty(304, 256))
+    for tile_n, boxes in ((256, 4), (128, 2), (64, 1)):
+        args = host_arguments(a, b, outs, ("silu(gate + x0) * up", "gate"), (torch.randn(256),), tile_n=tile_n)
+        ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
+        assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{tile_n}k16.f32.bf16.bf16") == 4
+        assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == tile_n // 32   # bf16 output, half width
+        assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 2 * boxes   # 32-column boxes
+    assert choose_tile_n(1536, 3072, 1, 132, gated=True) == 256 and choose_tile_n(1536, 3072, 1, 132) == 192
+    g, u = torch.randn(3, 16), torch.randn(3, 16)
+    assert torch.equal(interleave_gated(g, u), torch.cat([g[:, :8], u[:, :8], g[:, 8:], u[:, 8:]], dim=1))
+
+
+@pytest.mark.parametrize("epilogues,outs,message", [
+    (("silu(gate) * up", "acc"), 2, "all expressions over gate and up"),
+    (("gate * acc",), 1, "reads gate and up, not acc"),
+])
+def test_gated_epilogue_misuse_is_an_error(epilogues, outs, message):
+    a, b = _operands(64, 64, 64, torch.bfloat16)
+    c = tuple(torch.empty(64, 32).bfloat16() for _ in range(outs))
+    with pytest.raises(ValueError, match=message):
+        _gemm_host(*host_arguments(a, b, c, epilogues))
+
+
+def test_gated_shapes_are_checked():
+    a = torch.randn(64, 64).bfloat16()
+    with pytest.raises(ValueError, match="72 columns, not a multiple of 16"):
+        host_arguments(a, torch.randn(64, 72).bfloat16(), torch.empty(64, 36).bfloat16(), "silu(gate) * up")
+    with pytest.raises(ValueError, match=r"output 0 is \(64, 64\)"):
+        host_arguments(a, torch.randn(64, 64).bfloat16(), torch.empty(64, 64).bfloat16(), "silu(gate) * up")
+    with pytest.raises(ValueError, match="not 192 when gated"):
+        host_arguments(a, torch.randn(64, 64).bfloat16(), torch.empty(64, 32).bfloat16(), "gate * up", tile_n=192)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("tile_n,schedule", [(256, None), (128, None), (64, None), (128, "pingpong")])
+def test_gated_epilogues_match_torch(tile_n, schedule):
+    """SwiGLU with gate and up biases: silu(x @ wg + bg) * (x @ wu + bu) from one GEMM over the
+    interleaved weights, with the gate pre-activation (fp32) and up (bf16) as more outputs."""
+    from cute_torch.kernels.gemm_sm90 import interleave_gated
+    g = torch.Generator().manual_seed(15)
+    x = torch.randn(300, 448, generator=g).bfloat16().cuda()
+    wg, wu = (torch.randn(448, 264, generator=g).div(448 ** 0.5).bfloat16().cuda() for _ in range(2))
+    bg, bu = (torch.randn(264, generator=g).cuda() for _ in range(2))
+    outs = (torch.full((300, 264), float("nan"), device="cuda").bfloat16(),
+            torch.full((300, 264), float("nan"), device="cuda"),
+            torch.full((300, 264), float("nan"), device="cuda").bfloat16())
+    gemm(x, interleave_gated(wg, wu), outs, ("silu(gate + x0) * (up + x1)", "gate + x0", "up"), (bg, bu),
+         tile_n=tile_n, schedule=schedule)
+    torch.cuda.synchronize()
+    gate, up = x.double() @ wg.double() + bg.double(), x.double() @ wu.double()
+    want = torch.nn.functional.silu(gate) * (up + bu.double())
+    torch.testing.assert_close(outs[0].double(), want.to(torch.bfloat16).double(), rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(outs[1].double(), gate, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(outs[2].double(), up.to(torch.bfloat16).double(), rtol=8e-3, atol=1e-2)

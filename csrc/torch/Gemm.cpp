@@ -173,14 +173,14 @@ std::string viewText(const View &v) {
 /// 256-column tiles unless 128 x 256 tiles would leave more than half the SMs idle or N is
 /// narrow, then 128, and 64 where 128 x 128 tiles would; 192 instead of 256 when its last wave
 /// ends at least 15 % sooner (kernels/gemm_sm90.py's choose_tile_n).
-int64_t chooseTileN(int64_t m, int64_t n, int64_t batches, int64_t sms) {
+int64_t chooseTileN(int64_t m, int64_t n, int64_t batches, int64_t sms, bool gated) {
   auto tiles = [&](int64_t width) { return (m + 127) / 128 * ((n + width - 1) / width) * batches; };
   if (n <= 64 || 2 * tiles(128) <= sms)
     return 64;
   if (n <= 128 || 2 * tiles(256) <= sms)
     return 128;
   auto span = [&](int64_t width) { return (tiles(width) + sms - 1) / sms * width; };
-  return 100 * span(192) <= 85 * span(256) ? 192 : 256;
+  return 100 * span(192) <= 85 * span(256) && !gated ? 192 : 256;
 }
 
 const GemmKernel &kernelFor(const std::string &key, const std::vector<View> &views,
@@ -263,8 +263,35 @@ struct Plan {
   int64_t batches = 1; // tiles of a batched GEMM (1 on the rows path)
 };
 
+/// Whether an expression names `gate` or `up`, the two accumulators of a gated GEMM's column
+/// pair (kernels/gemm_sm90.py's is_gated): its identifiers, as the pointwise language reads them.
+bool namesGateOrUp(const std::string &expr) {
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < expr.size();) {
+    if (!word(expr[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < expr.size() && word(expr[j]))
+      ++j;
+    const std::string name = expr.substr(i, j - i);
+    if (name == "gate" || name == "up")
+      return true;
+    i = j;
+  }
+  return false;
+}
+
+bool isGated(const std::vector<std::string> &epilogues) {
+  const auto gated = std::count_if(epilogues.begin(), epilogues.end(), namesGateOrUp);
+  TORCH_CHECK_VALUE(gated == 0 || gated == static_cast<std::ptrdiff_t>(epilogues.size()),
+                    "cute::gemm: a gated GEMM's epilogues are all expressions over gate and up");
+  return gated > 0;
+}
+
 Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::TensorList inputs,
-              c10::ArrayRef<c10::ScalarType> outDtypes) {
+              c10::ArrayRef<c10::ScalarType> outDtypes, bool gated) {
   checkOperands(aIn, bIn, inputs);
   TORCH_CHECK_VALUE(outputs >= 1 && outputs <= kMaxOutputs, "cute::gemm.multi takes 1 to ",
                     std::to_string(kMaxOutputs), " epilogues, got ", std::to_string(outputs));
@@ -280,7 +307,12 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
   at::Tensor a = aIn, b = bIn;
   const bool batched = a.dim() == 3 || b.dim() == 3;
   const int64_t batches = a.dim() == 3 ? a.size(0) : (b.dim() == 3 ? b.size(0) : 1);
-  const int64_t m = a.size(-2), n = b.size(-1), k = a.size(-1);
+  const int64_t m = a.size(-2), k = a.size(-1);
+  // A gated GEMM writes one column per pair of accumulator columns (groups of 8 gate, 8 up).
+  TORCH_CHECK_VALUE(!gated || b.size(-1) % 16 == 0, "cute::gemm: a gated GEMM's b has ",
+                    std::to_string(b.size(-1)),
+                    " columns, not a multiple of 16 (groups of 8 gate and 8 up columns)");
+  const int64_t n = gated ? b.size(-1) / 2 : b.size(-1);
   std::vector<int64_t> outShape =
       batched ? std::vector<int64_t>{batches, m, n} : std::vector<int64_t>{m, n};
   Plan plan;
@@ -349,13 +381,15 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
                                  const std::vector<std::string> &epilogues, at::TensorList inputs,
                                  c10::ArrayRef<c10::ScalarType> outDtypes) {
   checkCuda(a);
-  Plan plan = makePlan(a, b, epilogues.size(), inputs, outDtypes);
+  const bool gated = isGated(epilogues);
+  Plan plan = makePlan(a, b, epilogues.size(), inputs, outDtypes, gated);
   if (plan.views.empty())
     return plan.outs;
   const std::vector<View> &views = plan.views;
   const int device = a.device().index();
   const int64_t sms = smCount(device);
-  const int64_t tileN = chooseTileN(views[2].sizes[0], views[2].sizes[1], plan.batches, sms);
+  const int64_t accColumns = gated ? 2 * views[2].sizes[1] : views[2].sizes[1];
+  const int64_t tileN = chooseTileN(views[2].sizes[0], accColumns, plan.batches, sms, gated);
   std::string joined;
   for (const std::string &e : epilogues)
     joined += (joined.empty() ? "" : std::string(1, kSeparator)) + e;
@@ -403,7 +437,7 @@ std::vector<at::Tensor> gemmMultiCpu(const at::Tensor &a, const at::Tensor &b,
 
 std::string gemmPlan(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs,
                      int64_t outputs) {
-  Plan plan = makePlan(a, b, static_cast<size_t>(outputs), inputs, {});
+  Plan plan = makePlan(a, b, static_cast<size_t>(outputs), inputs, {}, false);
   std::string text;
   for (const View &v : plan.views) {
     text += (text.empty() ? "" : "|") + viewText(v) + ";";

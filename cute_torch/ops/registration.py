@@ -106,7 +106,12 @@ def _gemm_multi_fake(a, b, epilogues: list, inputs: list = (), out_dtypes: list 
     batch = [t.shape[0] for t in (a, b) if t.dim() == 3]
     if len(batch) == 2 and batch[0] != batch[1]:      # (SymInts compare, they do not hash)
         raise ValueError(f"cute::gemm: a {list(a.shape)} and b {list(b.shape)} have different batch sizes")
-    shape = (*batch[:1], a.shape[-2], b.shape[-1])
+    from cute_torch.kernels.gemm_sm90 import is_gated
+    gated = is_gated(epilogues)
+    if gated and b.shape[-1] % 16:
+        raise ValueError(f"cute::gemm: a gated GEMM's b has {b.shape[-1]} columns, not a multiple of 16 (groups of 8 "
+                         "gate and 8 up columns)")
+    shape = (*batch[:1], a.shape[-2], b.shape[-1] // 2 if gated else b.shape[-1])
     for i, x in enumerate(inputs):
         try:
             if x.dim() > len(shape):
