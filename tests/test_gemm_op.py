@@ -384,6 +384,28 @@ def test_gemm_multi_autograd_sums_the_outputs_gradients(reference_cpu_kernels):
         assert err < 3e-2, err
 
 
+def test_gated_gemm_autograd_on_reference_kernels(reference_cpu_kernels):
+    """silu(gate + x0) * up and the gate itself as two outputs: da, db (interleaved like the
+    accumulator columns) and the gate bias's gradient against fp64 autograd."""
+    from cute_torch.kernels.gemm_sm90 import interleave_gated
+    g = torch.Generator().manual_seed(45)
+    a = torch.randn(16, 32, generator=g)
+    wg, wu = torch.randn(32, 24, generator=g) / 6, torch.randn(32, 24, generator=g) / 6
+    bias, g1, g2 = torch.randn(24, generator=g), torch.randn(16, 24, generator=g), torch.randn(16, 24, generator=g)
+    ref = [t.double().requires_grad_() for t in (a, wg, wu, bias)]
+    gate = ref[0] @ ref[1] + ref[3]
+    torch.autograd.backward([F.silu(gate) * (ref[0] @ ref[2]), gate], [g1.double(), g2.double()])
+    b = interleave_gated(wg, wu).bfloat16().requires_grad_()
+    ours = [a.bfloat16().requires_grad_(), b, bias.requires_grad_()]
+    outs = cops.gemm_multi(ours[0], b, ["silu(gate + x0) * up", "gate + x0"], ours[2])
+    assert outs[0].shape == (16, 24)
+    torch.autograd.backward(outs, [g1.bfloat16(), g2.bfloat16()])
+    want_b = interleave_gated(ref[1].grad, ref[2].grad)
+    for got, want in ((ours[0].grad, ref[0].grad), (b.grad, want_b), (ours[2].grad, ref[3].grad)):
+        err = (got.double() - want).abs().max() / want.abs().max()
+        assert err < 3e-2, err
+
+
 def test_gemm_autograd_with_an_explicit_out_dtype(reference_cpu_kernels):
     g = torch.Generator().manual_seed(47)
     a = torch.randn(16, 32, generator=g).bfloat16().requires_grad_()
@@ -409,6 +431,23 @@ def test_gemm_autograd_on_the_gpu():
         err = (got.grad.double().cpu() - want.grad).abs().max() / want.grad.abs().max()
         assert err < 3e-2, err
     torch.library.opcheck(torch.ops.cute.gemm.default, (ours[0], ours[1], "gelu_tanh(acc + x0)", [ours[2]], None))
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_gated_gemm_autograd_on_the_gpu():
+    from cute_torch.kernels.gemm_sm90 import interleave_gated
+    g = torch.Generator().manual_seed(59)
+    a = torch.randn(96, 128, generator=g)
+    wg, wu = torch.randn(128, 64, generator=g) / 11, torch.randn(128, 64, generator=g) / 11
+    grad = torch.randn(96, 64, generator=g)
+    ref = [t.double().requires_grad_() for t in (a, wg, wu)]
+    (F.silu(ref[0] @ ref[1]) * (ref[0] @ ref[2])).backward(grad.double())
+    ours = [a.bfloat16().cuda().requires_grad_(), interleave_gated(wg, wu).bfloat16().cuda().requires_grad_()]
+    cops.gemm(ours[0], ours[1], "silu(gate) * up").backward(grad.bfloat16().cuda())
+    for got, want in ((ours[0].grad, ref[0].grad), (ours[1].grad, interleave_gated(ref[1].grad, ref[2].grad))):
+        err = (got.double().cpu() - want).abs().max() / want.abs().max()
+        assert err < 3e-2, err
 
 
 @pytest.mark.gpu

@@ -7,7 +7,9 @@ With out_k = e_k(acc, x0..xN) and acc = a @ b, the backward is
 with the derivative expressions from cute_torch.pointwise.grad (torch's derivatives.yaml).
 `acc` is recomputed by one more GEMM only when a derivative needs it (an epilogue linear in
 acc, such as a bias or a residual, needs none). cute_torch.ops.linear saves the pre-activation
-in its forward instead; this is the general path.
+in its forward instead; this is the general path. A gated GEMM's epilogues read `gate` and
+`up` instead of `acc`: each has its own derivative, and dacc interleaves dgate and dup the way
+the accumulator columns are (kernels/gemm_sm90.interleave_gated).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from ..pointwise.grad import gradient
 
 
 def _renamed(epilogue: str, n: int) -> str:
-    """The epilogue over x0..x{n} with acc as x{n} (the pointwise language's inputs)."""
-    return re.sub(r"\bacc\b", f"x{n}", epilogue)
+    """The epilogue over the pointwise language's inputs: acc as x{n}, or gate and up as x{n}
+    and x{n+1}."""
+    return re.sub(r"\bup\b", f"x{n + 1}", re.sub(r"\bgate\b", f"x{n}", re.sub(r"\bacc\b", f"x{n}", epilogue)))
 
 
 def _setup(ctx, inputs, output) -> None:
@@ -46,19 +49,35 @@ def _wants(flag) -> bool:
 
 
 def _backward(ctx, grads):
+    from cute_torch.kernels.gemm_sm90 import interleave_gated, is_gated
     a, b, *xs = ctx.saved_tensors
     n = len(xs)
+    gated = is_gated(ctx.epilogues)
+    names = n + 2 if gated else n + 1                  # the inputs, then acc (or gate and up)
     exprs = [_renamed(e, n) for e in ctx.epilogues]
     live = [(e, g) for e, g in zip(exprs, grads) if g is not None]
-    d_acc = [gradient(e, n + 1, n) for e, _ in live]
-    need_acc = any(f"x{n}" in d for d in d_acc if d) or any(
-        f"x{n}" in (gradient(e, n + 1, i) or "") for e, _ in live for i in range(n) if _wants(ctx.needs_input_grad[3]))
-    acc = torch.ops.cute.gemm(a, b, "acc", [], None) if need_acc else live[0][1]   # stand-in when unused
-    dacc = None
-    for (expr, g), d in zip(live, d_acc):
-        if d is not None:
-            term = torch.ops.cute.pointwise(d, [*xs, acc, g], torch.float32)
-            dacc = term if dacc is None else dacc + term
+    wants_x = _wants(ctx.needs_input_grad[3])
+    d_accs = [[gradient(e, names, j) for e, _ in live] for j in range(n, names)]   # per accumulator
+    uses_acc = [d for ds in d_accs for d in ds if d] + [gradient(e, names, i) or "" for e, _ in live
+                                                         for i in range(n) if wants_x]
+    if any(f"x{j}" in d for d in uses_acc for j in range(n, names)):
+        accs = (torch.ops.cute.gemm.multi(a, b, ["gate", "up"], [], None) if gated
+                else [torch.ops.cute.gemm(a, b, "acc", [], None)])
+    else:
+        accs = [live[0][1]] * (names - n)               # stand-ins: no derivative reads them
+    env = [*xs, *accs]
+    grads_of = []                                        # d(sum_k out_k) / d acc (gate, up)
+    for ds in d_accs:
+        total = None
+        for (expr, g), d in zip(live, ds):
+            if d is not None:
+                term = torch.ops.cute.pointwise(d, [*env, g], torch.float32)
+                total = term if total is None else total + term
+        grads_of.append(total)
+    dacc = grads_of[0]
+    if gated and any(d is not None for d in grads_of):
+        dgate, dup = (d if d is not None else torch.zeros_like(live[0][1], dtype=torch.float32) for d in grads_of)
+        dacc = interleave_gated(dgate, dup)
     da = db = None
     if dacc is not None:
         dacc = dacc.to(a.dtype)
@@ -74,11 +93,11 @@ def _backward(ctx, grads):
     dxs = []
     for i, x in enumerate(xs):
         dx = None
-        if _wants(ctx.needs_input_grad[3]) and x.is_floating_point():
+        if wants_x and x.is_floating_point():
             for expr, g in live:
-                d = gradient(expr, n + 1, i)
+                d = gradient(expr, names, i)
                 if d is not None:
-                    term = torch.ops.cute.pointwise(d, [*xs, acc, g], torch.float32)
+                    term = torch.ops.cute.pointwise(d, [*env, g], torch.float32)
                     dx = term if dx is None else dx + term
             dx = _sum_to(dx, x.shape).to(x.dtype) if dx is not None else None
         dxs.append(dx)
