@@ -2,7 +2,7 @@
 tensor-core example GEMMs (examples/gemm_sm80.py, gemm_sm90.py, gemm_sm90_ws.py) against cuBLAS,
 in the same run.
 
-    python benchmarks/gemm.py [--sections square llm fp16 fused] [--sizes 2048 4096 8192]
+    python benchmarks/gemm.py [--sections square llm fp16 fused tiles gated] [--sizes 2048 4096 8192]
                               [--only LABEL] [--repeats 50] [--plot gemm.png]
 
 C = A @ B^T with A (M, K) and B (N, K) (F.linear's layout, "TN"), fp32 accumulation; FLOPs =
@@ -16,7 +16,9 @@ launch. Every output of ours is checked against cuBLAS's in the same run ("max e
 
 Sections: `square` (every kernel, bf16), `llm` (M = 8192 tokens and the (N, K) of LLM layers,
 TN and NN, library only), `fp16` (the library in fp16), `fused` (linear + bias + GELU(tanh) and
-linear + bias + residual: ours fused against our plain GEMM, eager and Inductor).
+linear + bias + residual: ours fused against our plain GEMM, eager and Inductor), `tiles` (shapes
+of about one wave: each tile width against cuBLAS, and the one choose_tile_n takes), `gated`
+(SwiGLU from one gated GEMM against our plain GEMM, eager and Inductor; fp32 outputs).
 """
 
 import argparse
@@ -168,6 +170,71 @@ def fused(args, m=8192, n=8192, k=4096) -> None:
                   f"{'  WRONG' if err > 2e-2 else ''}", flush=True)
 
 
+TILE_SHAPES = [(1536, 1536, 1536), (1536, 1536, 4096), (3072, 3072, 3072), (2560, 2560, 2560), (1536, 3072, 2048),
+               (3072, 1536, 1536), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 4096, 4096)]
+
+
+def tiles(args) -> None:
+    """Each tile width on shapes where the last wave decides (bf16, TN), against cuBLAS."""
+    from cute_torch.kernels.gemm_sm90 import choose_tile_n, gemm
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    widths = (256, 192, 128, 64)
+    print(f"\ntile widths, bf16 TN; GPU ms, median of {args.repeats}")
+    print(f"{'M':>6} {'N':>6} {'K':>6} {'cuBLAS':>8} " + " ".join(f"{w:>8}" for w in widths)
+          + f" {'chosen':>7} {'ratio':>6} {'max err':>8}")
+    for m, n, k in TILE_SHAPES:
+        a, w = torch.randn(m, k, device="cuda").bfloat16(), torch.randn(n, k, device="cuda").bfloat16()
+        cublas, reference = _cublas(a, w, torch.bfloat16, args.repeats)
+        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        times = {t: kernel_ms(lambda: gemm(a, w.t(), c, tile_n=t), args.repeats) for t in widths}
+        chosen = choose_tile_n(m, n, 1, sms)
+        c.fill_(float("nan"))
+        gemm(a, w.t(), c)
+        err = _error(c, reference)
+        print(f"{m:6} {n:6} {k:6} {cublas:8.4f} " + " ".join(f"{times[t]:8.4f}" for t in widths)
+              + f" {chosen:7} {cublas / times[chosen]:6.2f} {err:8.1e}{'  WRONG' if err > 2e-2 else ''}", flush=True)
+
+
+def gated(args) -> None:
+    """SwiGLU silu(x @ wg) * (x @ wu) from one gated GEMM over interleave_gated(wg, wu), against
+    our plain GEMM writing all 2N columns, eager and Inductor; then fp32 against bf16 outputs."""
+    from cute_torch.kernels.gemm_sm90 import gemm, interleave_gated
+    F = torch.nn.functional
+    print(f"\ngated (SwiGLU), bf16; GPU ms, median of {args.repeats}")
+    print(f"{'M':>6} {'N out':>6} {'K':>6} {'ours':>8} {'plain 2N':>8} {'eager':>8} {'Inductor':>9} {'vs eager':>9} "
+          f"{'vs Inductor':>11} {'max err':>8}")
+    for m, n, k in ((8192, 5632, 2048), (8192, 11008, 4096)):
+        x = torch.randn(m, k, device="cuda").bfloat16()
+        wg, wu = ((torch.randn(k, n, device="cuda") / k ** 0.5).bfloat16() for _ in range(2))
+        b = interleave_gated(wg, wu)
+        out, plain = (torch.empty(m, width, device="cuda", dtype=torch.bfloat16) for width in (n, 2 * n))
+        ours = kernel_ms(lambda: gemm(x, b, out, "silu(gate) * up"), args.repeats)
+        base = kernel_ms(lambda: gemm(x, b, plain), args.repeats)
+
+        def eager():
+            return F.silu(x @ wg) * (x @ wu)
+        eager_ms = kernel_ms(eager, args.repeats)
+        compiled = torch.compile(eager)
+        compiled()
+        inductor = kernel_ms(compiled, args.repeats)
+        out.fill_(float("nan"))
+        gemm(x, b, out, "silu(gate) * up")
+        reference = F.silu((x.float() @ wg.float())) * (x.float() @ wu.float())   # fp32 gate and up, as ours
+        err = _error(out, reference)
+        print(f"{m:6} {n:6} {k:6} {ours:8.3f} {base:8.3f} {eager_ms:8.3f} {inductor:9.3f} {eager_ms / ours:9.2f} "
+              f"{inductor / ours:11.2f} {err:8.1e}{'  WRONG' if err > 2e-2 else ''}", flush=True)
+    print(f"\nfp32 outputs; GPU ms, median of {args.repeats}")
+    print(f"{'M':>6} {'N':>6} {'K':>6} {'fp32 out':>8} {'bf16 out':>8} {'cuBLAS':>8} {'max err':>8}")
+    for m, n, k in ((4096, 4096, 4096), (8192, 8192, 4096)):
+        a, w = torch.randn(m, k, device="cuda").bfloat16(), torch.randn(n, k, device="cuda").bfloat16()
+        c16, c32 = torch.empty(m, n, device="cuda", dtype=torch.bfloat16), torch.empty(m, n, device="cuda")
+        t32 = kernel_ms(lambda: gemm(a, w.t(), c32), args.repeats)
+        t16 = kernel_ms(lambda: gemm(a, w.t(), c16), args.repeats)
+        cublas = kernel_ms(lambda: torch.mm(a, w.t(), out=c16), args.repeats)
+        err = _error(c32, a.float() @ w.float().t())
+        print(f"{m:6} {n:6} {k:6} {t32:8.3f} {t16:8.3f} {cublas:8.3f} {err:8.1e}", flush=True)
+
+
 def plot(rows: list, path: str) -> None:
     try:
         import matplotlib
@@ -216,6 +283,10 @@ def main() -> None:
         rows += fp16(args)
     if "fused" in args.sections and _runs_here((9, 0)):
         fused(args)
+    if "tiles" in args.sections and _runs_here((9, 0)):
+        tiles(args)
+    if "gated" in args.sections and _runs_here((9, 0)):
+        gated(args)
     if args.plot:
         plot(rows, args.plot)
 
