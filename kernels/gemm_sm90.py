@@ -7,7 +7,8 @@ elementwise epilogue fused.
 
 A (M, K) and B (K, N), or batches of them (L, M, K) x (L, K, N) with any batch strides, are bf16
 or fp16, each row- or column-major (all four combinations, no copies: an operand whose K is
-contiguous is read K-major, else MN-major); C (M, N) or (L, M, N) is bf16 or fp16, row-major.
+contiguous is read K-major, else MN-major); C (M, N) or (L, M, N) is bf16, fp16 or fp32,
+row-major (N / 2 columns for a gated epilogue over `gate` and `up`: interleave_gated).
 Rows must be multiples of 16 bytes (TMA's rule); M, N, K are otherwise any size (TMA fills
 out-of-bounds tails with zeros and does not store them). `epilogue` maps one fp32
 accumulator to a value (DSL code, applied in registers before the conversion to C's type).
