@@ -7,8 +7,9 @@ elementwise epilogue fused.
 
 A (M, K) and B (K, N), or batches of them (L, M, K) x (L, K, N) with any batch strides, are bf16
 or fp16, each row- or column-major (all four combinations, no copies: an operand whose K is
-contiguous is read K-major, else MN-major); C (M, N) or (L, M, N) is bf16, fp16 or fp32,
-row-major (N / 2 columns for a gated epilogue over `gate` and `up`: interleave_gated).
+contiguous is read K-major, else MN-major), or fp8 (e4m3fn / e5m2), both K-major; C (M, N) or
+(L, M, N) is bf16, fp16 or fp32, row-major (N / 2 columns for a gated epilogue over `gate` and
+`up`: interleave_gated).
 Rows must be multiples of 16 bytes (TMA's rule); M, N, K are otherwise any size (TMA fills
 out-of-bounds tails with zeros and does not store them). `epilogue` maps one fp32
 accumulator to a value (DSL code, applied in registers before the conversion to C's type).
@@ -52,7 +53,8 @@ from cute_torch.pointwise.expr import ExpressionError, parse
 
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
 
-BM, BK = 128, 64                 # tile rows and k-tile depth; tile columns: choose_tile_n
+BM, BK = 128, 64                 # tile rows and k-tile depth (16-bit operands; 128 for fp8: one 128-byte
+                                 # swizzle row either way: k_tile); tile columns: choose_tile_n
 EPI_N = 64                       # C leaves in 128 x 64 boxes, through two shared buffers (128 x 32
                                  # with several outputs: epi_n)
 MAX_STAGES = 6                   # the consumers hold two stages; the rest are the producer's lead
@@ -84,6 +86,21 @@ def _swizzled(rows: int, cols: int, stages: int | None = None, cols_contiguous: 
     inner = cute.make_layout((64, 8), stride=(1, 64))
     order = (1, 0) if stages is None else (1, 0, 2)
     return cute.tile_to_shape(cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, inner), shape, order)
+
+
+def k_tile(dtype) -> int:
+    """k-tile depth in elements: one 128-byte swizzle row (64 bf16/fp16, 128 fp8)."""
+    return 1024 // dtype.width
+
+
+def _mma_op(a_type, b_type, n: int, k_major: tuple):
+    """The warpgroup MMA of a 64 x n accumulator tile for these operand types: fp16/bf16 (k16,
+    either major mode) or fp8 (k32, both operands K-major)."""
+    major = {True: warpgroup.OperandMajorMode.K, False: warpgroup.OperandMajorMode.MN}
+    if a_type.width == 8:
+        return warpgroup.MmaF8Op(a_type, b_type, cute.Float32, (64, n, 32))
+    return warpgroup.MmaF16BF16Op(a_type, cute.Float32, (64, n, 16), a_major_mode=major[k_major[0]],
+                                  b_major_mode=major[k_major[1]])
 
 
 def _k_major(t) -> bool:
@@ -265,8 +282,9 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     owners = 2 if pingpong else 1
     per_tile = 128 if pingpong else CONSUMERS               # consumer threads on one tile
     smem = cute.SmemAllocator()
-    sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, BK, stages, k_major[0]), 1024)
-    sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, BK, stages, k_major[1]), 1024)
+    bk = k_tile(tma_a.dtype)
+    sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, bk, stages, k_major[0], tma_a.dtype.width // 8), 1024)
+    sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, bk, stages, k_major[1], tma_b.dtype.width // 8), 1024)
     widths = tuple(t.width // 8 for t in out_types)
     box_n = epi_n(len(out_types), out_n, max(widths))
     sCs = [smem.allocate_tensor(t, _swizzled(BM, box_n, 2, elem_bytes=w), 1024)   # per output
@@ -277,11 +295,11 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
         consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, per_tile),
         tx_count=tma_a.size_in_bytes + tma_b.size_in_bytes, barrier_storage=bars.iterator)
 
-    # Coordinates of the tiles: (BM, BK, tiles_m, k_tiles[, L]); a batch mode only when batched (a
+    # Coordinates of the tiles: (BM, bk, tiles_m, k_tiles[, L]); a batch mode only when batched (a
     # coordinate tensor packs each mode in a field: 31 bits for two modes, 20 for three).
     modes = (None,) * len(mA.shape)
-    gA = cute.local_tile(mA, (BM, BK), modes)
-    gB = cute.local_tile(mB, (BN, BK), modes)
+    gA = cute.local_tile(mA, (BM, bk), modes)
+    gB = cute.local_tile(mB, (BN, bk), modes)
     gC = cute.local_tile(mC, (BM, out_n), modes)
     gE = cute.local_tile(mC, (BM, box_n), modes)             # the epilogue's boxes
     tiles_m, tiles_n, k_tiles = cute.size(gA, mode=[2]), cute.size(gB, mode=[2]), cute.size(gA, mode=[3])
@@ -352,7 +370,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                 pipe.consumer_wait(state)
                 warpgroup.fence()
                 tiled_mma.set(warpgroup.Field.ACCUMULATE, kt > 0)
-                for kb in cute.range_constexpr(BK // 16):
+                for kb in cute.range_constexpr(bk // tiled_mma.op.shape_mnk[2]):
                     cute.gemm(tiled_mma, acc, tCrA[None, None, kb, state.index], tCrB[None, None, kb, state.index],
                               acc)
                     tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
@@ -434,10 +452,10 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     ab, c = a.element_type, outs[0]
     BN, pingpong = config.tile_n, config.pingpong
     k_major = (_k_major(a), _k_major(b))
-    major = {True: warpgroup.OperandMajorMode.K, False: warpgroup.OperandMajorMode.MN}
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
-    tma_a, mA = cpasync.make_tiled_tma_atom(load, a, _swizzled(BM, BK, None, k_major[0]), (BM, BK))
-    tma_b, mB = cpasync.make_tiled_tma_atom(load, b, _swizzled(BN, BK, None, k_major[1]), (BN, BK))
+    bk = k_tile(ab)
+    tma_a, mA = cpasync.make_tiled_tma_atom(load, a, _swizzled(BM, bk, None, k_major[0], ab.width // 8), (BM, bk))
+    tma_b, mB = cpasync.make_tiled_tma_atom(load, b, _swizzled(BN, bk, None, k_major[1], ab.width // 8), (BN, bk))
     gated = is_gated(epilogues)
     out_n = BN // 2 if gated else BN
     widths = tuple(out.element_type.width // 8 for out in outs)
@@ -445,15 +463,12 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     stores = [cpasync.make_tiled_tma_atom(store, out, _swizzled(BM, box_n, elem_bytes=w), (BM, box_n))
               for out, w in zip(outs, widths)]
     tma_cs, mC = tuple(atom for atom, _ in stores), stores[0][1]   # one coordinate tensor serves all
-    op = warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, BN, 16), a_major_mode=major[k_major[0]],
-                                b_major_mode=major[k_major[1]])
+    op = _mma_op(ab, b.element_type, BN, k_major)
     atoms = (1, 1, 1) if pingpong else (2, 1, 1)          # 1 or 2 warpgroups per tile
     tiled_mma = cute.make_tiled_mma(op, atoms)
     # A gated GEMM's outputs are partitioned like the accumulators of an MMA half as wide (never
     # issued: it only lays out the output tile).
-    out_mma = tiled_mma if not gated else cute.make_tiled_mma(
-        warpgroup.MmaF16BF16Op(ab, cute.Float32, (64, out_n, 16), a_major_mode=major[k_major[0]],
-                               b_major_mode=major[k_major[1]]), atoms)
+    out_mma = tiled_mma if not gated else cute.make_tiled_mma(_mma_op(ab, b.element_type, out_n, k_major), atoms)
     out_types = tuple(out.element_type for out in outs)
     stsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), t), out_mma)
                   if t.width == 16 else None for t in out_types)
@@ -475,12 +490,29 @@ def reads_pairs(strides) -> bool:
     return strides[1] == 1 and all(d % 2 == 0 for i, d in enumerate(strides) if i != 1)
 
 
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def _check_operand_types(a: torch.Tensor, b: torch.Tensor) -> None:
+    """bf16 or fp16 operands of one dtype, or fp8 ones (e4m3/e5m2, may differ) read K-major:
+    wgmma transposes only 16-bit operands."""
+    if a.dtype in FP8 and b.dtype in FP8:
+        for name, t, k_dim in (("a", a, -1), ("b", b, -2)):
+            if t.stride(k_dim) != 1 and t.shape[k_dim] > 1:
+                raise ValueError(f"gemm: fp8 {name} (shape {tuple(t.shape)}, strides {t.stride()}) must have K "
+                                 "contiguous: wgmma reads 8-bit operands K-major only (b as w.t() of an (N, K) w)")
+    elif a.dtype != b.dtype or a.dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"gemm: a is {a.dtype} and b {b.dtype}; the operands are both bfloat16, both float16, or "
+                         "float8 (e4m3fn / e5m2)")
+
+
 def _check_tma_addressable(name: str, t: torch.Tensor, output: bool = False) -> None:
     """TMA reads and writes tensors whose address and every stride but the contiguous one are
     multiples of 16 bytes: anything else is an error here, never a wrong answer."""
-    if t.dtype not in (torch.bfloat16, torch.float16) and not (output and t.dtype == torch.float32):
-        raise ValueError(f"gemm: {name} is {t.dtype}; the operands are bfloat16 or float16, the outputs bfloat16, "
-                         "float16 or float32")
+    operand_types = (torch.bfloat16, torch.float16, *FP8)
+    if t.dtype not in ((torch.bfloat16, torch.float16, torch.float32) if output else operand_types):
+        raise ValueError(f"gemm: {name} is {t.dtype}; the operands are bfloat16, float16 or float8 (e4m3fn / "
+                         "e5m2), the outputs bfloat16, float16 or float32")
     if 1 not in t.stride()[-2:]:
         raise ValueError(f"gemm: {name} (shape {tuple(t.shape)}, strides {t.stride()}) has neither of its last two "
                          "dims contiguous; TMA needs one")
@@ -573,6 +605,7 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     _check_shapes(a, b, outs, inputs, gated)
     for name, t in (("a", a), ("b", b)):
         _check_tma_addressable(name, t)
+    _check_operand_types(a, b)
     for i, out in enumerate(outs):
         _check_tma_addressable(f"output {i}", out, output=True)
     if (outs[0].shape[-1] * outs[0].element_size()) % 16:

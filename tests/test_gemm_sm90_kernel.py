@@ -337,7 +337,7 @@ def test_operands_tma_cannot_address_are_errors_before_any_launch():
     with pytest.raises(ValueError, match="a .* is not addressable by TMA"):
         host_arguments(a, b, torch.empty(64, 64).bfloat16())
     a = torch.randn(64, 128).bfloat16()
-    with pytest.raises(ValueError, match="bfloat16 or float16"):
+    with pytest.raises(ValueError, match="the operands are bfloat16, float16 or float8"):
         host_arguments(a, torch.randn(128, 64), torch.empty(64, 64).bfloat16())
 
 
@@ -420,3 +420,40 @@ def test_gated_epilogues_match_torch(tile_n, schedule):
     torch.testing.assert_close(outs[0].double(), want.to(torch.bfloat16).double(), rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(outs[1].double(), gate, rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(outs[2].double(), up.to(torch.bfloat16).double(), rtol=8e-3, atol=1e-2)
+
+
+def _fp8_operands(m, n, k, device="cpu", seed=16):
+    """a (M, K) e4m3 and b (K, N) e5m2 as w.t() of an (N, K) w: both K-major, as fp8 wgmma reads them."""
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g).to(torch.float8_e4m3fn)
+    w = torch.randn(n, k, generator=g).to(torch.float8_e5m2)
+    return a.to(device), w.to(device).t()
+
+
+def test_fp8_operands_take_128_deep_k_tiles_and_k32_wgmma():
+    a, b = _fp8_operands(304, 520, 512)
+    for tile_n in (256, 128):
+        args = host_arguments(a, b, torch.empty(304, 520).bfloat16(), "acc * x0", (torch.tensor(0.5),), tile_n=tile_n)
+        ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
+        # A k-tile is one 128-byte row of 128 fp8 values: 4 wgmma k32 per k-tile, as 4 k16 for bf16.
+        assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{tile_n}k32.f32.e4m3.e5m2") == 4
+    with pytest.raises(ValueError, match="must have K contiguous"):     # (K, N) row-major: N contiguous
+        host_arguments(a, _fp8_operands(304, 528, 512)[1].contiguous(), torch.empty(304, 528).bfloat16())
+    with pytest.raises(ValueError, match="both bfloat16, both float16, or float8"):
+        host_arguments(a, torch.randn(512, 520).bfloat16(), torch.empty(304, 520).bfloat16())
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("tile_n", [256, 128, 64])
+def test_fp8_gemm_with_a_per_tensor_scale_matches_matmul(tile_n):
+    """e4m3 x e5m2 with fp32 accumulation and a per-tensor scale in the epilogue, tails in M, N
+    and K, against float64 products of the same fp8 values."""
+    a, b = _fp8_operands(300, 520, 464, "cuda")
+    scale = torch.tensor(0.25, device="cuda")
+    c = torch.full((300, 520), float("nan"), device="cuda")
+    gemm(a, b, c, "acc * x0", (scale,), tile_n=tile_n)
+    torch.cuda.synchronize()
+    want = (a.double() @ b.double()) * 0.25
+    # Hopper adds fp8 products with fewer bits than fp32 (about 14 after alignment).
+    torch.testing.assert_close(c.double(), want, rtol=1e-3, atol=2e-2)

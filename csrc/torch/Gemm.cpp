@@ -331,7 +331,7 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
       rows = x.size(d) == 1 && x.dim() <= 3;
   // A batched GEMM's coordinate tensor packs each of M, N and K in 20 bits (kernels/gemm_sm90.py).
   constexpr int64_t kBatchedLimit = int64_t(1) << 19;
-  TORCH_CHECK_VALUE(!batched || rows || std::max({m, n, k}) < kBatchedLimit,
+  TORCH_CHECK_VALUE(!batched || rows || std::max({m, b.size(-1), k}) < kBatchedLimit,
                     "cute::gemm: a batched GEMM needs M, N and K below ",
                     std::to_string(kBatchedLimit), ", got a ", shapeText(a.sizes()), " and b ",
                     shapeText(b.sizes()));

@@ -41,14 +41,16 @@ from ..diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_lo
 from ..identity import IdentityTensor, make_identity_tensor
 from ..int_tuple import is_tuple, leaves
 from ..layout import ComposedLayout, Layout, Swizzle, coalesce, logical_divide, make_layout, size, slice_and_offset
-from ..numeric import (BFloat16, Float16, Float32, Float64, Int8, Int16, Int32, Int64, Numeric, Uint8, as_numeric,
-                       convert)
+from ..numeric import (BFloat16, Float8E4M3FN, Float8E5M2, Float16, Float32, Float64, Int8, Int16, Int32, Int64,
+                       Numeric, Uint8, as_numeric, convert)
 from ..pointer import byte_width, shared_pointer
 from ..tensor import Tensor, domain_offset
 from ..tiled_copy import CopyG2SOp  # noqa: F401 - cp.async lives in this namespace in CuTe DSL
 
 # CUtensorMapDataType (cuda.h) by element type.
-_TMA_DTYPE = {Uint8: 0, Int8: 0, Int32: 3, Int64: 5, Float16: 6, Float32: 7, Float64: 8, BFloat16: 9}
+# CUtensorMapDataType by element type (fp8 moves as UINT8: TMA copies bytes).
+_TMA_DTYPE = {Uint8: 0, Int8: 0, Float8E4M3FN: 0, Float8E5M2: 0, Int32: 3, Int64: 5, Float16: 6, Float32: 7,
+              Float64: 8, BFloat16: 9}
 # CUtensorMapSwizzle by Swizzle bits (Sw<b,4,3>: 16 << b bytes).
 _TMA_SWIZZLE = {0: 0, 1: 1, 2: 2, 3: 3}
 ENCODE_SYMBOL = "cute_rt_encode_tma"
