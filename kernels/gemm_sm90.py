@@ -146,6 +146,22 @@ def is_gated(epilogues) -> bool:
     return any(flags)
 
 
+def accumulators_as_inputs(expr: str, n: int) -> str:
+    """`expr` over the pointwise language's inputs x0..: `acc` becomes x{n}, or `gate` and `up`
+    become x{n} and x{n+1}, padded to the names' lengths where that fits so that error positions
+    stay right."""
+    if _GATED.search(expr) is None:
+        return re.sub(r"\bacc\b", f"x{n}".ljust(3), expr)
+    return re.sub(r"\bup\b", f"x{n + 1}", re.sub(r"\bgate\b", f"x{n}".ljust(4), expr))
+
+
+def split_gated(acc: torch.Tensor) -> tuple:
+    """The inverse of interleave_gated along the last dim: (gate, up) views of accumulators
+    whose columns come in groups of 8 gate then 8 up."""
+    groups = acc.unflatten(-1, (acc.shape[-1] // 16, 2, 8))
+    return tuple(groups.select(-2, h).flatten(-2) for h in (0, 1))
+
+
 @functools.lru_cache(maxsize=256)
 def _expression(expr: str, dtypes: tuple):
     """(tree, node types) of an epilogue in the pointwise language over `acc` (the fp32
@@ -161,10 +177,7 @@ def _expression(expr: str, dtypes: tuple):
     if gated and (at := re.search(r"\bacc\b", expr)):
         raise ExpressionError(f"a gated epilogue reads gate and up, not acc, at position {at.start()}:\n  {expr}\n  "
                               f"{' ' * at.start()}^")
-    if gated:   # the same lengths where the names allow: positions stay right
-        renamed = re.sub(r"\bup\b", f"x{n + 1}", re.sub(r"\bgate\b", f"x{n}".ljust(4), expr))
-    else:
-        renamed = re.sub(r"\bacc\b", f"x{n}".ljust(3), expr)
+    renamed = accumulators_as_inputs(expr, n)
     accumulators = 2 if gated else 1
     names = tuple(getattr(torch, d) for d in dtypes) + (torch.float32,) * accumulators
     try:

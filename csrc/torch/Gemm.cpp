@@ -22,7 +22,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 namespace cute_torch::ops {
@@ -275,7 +277,7 @@ bool namesGateOrUp(const std::string &expr) {
     size_t j = i;
     while (j < expr.size() && word(expr[j]))
       ++j;
-    const std::string name = expr.substr(i, j - i);
+    const std::string_view name(expr.data() + i, j - i);
     if (name == "gate" || name == "up")
       return true;
     i = j;

@@ -5,8 +5,6 @@ did, forward and backward."""
 
 from __future__ import annotations
 
-import re
-
 import torch
 import torch.fx as fx
 import torch.nn.functional as F
@@ -42,15 +40,11 @@ class ReferenceInterpreter(fx.Interpreter):
 def gemm_reference(a, b, epilogue: str, inputs: list, dtype=None) -> torch.Tensor:
     """cute::gemm in torch: the fp32 product, the epilogue with `acc` as one more input (a gated
     one: `gate` and `up`, the halves of each 16-column group)."""
+    from cute_torch.kernels.gemm_sm90 import accumulators_as_inputs, is_gated, split_gated
     acc = torch.matmul(a.float(), b.float())
-    n = len(inputs)
-    if re.search(r"\b(gate|up)\b", epilogue):
-        groups = acc.unflatten(-1, (acc.shape[-1] // 16, 2, 8))
-        accs = [groups.select(-2, h).flatten(-2) for h in (0, 1)]
-        expr = re.sub(r"\bup\b", f"x{n + 1}", re.sub(r"\bgate\b", f"x{n}", epilogue))
-    else:
-        accs, expr = [acc], re.sub(r"\bacc\b", f"x{n}", epilogue)
-    return reference(expr, list(inputs) + accs).to(dtype or a.dtype).contiguous()
+    accs = split_gated(acc) if is_gated([epilogue]) else (acc,)
+    expr = accumulators_as_inputs(epilogue, len(inputs))
+    return reference(expr, list(inputs) + list(accs)).to(dtype or a.dtype).contiguous()
 
 
 def _softmax(x, log=False):

@@ -14,17 +14,9 @@ the accumulator columns are (kernels/gemm_sm90.interleave_gated).
 
 from __future__ import annotations
 
-import re
-
 import torch
 
 from ..pointwise.grad import gradient
-
-
-def _renamed(epilogue: str, n: int) -> str:
-    """The epilogue over the pointwise language's inputs: acc as x{n}, or gate and up as x{n}
-    and x{n+1}."""
-    return re.sub(r"\bup\b", f"x{n + 1}", re.sub(r"\bgate\b", f"x{n}", re.sub(r"\bacc\b", f"x{n}", epilogue)))
 
 
 def _setup(ctx, inputs, output) -> None:
@@ -49,12 +41,12 @@ def _wants(flag) -> bool:
 
 
 def _backward(ctx, grads):
-    from cute_torch.kernels.gemm_sm90 import interleave_gated, is_gated
+    from cute_torch.kernels.gemm_sm90 import accumulators_as_inputs, interleave_gated, is_gated
     a, b, *xs = ctx.saved_tensors
     n = len(xs)
     gated = is_gated(ctx.epilogues)
     names = n + 2 if gated else n + 1                  # the inputs, then acc (or gate and up)
-    exprs = [_renamed(e, n) for e in ctx.epilogues]
+    exprs = [accumulators_as_inputs(e, n) for e in ctx.epilogues]
     live = [(e, g) for e, g in zip(exprs, grads) if g is not None]
     wants_x = _wants(ctx.needs_input_grad[3])
     d_accs = [[gradient(e, names, j) for e, _ in live] for j in range(n, names)]   # per accumulator
