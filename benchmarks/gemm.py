@@ -2,7 +2,7 @@
 tensor-core example GEMMs (examples/gemm_sm80.py, gemm_sm90.py, gemm_sm90_ws.py) against cuBLAS,
 in the same run.
 
-    python benchmarks/gemm.py [--sections square llm fp16 fused tiles gated] [--sizes 2048 4096 8192]
+    python benchmarks/gemm.py [--sections square llm fp16 fused tiles gated fp8] [--sizes 2048 4096 8192]
                               [--only LABEL] [--repeats 50] [--plot gemm.png]
 
 C = A @ B^T with A (M, K) and B (N, K) (F.linear's layout, "TN"), fp32 accumulation; FLOPs =
@@ -18,7 +18,9 @@ Sections: `square` (every kernel, bf16), `llm` (M = 8192 tokens and the (N, K) o
 TN and NN, library only), `fp16` (the library in fp16), `fused` (linear + bias + GELU(tanh) and
 linear + bias + residual: ours fused against our plain GEMM, eager and Inductor), `tiles` (shapes
 of about one wave: each tile width against cuBLAS, and the one choose_tile_n takes), `gated`
-(SwiGLU from one gated GEMM against our plain GEMM, eager and Inductor; fp32 outputs).
+(SwiGLU from one gated GEMM against our plain GEMM, eager and Inductor; fp32 outputs), `fp8`
+(e4m3 operands with a per-tensor scale in the epilogue against cuBLAS's fp8 GEMM, torch._scaled_mm,
+and against bf16 cuBLAS).
 """
 
 import argparse
@@ -235,6 +237,33 @@ def gated(args) -> None:
         print(f"{m:6} {n:6} {k:6} {t32:8.3f} {t16:8.3f} {cublas:8.3f} {err:8.1e}", flush=True)
 
 
+def fp8(args) -> None:
+    """e4m3 A (M, K) and B (N, K), both K-major (wgmma reads 8-bit operands so), bf16 output
+    scaled by a per-tensor scale in the epilogue; cuBLAS's fp8 GEMM (torch._scaled_mm, the same
+    scale) and bf16 cuBLAS in the same run."""
+    from cute_torch.kernels.gemm_sm90 import gemm
+    print(f"\nfp8 (e4m3) operands, bf16 output, acc * x0 with a per-tensor scale; GPU ms, median of {args.repeats}")
+    print(f"{'M':>6} {'N':>6} {'K':>6} {'ours':>8} {'TFLOP/s':>8} {'cuBLAS fp8':>10} {'TFLOP/s':>8} {'ratio':>6} "
+          f"{'bf16 cuBLAS':>11} {'max err':>8}")
+    for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 14336), (8192, 14336, 4096)):
+        a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+        w = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
+        scale = torch.tensor(0.5, device="cuda")
+        out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        ours = kernel_ms(lambda: gemm(a, w.t(), out, "acc * x0", inputs=(scale,)), args.repeats)
+        one = torch.tensor(1.0, device="cuda")
+        cublas = kernel_ms(lambda: torch._scaled_mm(a, w.t(), scale_a=scale, scale_b=one, out_dtype=torch.bfloat16),
+                           args.repeats)
+        a16, w16 = a.bfloat16(), w.bfloat16()
+        bf16 = kernel_ms(lambda: torch.mm(a16, w16.t()), args.repeats)
+        out.fill_(float("nan"))
+        gemm(a, w.t(), out, "acc * x0", inputs=(scale,))
+        err = _error(out, (a16.float() @ w16.float().t()) * 0.5)
+        tf = 2 * m * n * k / 1e9
+        print(f"{m:6} {n:6} {k:6} {ours:8.3f} {tf / ours:8.0f} {cublas:10.3f} {tf / cublas:8.0f} {cublas / ours:6.2f} "
+              f"{bf16:11.3f} {err:8.1e}{'  WRONG' if err > 2e-2 else ''}", flush=True)
+
+
 def plot(rows: list, path: str) -> None:
     try:
         import matplotlib
@@ -287,6 +316,8 @@ def main() -> None:
         tiles(args)
     if "gated" in args.sections and _runs_here((9, 0)):
         gated(args)
+    if "fp8" in args.sections and _runs_here((9, 0)):
+        fp8(args)
     if args.plot:
         plot(rows, args.plot)
 
