@@ -200,7 +200,8 @@ def tiles(args) -> None:
 def gated(args) -> None:
     """SwiGLU silu(x @ wg) * (x @ wu) from one gated GEMM over interleave_gated(wg, wu), against
     our plain GEMM writing all 2N columns, eager and Inductor; then fp32 against bf16 outputs."""
-    from cute_torch.kernels.gemm_sm90 import gemm, interleave_gated
+    from cute_torch.kernels.gemm_common import interleave_gated
+    from cute_torch.kernels.gemm_sm90 import gemm
     F = torch.nn.functional
     print(f"\ngated (SwiGLU), bf16; GPU ms, median of {args.repeats}")
     print(f"{'M':>6} {'N out':>6} {'K':>6} {'ours':>8} {'plain 2N':>8} {'eager':>8} {'Inductor':>9} {'vs eager':>9} "

@@ -39,17 +39,14 @@ barriers = 224 KB.
 
 from __future__ import annotations
 
-import functools
-import re
 from typing import NamedTuple
 
 import torch
 
 import cute_torch as cute
 from cute_torch import Constexpr
-from cute_torch.pointwise.dtypes import node_types
-from cute_torch.pointwise.emit import compute_type, emit
-from cute_torch.pointwise.expr import ExpressionError, parse
+from cute_torch.kernels.gemm_common import (epilogue_values, is_gated, problem, swizzled,
+                                            tile_of)
 
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
 
@@ -61,31 +58,12 @@ MAX_STAGES = 6                   # the consumers hold two stages; the rest are t
 PINGPONG_STAGES = 5              # ping-pong measured slower with 6 (H100: 0.297 / 0.434 ms against 0.281 /
                                  # 0.371 for the block's qkv and fc1) and with 4
 SMEM_BYTES = 227 * 1024          # what one CTA may allocate on sm_90
-MAX_OUTPUTS = 4
-GROUP_M = 8                      # tile rows per rasterization group
 CONSUMERS = 256                  # two consumer warpgroups
 THREADS = 128 + CONSUMERS
 EPILOGUE_BARRIER = 1             # the consumers' named barrier (0 is the CTA's; ping-pong: 1 and 2)
 ORDER_BARRIER = 3                # ping-pong: warpgroup w waits at ORDER_BARRIER + w for its main loop's turn
 BUFFERS_BARRIER = 5              # ping-pong: ... and at BUFFERS_BARRIER + w for the output buffers
 AHEAD = 4                        # epilogue chunks whose inputs are in flight (a 64-column box)
-
-
-def _swizzled(rows: int, cols: int, stages: int | None = None, cols_contiguous: bool = True, elem_bytes: int = 2):
-    """rows x cols (x stages) of 16-bit elements (or `elem_bytes`), swizzled: the canonical wgmma
-    and TMA layouts. With `cols_contiguous` (a K-major operand, or an output box) rows of up to
-    128 bytes, swizzled by their width (64 16-bit or 32 fp32 columns: 128 bytes, Sw<3,4,3>; a
-    32-column 16-bit box: 64 bytes, Sw<2,4,3>); else (an MN-major operand) columns of 64 rows,
-    tiled down the columns first so that each 64-row slab is one TMA box."""
-    shape = (rows, cols) if stages is None else (rows, cols, stages)
-    if cols_contiguous:
-        width = min(cols, 128 // elem_bytes)
-        inner = cute.make_layout((8, width), stride=(width, 1))
-        swizzle = cute.make_swizzle({128: 3, 64: 2, 32: 1}[width * elem_bytes], 4, 3)
-        return cute.tile_to_shape(cute.make_composed_layout(swizzle, 0, inner), shape)
-    inner = cute.make_layout((64, 8), stride=(1, 64))
-    order = (1, 0) if stages is None else (1, 0, 2)
-    return cute.tile_to_shape(cute.make_composed_layout(cute.make_swizzle(3, 4, 3), 0, inner), shape, order)
 
 
 def k_tile(dtype) -> int:
@@ -115,75 +93,6 @@ class Config(NamedTuple):
     tile_n: int = 256
     pingpong: bool = False
     raster_n: bool = False
-
-
-def _tile_of(tile_id, tiles_m, tiles_n, along_n: bool = False):
-    """(m, n, l) of the tile_id-th tile: batch by batch, and within a batch in grouped order,
-    GROUP_M tile rows at a time, column by column within a group (or the same with rows and
-    columns exchanged, `along_n`)."""
-    if along_n:
-        n, m, l = _tile_of(tile_id, tiles_n, tiles_m)
-        return m, n, l
-    per_batch = tiles_m * tiles_n
-    l, t = tile_id // per_batch, tile_id % per_batch
-    per_group = GROUP_M * tiles_n
-    first_m = (t // per_group) * GROUP_M
-    rows = cute.math.min(tiles_m - first_m, GROUP_M)
-    in_group = t % per_group
-    return first_m + in_group % rows, in_group // rows, l
-
-
-_GATED = re.compile(r"\b(gate|up)\b")
-
-
-def is_gated(epilogues) -> bool:
-    """Whether the epilogues are gated: expressions over `gate` and `up` (the two accumulators of
-    a column pair, see below) instead of `acc`. Every epilogue of a GEMM is, or none."""
-    flags = [isinstance(e, str) and _GATED.search(e) is not None for e in epilogues]
-    if any(flags) and not all(flags):
-        raise ExpressionError("a gated GEMM's epilogues are all expressions over gate and up (each output column "
-                              f"combines one column pair), got {epilogues}")
-    return any(flags)
-
-
-def accumulators_as_inputs(expr: str, n: int) -> str:
-    """`expr` over the pointwise language's inputs x0..: `acc` becomes x{n}, or `gate` and `up`
-    become x{n} and x{n+1}, padded to the names' lengths where that fits so that error positions
-    stay right."""
-    if _GATED.search(expr) is None:
-        return re.sub(r"\bacc\b", f"x{n}".ljust(3), expr)
-    return re.sub(r"\bup\b", f"x{n + 1}", re.sub(r"\bgate\b", f"x{n}".ljust(4), expr))
-
-
-def split_gated(acc: torch.Tensor) -> tuple:
-    """The inverse of interleave_gated along the last dim: (gate, up) views of accumulators
-    whose columns come in groups of 8 gate then 8 up."""
-    groups = acc.unflatten(-1, (acc.shape[-1] // 16, 2, 8))
-    return tuple(groups.select(-2, h).flatten(-2) for h in (0, 1))
-
-
-@functools.lru_cache(maxsize=256)
-def _expression(expr: str, dtypes: tuple):
-    """(tree, node types) of an epilogue in the pointwise language over `acc` (the fp32
-    accumulator), or `gate` and `up` (a gated GEMM's pair), and x0..xN (the extra inputs): the
-    accumulators become the inputs after the others. Errors show the user's text and position."""
-    n = len(dtypes)
-    for stray in re.finditer(r"\bx(\d+)\b", expr):
-        if int(stray.group(1)) >= n:
-            has = {0: "no inputs", 1: "one input, x0"}.get(n, f"{n} inputs, x0..x{n - 1}")
-            raise ExpressionError(f"{stray.group(0)} is not an input: the epilogue has acc and {has}, at position "
-                                  f"{stray.start()}:\n  {expr}\n  {' ' * stray.start()}^")
-    gated = _GATED.search(expr) is not None
-    if gated and (at := re.search(r"\bacc\b", expr)):
-        raise ExpressionError(f"a gated epilogue reads gate and up, not acc, at position {at.start()}:\n  {expr}\n  "
-                              f"{' ' * at.start()}^")
-    renamed = accumulators_as_inputs(expr, n)
-    accumulators = 2 if gated else 1
-    names = tuple(getattr(torch, d) for d in dtypes) + (torch.float32,) * accumulators
-    try:
-        return parse(renamed, n + accumulators), node_types(renamed, names, (False,) * (n + accumulators))
-    except ExpressionError as e:
-        raise ExpressionError(str(e).replace(renamed, expr)) from None
 
 
 def _stages(outputs, tile_n: int, pingpong: bool = False, gated: bool = False) -> int:
@@ -224,24 +133,6 @@ def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False) -
     def span(width):
         return -(-tiles(width) // sms) * width
     return 192 if span(192) <= 0.85 * span(256) and not gated else 256
-
-
-def _epilogue_values(epilogues: tuple, accs: list, elements: list, input_dtypes: tuple, out_types: tuple) -> list:
-    """One output element of each epilogue, in that output's type, from `accs`: one accumulator
-    ([gate, up] for a gated GEMM). An epilogue is None, a DSL function of one accumulator, or an
-    expression string over the accumulator(s) and the inputs (`elements` holds each input's
-    element at this output element, loaded once for all outputs)."""
-    env = [x.to(compute_type(getattr(torch, d))) for x, d in zip(elements, input_dtypes)] + list(accs)
-    values = []
-    for epilogue, out_type in zip(epilogues, out_types):
-        if epilogue is None:
-            values.append(accs[0].to(out_type))
-        elif not isinstance(epilogue, str):
-            values.append(epilogue(accs[0]).to(out_type))
-        else:
-            tree, types = _expression(epilogue, input_dtypes)
-            values.append(emit(tree, env, types).to(out_type))
-    return values
 
 
 def _with_even_strides(x):
@@ -296,11 +187,11 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     per_tile = 128 if pingpong else CONSUMERS               # consumer threads on one tile
     smem = cute.SmemAllocator()
     bk = k_tile(tma_a.dtype)
-    sA = smem.allocate_tensor(tma_a.dtype, _swizzled(BM, bk, stages, k_major[0], tma_a.dtype.width // 8), 1024)
-    sB = smem.allocate_tensor(tma_b.dtype, _swizzled(BN, bk, stages, k_major[1], tma_b.dtype.width // 8), 1024)
+    sA = smem.allocate_tensor(tma_a.dtype, swizzled(BM, bk, stages, k_major[0], tma_a.dtype.width // 8), 1024)
+    sB = smem.allocate_tensor(tma_b.dtype, swizzled(BN, bk, stages, k_major[1], tma_b.dtype.width // 8), 1024)
     widths = tuple(t.width // 8 for t in out_types)
     box_n = epi_n(len(out_types), out_n, max(widths))
-    sCs = [smem.allocate_tensor(t, _swizzled(BM, box_n, 2, elem_bytes=w), 1024)   # per output
+    sCs = [smem.allocate_tensor(t, swizzled(BM, box_n, 2, elem_bytes=w), 1024)   # per output
            for t, w in zip(out_types, widths)]
     bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * stages), 8)
     pipe = pipeline.PipelineTmaAsync.create(
@@ -328,7 +219,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
             cpasync.prefetch_descriptor(tma_b)
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, stages)
             for tile_id in range(first, tiles, step):
-                m, n, l = _tile_of(tile_id, tiles_m, tiles_n, config.raster_n)
+                m, n, l = tile_of(tile_id, tiles_m, tiles_n, config.raster_n)
                 for kt in range(k_tiles):
                     pipe.producer_acquire(state)
                     bar = pipe.producer_get_barrier(state)
@@ -372,7 +263,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
             state.advance_by(owner * k_tiles)
             released.advance_by(owner * k_tiles)
         for tile_id in range(first + owner * step, tiles, owners * step):
-            m, n, l = _tile_of(tile_id, tiles_m, tiles_n, config.raster_n)
+            m, n, l = tile_of(tile_id, tiles_m, tiles_n, config.raster_n)
             if cute.const_expr(pingpong):
                 # The main loops take turns: wait until the other warpgroup has consumed the
                 # previous tile, so this one never waits on a stage more than one fill ahead
@@ -432,7 +323,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                             else:
                                 accs = [acc[8 * j + e + acc_per_m * fm]]
                             elements = [pairs[e // 2][e % 2] for pairs in loaded[q]]
-                            values = _epilogue_values(epilogues, accs, elements, input_dtypes, out_types)
+                            values = epilogue_values(epilogues, accs, elements, input_dtypes, out_types)
                             for piece, value in zip(pieces, values):
                                 piece[e] = value
                         for stsm, piece, tSsC in zip(stsms, pieces, tSsCs):
@@ -467,13 +358,13 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     k_major = (_k_major(a), _k_major(b))
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     bk = k_tile(ab)
-    tma_a, mA = cpasync.make_tiled_tma_atom(load, a, _swizzled(BM, bk, None, k_major[0], ab.width // 8), (BM, bk))
-    tma_b, mB = cpasync.make_tiled_tma_atom(load, b, _swizzled(BN, bk, None, k_major[1], ab.width // 8), (BN, bk))
+    tma_a, mA = cpasync.make_tiled_tma_atom(load, a, swizzled(BM, bk, None, k_major[0], ab.width // 8), (BM, bk))
+    tma_b, mB = cpasync.make_tiled_tma_atom(load, b, swizzled(BN, bk, None, k_major[1], ab.width // 8), (BN, bk))
     gated = is_gated(epilogues)
     out_n = BN // 2 if gated else BN
     widths = tuple(out.element_type.width // 8 for out in outs)
     box_n = epi_n(len(outs), out_n, max(widths))
-    stores = [cpasync.make_tiled_tma_atom(store, out, _swizzled(BM, box_n, elem_bytes=w), (BM, box_n))
+    stores = [cpasync.make_tiled_tma_atom(store, out, swizzled(BM, box_n, elem_bytes=w), (BM, box_n))
               for out, w in zip(outs, widths)]
     tma_cs, mC = tuple(atom for atom, _ in stores), stores[0][1]   # one coordinate tensor serves all
     op = _mma_op(ab, b.element_type, BN, k_major)
@@ -559,21 +450,6 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: 
     return c
 
 
-def interleave_gated(gate: torch.Tensor, up: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """The B operand (or weight) of a gated GEMM from its gate and up halves: along `dim` (the
-    output features: B's columns, -1, or a linear weight's rows, 0), groups of 8 gate features
-    then the same 8 up features. A gated epilogue then sees each output feature's gate and up
-    accumulators in one thread (wgmma's accumulator layout keeps 8 columns apart in the same
-    registers' pairs), e.g. gemm(a, interleave_gated(wg, wu), c, "silu(gate) * up")."""
-    if gate.shape != up.shape or gate.shape[dim] % 8:
-        raise ValueError(f"interleave_gated: gate {tuple(gate.shape)} and up {tuple(up.shape)} must have one shape "
-                         f"with a multiple of 8 features along dim {dim}")
-    dim = dim % gate.dim()
-    groups = gate.shape[:dim] + (gate.shape[dim] // 8, 1, 8) + gate.shape[dim + 1:]
-    pairs = torch.cat([gate.reshape(groups), up.reshape(groups)], dim=dim + 1)
-    return pairs.reshape(gate.shape[:dim] + (2 * gate.shape[dim],) + gate.shape[dim + 1:])
-
-
 def _tuned(a, b, c, epilogue, inputs):
     """The remembered or timed variant of this problem class, the heuristic's first."""
     from cute_torch.kernels import gemm_tuning as tuning
@@ -607,15 +483,7 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     warpgroups on each tile) or "pingpong" (each on its own 128 x 128 tile, the epilogue of one
     overlapping the other's main loop); `raster` is "m" (the default: groups of tile rows) or
     "n" (groups of tile columns, for N much larger than M)."""
-    outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
-    epilogues = tuple(epilogue) if isinstance(epilogue, (tuple, list)) else (epilogue,)
-    if len(epilogues) != len(outs) or not 1 <= len(outs) <= MAX_OUTPUTS:
-        raise ValueError(f"gemm: {len(outs)} outputs and {len(epilogues)} epilogues; give one epilogue per "
-                         f"output, 1 to {MAX_OUTPUTS} of them")
-    if inputs and not any(isinstance(e, str) for e in epilogues):
-        raise ValueError("gemm: inputs= go with an expression epilogue over acc and x0..xN")
-    gated = is_gated(epilogues)
-    _check_shapes(a, b, outs, inputs, gated)
+    outs, epilogues, gated, batched, views, tensors, dtypes = problem(a, b, c, epilogue, inputs)
     for name, t in (("a", a), ("b", b)):
         _check_tma_addressable(name, t)
     _check_operand_types(a, b)
@@ -624,21 +492,7 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     if (outs[0].shape[-1] * outs[0].element_size()) % 16:
         raise ValueError(f"gemm: an output row of {outs[0].shape[-1]} elements is not a multiple of 16 bytes (TMA "
                          "stores it); pad N")
-    batched = a.dim() == 3 or b.dim() == 3
-    if batched:
-        limit = 1 << 19  # a three-mode coordinate tensor packs each of M/N and K in 20 bits
-        if max(a.shape[-2], a.shape[-1], b.shape[-1]) >= limit:
-            raise ValueError(f"batched gemm: M, N and K must be below {limit}, got a {tuple(a.shape)}, b "
-                             f"{tuple(b.shape)}")
     shape = outs[0].shape
-
-    def mkl(t):  # (L, rows, cols) -> a (rows, cols, L) view; (rows, cols) stays
-        if not batched:
-            return t
-        return (t if t.dim() == 3 else t.unsqueeze(0).expand(shape[0], *t.shape)).permute(1, 2, 0)
-    views = (mkl(a), mkl(b.transpose(-1, -2)))
-    tensors = [mkl(out) for out in outs] + [mkl(x.expand(shape)) for x in inputs]
-    dtypes = tuple(str(x.dtype).removeprefix("torch.") for x in inputs)
     pairs = tuple(reads_pairs(x.stride()) for x in tensors[len(outs):])
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
     # Broadcast inputs keep their static stride 0: a bias is then read once per column.
@@ -656,35 +510,3 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     config = Config(tile_n, pingpong, raster == "n")
     return (*dynamic[:2], sms, config, epilogues, dtypes, pairs, *dynamic[2:])
 
-
-def _check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs, gated: bool = False) -> None:
-    """Errors naming the operand for shapes that do not make a GEMM (a gated one: N / 2 output
-    columns from N accumulator columns in interleaved groups of 8, so N a multiple of 16)."""
-    if a.dim() not in (2, 3) or b.dim() not in (2, 3):
-        raise ValueError(f"gemm: a and b are (M, K) / (L, M, K) and (K, N) / (L, K, N), got a {tuple(a.shape)} "
-                         f"and b {tuple(b.shape)}")
-    if a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"gemm: a {tuple(a.shape)} and b {tuple(b.shape)} disagree on K ({a.shape[-1]} vs "
-                         f"{b.shape[-2]})")
-    batch = [t.shape[0] for t in (a, b) if t.dim() == 3]
-    if len(set(batch)) > 1:
-        raise ValueError(f"gemm: a {tuple(a.shape)} and b {tuple(b.shape)} have different batch sizes")
-    if gated and b.shape[-1] % 16:
-        raise ValueError(f"gated gemm: b {tuple(b.shape)} has {b.shape[-1]} columns, not a multiple of 16 (groups of "
-                         "8 gate and 8 up columns: interleave_gated)")
-    want = (*batch[:1], a.shape[-2], b.shape[-1] // 2 if gated else b.shape[-1])
-    for i, out in enumerate(outs):
-        if tuple(out.shape) != want:
-            raise ValueError(f"gemm: output {i} is {tuple(out.shape)}; a {tuple(a.shape)} @ b {tuple(b.shape)} "
-                             f"is {want}")
-        if out.stride(-1) != 1 and out.shape[-1] > 1:
-            raise ValueError(f"gemm: output {i} (strides {out.stride()}) must have N contiguous")
-    for t in (a, b, *outs, *inputs):
-        if t.device != a.device:
-            raise ValueError(f"gemm: every tensor must be on {a.device}, got one on {t.device}")
-    for i, x in enumerate(inputs):
-        try:
-            x.expand(want)
-        except RuntimeError:
-            raise ValueError(f"gemm: input x{i} of shape {tuple(x.shape)} does not broadcast to the output's "
-                             f"{want}") from None

@@ -387,7 +387,7 @@ def test_gemm_multi_autograd_sums_the_outputs_gradients(reference_cpu_kernels):
 def test_gated_gemm_autograd_on_reference_kernels(reference_cpu_kernels):
     """silu(gate + x0) * up and the gate itself as two outputs: da, db (interleaved like the
     accumulator columns) and the gate bias's gradient against fp64 autograd."""
-    from cute_torch.kernels.gemm_sm90 import interleave_gated
+    from cute_torch.kernels.gemm_common import interleave_gated
     g = torch.Generator().manual_seed(45)
     a = torch.randn(16, 32, generator=g)
     wg, wu = torch.randn(32, 24, generator=g) / 6, torch.randn(32, 24, generator=g) / 6
@@ -436,7 +436,7 @@ def test_gemm_autograd_on_the_gpu():
 @pytest.mark.gpu
 @needs_sm90a
 def test_gated_gemm_autograd_on_the_gpu():
-    from cute_torch.kernels.gemm_sm90 import interleave_gated
+    from cute_torch.kernels.gemm_common import interleave_gated
     g = torch.Generator().manual_seed(59)
     a = torch.randn(96, 128, generator=g)
     wg, wu = torch.randn(128, 64, generator=g) / 11, torch.randn(128, 64, generator=g) / 11

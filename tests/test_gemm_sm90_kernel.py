@@ -221,12 +221,12 @@ def test_an_expression_epilogue_with_bias_and_residual_matches_torch():
 def test_the_grouped_order_visits_every_tile_once(tiles_m, tiles_n, batches):
     """The tile scheduler's math (plain ints here): every (m, n, l) exactly once, GROUP_M rows
     at a time."""
-    from cute_torch.kernels.gemm_sm90 import GROUP_M, _tile_of
-    seen = [_tile_of(t, tiles_m, tiles_n) for t in range(tiles_m * tiles_n * batches)]
+    from cute_torch.kernels.gemm_common import GROUP_M, tile_of
+    seen = [tile_of(t, tiles_m, tiles_n) for t in range(tiles_m * tiles_n * batches)]
     assert sorted(seen) == [(m, n, l) for m in range(tiles_m) for n in range(tiles_n) for l in range(batches)]
     for t, (m, _, _) in enumerate(seen[: tiles_m * tiles_n]):
         assert m // GROUP_M == t // (GROUP_M * tiles_n)      # a group's tiles come together
-    along_n = [_tile_of(t, tiles_m, tiles_n, along_n=True) for t in range(tiles_m * tiles_n * batches)]
+    along_n = [tile_of(t, tiles_m, tiles_n, along_n=True) for t in range(tiles_m * tiles_n * batches)]
     assert sorted(along_n) == sorted(seen)
     for t, (_, n, _) in enumerate(along_n[: tiles_m * tiles_n]):
         assert n // GROUP_M == t // (GROUP_M * tiles_m)      # groups of tile columns
@@ -363,7 +363,8 @@ def test_fp32_outputs_match_matmul(tile_n, schedule):
 def test_gated_epilogues_combine_column_pairs_into_half_as_many_outputs():
     """silu(gate + x0) * up over interleaved gate/up columns: the accumulator tile is BN wide, the
     output tile BN / 2 (its stmatrix and stores), the inputs read at output coordinates."""
-    from cute_torch.kernels.gemm_sm90 import choose_tile_n, interleave_gated
+    from cute_torch.kernels.gemm_common import interleave_gated
+    from cute_torch.kernels.gemm_sm90 import choose_tile_n
     a, b = _operands(304, 512, 448, torch.bfloat16)
     outs = (torch.empty(304, 256).bfloat16(), torch.empty(304, 256))
     for tile_n, boxes in ((256, 4), (128, 2), (64, 1)):
@@ -404,7 +405,7 @@ def test_gated_shapes_are_checked():
 def test_gated_epilogues_match_torch(tile_n, schedule):
     """SwiGLU with gate and up biases: silu(x @ wg + bg) * (x @ wu + bu) from one GEMM over the
     interleaved weights, with the gate pre-activation (fp32) and up (bf16) as more outputs."""
-    from cute_torch.kernels.gemm_sm90 import interleave_gated
+    from cute_torch.kernels.gemm_common import interleave_gated
     g = torch.Generator().manual_seed(15)
     x = torch.randn(300, 448, generator=g).bfloat16().cuda()
     wg, wu = (torch.randn(448, 264, generator=g).div(448 ** 0.5).bfloat16().cuda() for _ in range(2))

@@ -40,7 +40,7 @@ class ReferenceInterpreter(fx.Interpreter):
 def gemm_reference(a, b, epilogue: str, inputs: list, dtype=None) -> torch.Tensor:
     """cute::gemm in torch: the fp32 product, the epilogue with `acc` as one more input (a gated
     one: `gate` and `up`, the halves of each 16-column group)."""
-    from cute_torch.kernels.gemm_sm90 import accumulators_as_inputs, is_gated, split_gated
+    from cute_torch.kernels.gemm_common import accumulators_as_inputs, is_gated, split_gated
     acc = torch.matmul(a.float(), b.float())
     accs = split_gated(acc) if is_gated([epilogue]) else (acc,)
     expr = accumulators_as_inputs(epilogue, len(inputs))

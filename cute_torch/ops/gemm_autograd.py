@@ -9,7 +9,7 @@ with the derivative expressions from cute_torch.pointwise.grad (torch's derivati
 acc, such as a bias or a residual, needs none). cute_torch.ops.linear saves the pre-activation
 in its forward instead; this is the general path. A gated GEMM's epilogues read `gate` and
 `up` instead of `acc`: each has its own derivative, and dacc interleaves dgate and dup the way
-the accumulator columns are (kernels/gemm_sm90.interleave_gated).
+the accumulator columns are (kernels/gemm_common.interleave_gated).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _wants(flag) -> bool:
 
 
 def _backward(ctx, grads):
-    from cute_torch.kernels.gemm_sm90 import accumulators_as_inputs, interleave_gated, is_gated
+    from cute_torch.kernels.gemm_common import accumulators_as_inputs, interleave_gated, is_gated
     a, b, *xs = ctx.saved_tensors
     n = len(xs)
     gated = is_gated(ctx.epilogues)

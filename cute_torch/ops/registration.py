@@ -106,7 +106,7 @@ def _gemm_multi_fake(a, b, epilogues: list, inputs: list = (), out_dtypes: list 
     batch = [t.shape[0] for t in (a, b) if t.dim() == 3]
     if len(batch) == 2 and batch[0] != batch[1]:      # (SymInts compare, they do not hash)
         raise ValueError(f"cute::gemm: a {list(a.shape)} and b {list(b.shape)} have different batch sizes")
-    from cute_torch.kernels.gemm_sm90 import is_gated
+    from cute_torch.kernels.gemm_common import is_gated
     gated = is_gated(epilogues)
     if gated and b.shape[-1] % 16:
         raise ValueError(f"cute::gemm: a gated GEMM's b has {b.shape[-1]} columns, not a multiple of 16 (groups of 8 "
