@@ -2,7 +2,7 @@
 tensor-core example GEMMs (examples/gemm_sm80.py, gemm_sm90.py, gemm_sm90_ws.py) against cuBLAS,
 in the same run.
 
-    python benchmarks/gemm.py [--sections square llm fp16 fused tiles gated fp8] [--sizes 2048 4096 8192]
+    python benchmarks/gemm.py [--sections square llm fp16 fused tiles gated fp8 ampere] [--sizes 2048 4096 8192]
                               [--only LABEL] [--repeats 50] [--plot gemm.png]
 
 C = A @ B^T with A (M, K) and B (N, K) (F.linear's layout, "TN"), fp32 accumulation; FLOPs =
@@ -20,7 +20,7 @@ linear + bias + residual: ours fused against our plain GEMM, eager and Inductor)
 of about one wave: each tile width against cuBLAS, and the one choose_tile_n takes), `gated`
 (SwiGLU from one gated GEMM against our plain GEMM, eager and Inductor; fp32 outputs), `fp8`
 (e4m3 operands with a per-tensor scale in the epilogue against cuBLAS's fp8 GEMM, torch._scaled_mm,
-and against bf16 cuBLAS).
+and against bf16 cuBLAS), `ampere` (kernels/gemm_sm80: tile widths, TN and NN, a fused epilogue).
 """
 
 import argparse
@@ -46,6 +46,13 @@ def _library(schedule=None):
     return load
 
 
+def _ampere(tile_n=None):
+    def load():
+        from cute_torch.kernels.gemm_sm80 import gemm
+        return lambda a, b, c: gemm(a, b.t(), c, tile_n=tile_n)
+    return load
+
+
 def _example(name):
     return lambda: runpy.run_path(str(EXAMPLES / f"{name}.py"))["gemm"]
 
@@ -61,6 +68,7 @@ KERNELS = [("kernels/gemm_sm90 (persistent WS)", _library(), None, (9, 0)),
            ("kernels/gemm_sm90 ping-pong", _library("pingpong"), None, (9, 0)),
            ("example gemm_sm90 (TMA + wgmma)", _example("gemm_sm90"), None, (9, 0)),
            ("example gemm_sm90_ws", _example("gemm_sm90_ws"), None, (9, 0)),
+           ("kernels/gemm_sm80 (cp.async + mma.sync)", _ampere(), None, (8, 0)),
            ("example gemm_sm80 (cp.async + ldmatrix)", _example("gemm_sm80"), torch.float32, (8, 0))]
 
 
@@ -238,6 +246,35 @@ def gated(args) -> None:
         print(f"{m:6} {n:6} {k:6} {t32:8.3f} {t16:8.3f} {cublas:8.3f} {err:8.1e}", flush=True)
 
 
+def ampere(args) -> list:
+    """The library's Ampere GEMM (mma.sync; on Hopper it runs without wgmma or TMA): each tile
+    width, TN and NN, and linear + bias + GELU(tanh) fused against its plain GEMM."""
+    from cute_torch.kernels.gemm_sm80 import gemm
+    rows = []
+    for size in args.sizes:
+        a, w = (torch.randn(size, size, device="cuda").bfloat16() for _ in range(2))
+        cublas, reference = _cublas(a, w, torch.bfloat16, args.repeats)
+        c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
+        for tile_n in (None, 128, 256):
+            label = f"kernels/gemm_sm80 TN {'auto' if tile_n is None else f'tile {tile_n}'}"
+            rows.append(_row(label, size, size, size, lambda a, b, c, t=tile_n: gemm(a, b.t(), c, tile_n=t), a, w, c,
+                             cublas, reference, args.repeats))
+        b_nn = w.t().contiguous()
+        cublas_nn = kernel_ms(lambda: torch.mm(a, b_nn, out=c), args.repeats)
+        rows.append(_row("kernels/gemm_sm80 NN", size, size, size, lambda a, b, c: gemm(a, b_nn, c), a, w, c,
+                         cublas_nn, reference, args.repeats))
+    m, n, k = 8192, 8192, 4096
+    x, w = torch.randn(m, k, device="cuda").bfloat16(), torch.randn(n, k, device="cuda").bfloat16()
+    bias = torch.randn(n, device="cuda").bfloat16()
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    plain = kernel_ms(lambda: gemm(x, w.t(), c), args.repeats)
+    fused_ms = kernel_ms(lambda: gemm(x, w.t(), c, "gelu_tanh(acc + x0)", (bias,)), args.repeats)
+    want = torch.nn.functional.gelu(x.float() @ w.float().t() + bias.float(), approximate="tanh")
+    print(f"gemm_sm80 {m}x{n}x{k}: plain {plain:.3f} ms, + bias + GELU fused {fused_ms:.3f} ms "
+          f"({fused_ms / plain - 1:+.1%}), max err {_error(c, want):.1e}", flush=True)
+    return rows
+
+
 def fp8(args) -> None:
     """e4m3 A (M, K) and B (N, K), both K-major (wgmma reads 8-bit operands so), bf16 output
     scaled by a per-tensor scale in the epilogue; cuBLAS's fp8 GEMM (torch._scaled_mm, the same
@@ -317,6 +354,8 @@ def main() -> None:
         tiles(args)
     if "gated" in args.sections and _runs_here((9, 0)):
         gated(args)
+    if "ampere" in args.sections and _runs_here((8, 0)):
+        rows += ampere(args)
     if "fp8" in args.sections and _runs_here((9, 0)):
         fp8(args)
     if args.plot:
