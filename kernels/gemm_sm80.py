@@ -17,10 +17,12 @@ would leave more than half the SMs idle or shared memory is short: choose_config
 in groups of GROUP_M tile rows so that neighbouring CTAs share operands in L2:
   * the main loop keeps a ring of `stages` k-tiles of A (128 x BK) and B (BN x BK), 128-byte
     swizzled (BK = 64; 64-byte swizzle with BK = 32 where shared memory holds fewer than three
-    64-deep stages), filled by cp.async, one commit group per k-tile. Per k-tile: wait until
-    that k-tile's group has landed, sync (everyone is also done with the previous slot), issue
-    the copies of the k-tile `stages - 1` ahead into that slot, then for each k-block of 16:
-    ldmatrix the next k-block's fragments while mma.sync m16n8k16 consumes this one's;
+    64-deep stages), filled by cp.async, one commit group per k-tile. For each k-block of 16,
+    ldmatrix brings the next k-block's fragments while mma.sync m16n8k16 consumes this one's;
+    before a k-tile's last k-block, the CTA waits for the next k-tile's group and syncs (every
+    warp has then read this k-tile's slot), refills the slot with the k-tile `stages` ahead and
+    loads the next k-tile's first fragments, so the sync and the ldmatrix latency hide behind
+    the last k-block's MMAs;
   * the warps form a 2 x 4 grid, so a warp computes 64 x BN/4 (4 x BN/32 atoms): per k-block 4
     ldmatrix.x4 of A and BN/32 ldmatrix.x2 of B feed BN/8 mma.sync;
   * the epilogue sends the fp32 accumulators through shared memory (the ring is free by then;
@@ -173,10 +175,10 @@ def gemm_kernel(mA, mB, outs, inputs, tiled_mma: Constexpr, copy_a: Constexpr, c
         _load_k_tile(copy_a, tAgA, tAsA, tAcA, mA.shape, pred_a, kt, slot)
         _load_k_tile(copy_b, tBgB, tBsB, tBcB, mB.shape, pred_b, kt, slot)
 
-    for s in cute.range_constexpr(stages - 1):            # the prologue: stages - 1 k-tiles in flight
+    for s in cute.range_constexpr(stages):                # the prologue: a k-tile in flight per slot
         if s < k_tiles:
             load(s, s)
-        cute.arch.cp_async_commit_group()
+        cute.arch.cp_async_commit_group()                   # one group per k-tile, even when empty
 
     thr = tiled_mma.get_slice(tid)
     tCrA = thr.make_fragment_A(thr.partition_A(sA)[None, None, None, 0])      # (values, FrgM, k-blocks)
@@ -185,21 +187,31 @@ def gemm_kernel(mA, mB, outs, inputs, tiled_mma: Constexpr, copy_a: Constexpr, c
     lds_a, lds_b = ldsm_a.get_slice(tid), ldsm_b.get_slice(tid)
     tLsA, tLrA = lds_a.partition_S(sA), lds_a.retile(tCrA)       # ldmatrix sources, fragments as targets
     tLsB, tLrB = lds_b.partition_S(sB), lds_b.retile(tCrB)
+
+    def fragments(kb, slot):                              # one k-block of A and B, by ldmatrix
+        cute.copy(ldsm_a, tLsA[None, None, kb, slot], tLrA[None, None, kb])
+        cute.copy(ldsm_b, tLsB[None, None, kb, slot], tLrB[None, None, kb])
+
     k_blocks = bk // 16
     acc.fill(0.0)
+    cute.arch.cp_async_wait_group(stages - 1)              # k-tile 0 has landed
+    cute.arch.sync_threads()
+    fragments(0, 0)
     for kt in range(k_tiles):
-        cute.arch.cp_async_wait_group(stages - 2)          # k-tile kt has landed
-        cute.arch.sync_threads()                            # ... for everyone; slot kt - 1 is free
-        if kt + stages - 1 < k_tiles:
-            load(kt + stages - 1, (kt + stages - 1) % stages)
-        cute.arch.cp_async_commit_group()                   # one group per k-tile, even when empty
         s = kt % stages
-        cute.copy(ldsm_a, tLsA[None, None, 0, s], tLrA[None, None, 0])
-        cute.copy(ldsm_b, tLsB[None, None, 0, s], tLrB[None, None, 0])
         for kb in cute.range_constexpr(k_blocks):
-            if cute.const_expr(kb + 1 < k_blocks):           # the next k-block's fragments in flight
-                cute.copy(ldsm_a, tLsA[None, None, kb + 1, s], tLrA[None, None, kb + 1])
-                cute.copy(ldsm_b, tLsB[None, None, kb + 1, s], tLrB[None, None, kb + 1])
+            if cute.const_expr(kb + 1 < k_blocks):          # the next k-block's fragments in flight
+                fragments(kb + 1, s)
+            else:
+                # Before the last k-block's MMAs: every warp has issued its reads of slot s, so
+                # after a sync the slot takes k-tile kt + stages, and k-tile kt + 1's first
+                # fragments load while these MMAs run.
+                cute.arch.cp_async_wait_group(stages - 2)   # k-tile kt + 1 has landed
+                cute.arch.sync_threads()
+                if kt + stages < k_tiles:
+                    load(kt + stages, s)
+                cute.arch.cp_async_commit_group()
+                fragments(0, (kt + 1) % stages)
             cute.gemm(tiled_mma, acc, tCrA[None, None, kb], tCrB[None, None, kb], acc)
 
     # The epilogue: accumulators to shared memory (over the ring), then 8 output columns per thread.
