@@ -30,6 +30,7 @@ class Knobs:
     print_after_preprocess: bool = False  # CUTE_TORCH_PRINT_AFTER_PREPROCESS=1: rewritten source
     print_ir: bool = False  # CUTE_TORCH_PRINT_IR=1: the traced IR of each compile
     log_graphs: bool = False  # CUTE_TORCH_LOG_GRAPHS=1: the cute backend prints its graphs and regions
+    gemm_kernel: str = "auto"  # CUTE_TORCH_GEMM_KERNEL: auto | sm80 (cute::gemm on the Ampere kernels on Hopper too)
 
 
 def knobs() -> Knobs:
@@ -40,6 +41,9 @@ def knobs() -> Knobs:
     size = os.environ.get("CUTE_TORCH_MEMORY_CACHE_SIZE", "512")
     if not size.isdigit() or int(size) < 1:
         raise ValueError(f"CUTE_TORCH_MEMORY_CACHE_SIZE must be a positive integer, got {size!r}")
+    gemm_kernel = os.environ.get("CUTE_TORCH_GEMM_KERNEL") or "auto"
+    if gemm_kernel not in ("auto", "sm80"):
+        raise ValueError(f"CUTE_TORCH_GEMM_KERNEL must be auto or sm80, got {gemm_kernel!r}")
     return Knobs(
         cuda_home=os.environ.get("CUDA_HOME") or "/usr/local/cuda",
         arch=os.environ.get("CUTE_TORCH_ARCH") or None,
@@ -57,4 +61,5 @@ def knobs() -> Knobs:
         print_after_preprocess=_flag("CUTE_TORCH_PRINT_AFTER_PREPROCESS"),
         print_ir=_flag("CUTE_TORCH_PRINT_IR"),
         log_graphs=os.environ.get("CUTE_TORCH_LOG_GRAPHS", "") not in ("", "0"),
+        gemm_kernel=gemm_kernel,
     )

@@ -271,11 +271,11 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, config: Constexpr, epilogues: Con
                 input_vectors, out_types, k_major, config).launch(grid=(tiles, 1, 1), block=(THREADS, 1, 1))
 
 
-def reads_vectors(x: torch.Tensor, n: int) -> bool:
-    """Whether the epilogue reads an input view (rows, cols[, L]) 8 columns per load: unit column
-    stride, every other stride and N multiples of 8, a 16-byte aligned address."""
-    strides = x.stride()
-    return (strides[1] == 1 and n % VECTOR == 0 and x.data_ptr() % 16 == 0
+def reads_vectors(strides, n: int, alignment: int) -> bool:
+    """Whether the epilogue reads an input view (rows, cols[, L]) of these strides 8 columns per
+    load: unit column stride, every other stride and N multiples of 8, a 16-byte aligned
+    address (cute::gemm's C++ key tells these apart)."""
+    return (strides[1] == 1 and n % VECTOR == 0 and alignment % 16 == 0
             and all(d % VECTOR == 0 for i, d in enumerate(strides) if i != 1))
 
 
@@ -329,7 +329,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
         capability = torch.cuda.get_device_capability(a.device) if a.is_cuda else (8, 0)
     smem = SMEM_BYTES.get(tuple(capability), 99 * 1024)
     config = choose_config(shape[-2], b.shape[-1], shape[0] if batched else 1, sms, smem, tile_n)
-    vectors = tuple(reads_vectors(x, shape[-1]) for x in tensors[len(outs):])
+    vectors = tuple(reads_vectors(x.stride(), shape[-1], 16 if x.data_ptr() % 16 == 0 else 1)
+                    for x in tensors[len(outs):])
     dynamic = [cute.from_dlpack(x).mark_layout_dynamic(keep_broadcast=True) for x in views + tuple(tensors)]
     return (*dynamic[:2], config, epilogues, dtypes, vectors, *dynamic[2:])
 

@@ -13,6 +13,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import cute_torch.ops as cops
 from cute_torch.ops import gemm_build, registration
 
+needs_sm80 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 0),
+                                reason="needs a GPU of sm_80 or newer")
 needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                                  reason="needs an sm_90 GPU")
 
@@ -70,6 +72,62 @@ def test_the_builder_says_where_each_argument_comes_from():
                       3000,                          # the SM count
                       20, 1020, 1021, 2020,          # the output
                       30, 1030, 1031]                # the bias: its strides are static (0, 1)
+
+
+def test_the_ampere_builder_has_no_sm_count_slot():
+    """On GPUs before Hopper (or CUTE_TORCH_GEMM_KERNEL=sm80) the builder compiles
+    kernels/gemm_sm80 (mma.sync, no TMA): the same views, no SM count argument."""
+    views = "|".join(["bfloat16;300,448;448,1;16", "bfloat16;520,448;1,520;16", "bfloat16;300,520;520,1;16",
+                      "float32;300,520;0,1;16"])
+    built = gemm_build.build("acc + x0", 1, views, 256, 0, 80, arch="sm_80")
+    entry, runtime, *recipe = [x for x in built if isinstance(x, int)]
+    assert entry and runtime
+    assert recipe == [0, 1000, 1001, 2000, 10, 1010, 1011, 2011, 20, 1020, 1021, 2020, 30, 1030, 1031]
+    assert "mma.sync.aligned.m16n8k16" in built[-1].__ptx__ and "wgmma" not in built[-1].__ptx__
+
+
+AMPERE_OPS = """
+import torch, cute_torch.ops as cops
+from cute_torch.kernels.gemm_common import interleave_gated
+g = torch.Generator().manual_seed(41)
+def randn(*shape):
+    return torch.randn(*shape, generator=g).bfloat16().cuda()
+a, b, bias = randn(300, 200), randn(200, 520), randn(520)
+torch.testing.assert_close(cops.gemm(a, b, "gelu_tanh(acc + x0)", bias).double(),
+    torch.nn.functional.gelu(a.double() @ b.double() + bias.double(), approximate="tanh").bfloat16().double(),
+    rtol=2e-2, atol=5e-2)
+# K = 100 (not a multiple of 8) K-major on both sides: zero-padded copies, not garbage past K.
+a, w = randn(64, 104)[:, :100], randn(96, 104)[:, :100]
+torch.testing.assert_close(cops.gemm(a, w.t()).double(), (a.double() @ w.double().t()).bfloat16().double(),
+    rtol=2e-2, atol=5e-2)
+wg, wu, x = randn(256, 272), randn(256, 272), randn(200, 256)
+torch.testing.assert_close(cops.gemm(x, interleave_gated(wg, wu), "silu(gate) * up").double(),
+    (torch.nn.functional.silu(x.double() @ wg.double()) * (x.double() @ wu.double())).bfloat16().double(),
+    rtol=2e-2, atol=5e-2)
+lin = torch.nn.Linear(200, 520).cuda().bfloat16()
+xs = randn(3, 7, 200).requires_grad_()
+y = cops.linear(xs, lin.weight, lin.bias, activation="gelu_tanh")
+y.sum().backward()
+xr = xs.detach().double().requires_grad_()
+yr = torch.nn.functional.gelu(xr @ lin.weight.double().t() + lin.bias.double(), approximate="tanh")
+yr.sum().backward()
+torch.testing.assert_close(y.double(), yr, rtol=2e-2, atol=5e-2)
+torch.testing.assert_close(xs.grad.double(), xr.grad, rtol=2e-2, atol=5e-2)
+print("ampere ops ok")
+"""
+
+
+@pytest.mark.gpu
+@needs_sm80
+def test_the_ops_run_on_the_ampere_kernels_when_asked():
+    """CUTE_TORCH_GEMM_KERNEL=sm80: cute::gemm, a gated GEMM and linear's autograd on
+    kernels/gemm_sm80 (what a GPU before Hopper runs), against float64."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, CUTE_TORCH_GEMM_KERNEL="sm80")
+    done = subprocess.run([sys.executable, "-c", AMPERE_OPS], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "ampere ops ok" in done.stdout, done.stderr[-3000:]
 
 
 def _layout_case(rng):

@@ -17,6 +17,7 @@
 #include "cute_torch/runtime.h"
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -133,6 +134,32 @@ at::Tensor pitchedCopy(const at::Tensor &t) {
   return copy;
 }
 
+/// A copy of operand `t` (a: (.., M, K); b: (.., K, N), `isB`) with K contiguous and rows of a
+/// multiple of 8 elements whose padding is zeros: the Ampere kernels read K in 16-byte pieces,
+/// and a piece past K then adds nothing.
+at::Tensor zeroPaddedKMajor(const at::Tensor &t, bool isB) {
+  const at::Tensor rows = isB ? t.transpose(-1, -2) : t;
+  std::vector<int64_t> shape(rows.sizes().begin(), rows.sizes().end());
+  const int64_t k = shape.back();
+  shape.back() = (k + 7) / 8 * 8;
+  at::Tensor copy = at::zeros(shape, t.options()).narrow(-1, 0, k);
+  copy.copy_(rows);
+  return isB ? copy.transpose(-1, -2) : copy;
+}
+
+/// Whether the Ampere kernels read an operand view ((M or N, K[, L])) in place: K-major with K a
+/// multiple of 8, or MN-major with its last 16-byte piece inside the storage (kernels/gemm_sm80.py).
+bool ampereReadable(const View &v) {
+  if (v.strides[1] == 1 && v.sizes[1] != 1)
+    return v.sizes[0] == 1 || v.sizes[1] % 8 == 0;
+  if (v.sizes[0] % 8 == 0)
+    return true;
+  int64_t last = v.tensor.storage_offset() + (v.sizes[0] + 7) / 8 * 8;
+  for (int d = 1; d < v.rank; ++d)
+    last += (v.sizes[d] - 1) * v.strides[d];
+  return last * v.tensor.element_size() <= static_cast<int64_t>(v.tensor.storage().nbytes());
+}
+
 /// The static pattern of a view that the compiled kernel depends on: dtype, rank, per dim
 /// whether the stride is 1 (and the extent not), 0, even or odd; whether offsets need 64 bits.
 int64_t alignment(const View &v) {
@@ -185,9 +212,17 @@ int64_t chooseTileN(int64_t m, int64_t n, int64_t batches, int64_t sms, bool gat
   return 100 * span(192) <= 85 * span(256) && !gated ? 192 : 256;
 }
 
+/// The Ampere kernels' tile columns: 256 unless 128 x 256 tiles would leave more than half the
+/// SMs idle or N is narrow (kernels/gemm_sm80.py's choose_config; it takes 128 where the
+/// accumulators of a 256-wide tile do not fit in shared memory).
+int64_t chooseAmpereTileN(int64_t m, int64_t n, int64_t batches, int64_t sms) {
+  const int64_t tiles = (m + 127) / 128 * ((n + 255) / 256) * batches;
+  return n <= 128 || 2 * tiles <= sms ? 128 : 256;
+}
+
 const GemmKernel &kernelFor(const std::string &key, const std::vector<View> &views,
-                            const std::string &epilogues, size_t outputs, int64_t tileN,
-                            int device) {
+                            const std::string &epilogues, size_t outputs, int64_t tileN, int device,
+                            int64_t family) {
   {
     std::lock_guard<std::mutex> lock(cacheMutex);
     auto found = kernelCache.find(key);
@@ -199,7 +234,8 @@ const GemmKernel &kernelFor(const std::string &key, const std::vector<View> &vie
     described += (described.empty() ? "" : "|") + viewText(v);
   BuilderResult built =
       callBuilder("gemm", {BuilderArg(epilogues), BuilderArg(static_cast<int64_t>(outputs)),
-                           BuilderArg(described), BuilderArg(tileN), BuilderArg(device)});
+                           BuilderArg(described), BuilderArg(tileN), BuilderArg(device),
+                           BuilderArg(family)});
   TORCH_CHECK(built.ints.size() >= 2, "cute::gemm: the builder returned no kernel");
   GemmKernel kernel{reinterpret_cast<void (*)(void **)>(built.ints[0]),
                     reinterpret_cast<runtime::LoadedArtifact *>(built.ints[1]),
@@ -293,7 +329,7 @@ bool isGated(const std::vector<std::string> &epilogues) {
 }
 
 Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::TensorList inputs,
-              c10::ArrayRef<c10::ScalarType> outDtypes, bool gated) {
+              c10::ArrayRef<c10::ScalarType> outDtypes, bool gated, bool ampere) {
   checkOperands(aIn, bIn, inputs);
   TORCH_CHECK_VALUE(outputs >= 1 && outputs <= kMaxOutputs, "cute::gemm.multi takes 1 to ",
                     std::to_string(kMaxOutputs), " epilogues, got ", std::to_string(outputs));
@@ -364,6 +400,15 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
     addOperands();
     TORCH_INTERNAL_ASSERT(tmaAddressable(views[0]) && tmaAddressable(views[1]));
   }
+  if (ampere && (!ampereReadable(views[0]) || !ampereReadable(views[1]))) {
+    if (!ampereReadable(views[0]))
+      a = zeroPaddedKMajor(a, false);
+    if (!ampereReadable(views[1]))
+      b = zeroPaddedKMajor(b, true);
+    rows = rows && a.stride(0) == a.size(1) * a.stride(1);
+    addOperands();
+    TORCH_INTERNAL_ASSERT(ampereReadable(views[0]) && ampereReadable(views[1]));
+  }
   for (const at::Tensor &out : outs) {
     View v = rows ? matrixView(out.view({batches * m, n}), 0, 1, -1, 1, false)
                   : matrixView(out, out.dim() - 2, out.dim() - 1, out.dim() == 3 ? 0 : -1, batches,
@@ -384,14 +429,17 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
                                  c10::ArrayRef<c10::ScalarType> outDtypes) {
   checkCuda(a);
   const bool gated = isGated(epilogues);
-  Plan plan = makePlan(a, b, epilogues.size(), inputs, outDtypes, gated);
+  const int device = a.device().index();
+  const DeviceFacts &facts = deviceFacts(device);
+  const bool ampere = facts.gemmFamily == 80;
+  Plan plan = makePlan(a, b, epilogues.size(), inputs, outDtypes, gated, ampere);
   if (plan.views.empty())
     return plan.outs;
   const std::vector<View> &views = plan.views;
-  const int device = a.device().index();
-  const int64_t sms = smCount(device);
   const int64_t accColumns = gated ? 2 * views[2].sizes[1] : views[2].sizes[1];
-  const int64_t tileN = chooseTileN(views[2].sizes[0], accColumns, plan.batches, sms, gated);
+  const int64_t tileN =
+      ampere ? chooseAmpereTileN(views[2].sizes[0], accColumns, plan.batches, facts.sms)
+             : chooseTileN(views[2].sizes[0], accColumns, plan.batches, facts.sms, gated);
   std::string joined;
   for (const std::string &e : epilogues)
     joined += (joined.empty() ? "" : std::string(1, kSeparator)) + e;
@@ -399,8 +447,15 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
                     static_cast<char>('0' + tileN / 64) + static_cast<char>('0' + epilogues.size());
   for (const View &v : views)
     appendPattern(key, v);
-  const GemmKernel &kernel = kernelFor(key, views, joined, epilogues.size(), tileN, device);
-  run(kernel, views, sms);
+  if (ampere) { // the Ampere epilogue reads 8 columns per load where strides and N allow
+    key += views[2].sizes[1] % 8 ? 'o' : 'v';
+    for (const View &v : views)
+      for (int d = 0; d < v.rank; ++d)
+        key += v.strides[d] % 8 ? '-' : '8';
+  }
+  const GemmKernel &kernel =
+      kernelFor(key, views, joined, epilogues.size(), tileN, device, facts.gemmFamily);
+  run(kernel, views, facts.sms);
   return plan.outs;
 }
 
@@ -439,7 +494,7 @@ std::vector<at::Tensor> gemmMultiCpu(const at::Tensor &a, const at::Tensor &b,
 
 std::string gemmPlan(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs,
                      int64_t outputs) {
-  Plan plan = makePlan(a, b, static_cast<size_t>(outputs), inputs, {}, false);
+  Plan plan = makePlan(a, b, static_cast<size_t>(outputs), inputs, {}, false, false);
   std::string text;
   for (const View &v : plan.views) {
     text += (text.empty() ? "" : "|") + viewText(v) + ";";

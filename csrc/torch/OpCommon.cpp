@@ -50,19 +50,20 @@ c10::ScalarType dtypeFromName(const std::string &name, const char *op) {
   TORCH_CHECK(false, op, ": the builder returned an unknown dtype '", name, "'");
 }
 
-int64_t smCount(int device) {
+const DeviceFacts &deviceFacts(int device) {
   static std::mutex mutex;
-  static std::unordered_map<int, int64_t> counts;
+  static std::unordered_map<int, DeviceFacts> facts;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    auto found = counts.find(device);
-    if (found != counts.end())
+    auto found = facts.find(device);
+    if (found != facts.end())
       return found->second;
   }
-  BuilderResult result = callBuilder("sms", {BuilderArg(device)});
-  TORCH_CHECK(!result.ints.empty(), "the builder returned no SM count");
+  BuilderResult result = callBuilder("device", {BuilderArg(device)});
+  TORCH_CHECK(result.ints.size() >= 2, "the builder returned no device facts");
   std::lock_guard<std::mutex> lock(mutex);
-  return counts[device] = static_cast<int64_t>(result.ints[0]);
+  return facts[device] = DeviceFacts{static_cast<int64_t>(result.ints[0]),
+                                     static_cast<int64_t>(result.ints[1])};
 }
 
 void runOnCurrentStream(void (*entry)(void **), runtime::LoadedArtifact *artifact,

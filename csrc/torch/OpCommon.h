@@ -28,8 +28,14 @@ const char *dtypeName(c10::ScalarType type, const char *op, const std::string &w
 /// The dtype of a language name the Python builder returned.
 c10::ScalarType dtypeFromName(const std::string &name, const char *op);
 
-/// The device's number of SMs (asked of the Python builder once per device).
-int64_t smCount(int device);
+/// What the ops need to know of a device, asked of the Python builder once per device: its
+/// number of SMs, and the family of GEMM kernels cute::gemm runs there (90: kernels/gemm_sm90,
+/// 80: kernels/gemm_sm80, on GPUs before Hopper or when CUTE_TORCH_GEMM_KERNEL=sm80).
+struct DeviceFacts {
+  int64_t sms = 0;
+  int64_t gemmFamily = 90;
+};
+const DeviceFacts &deviceFacts(int device);
 
 /// Whether an Autograd kernel must build a graph node: grad mode is on and a defined tensor of
 /// `tensors` requires grad.

@@ -47,8 +47,8 @@ def _builder(kind: str, *args):
     if kind == "gemm":
         kernel_builds += 1
         return gemm_build.build(*args)
-    if kind == "sms":
-        return (gemm_build.sm_count(*args),)
+    if kind == "device":
+        return gemm_build.device_facts(*args)
     if kind == "rows":
         kernel_builds += 1
         from . import row_build
