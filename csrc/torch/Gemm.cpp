@@ -148,7 +148,8 @@ at::Tensor zeroPaddedKMajor(const at::Tensor &t, bool isB) {
 }
 
 /// Whether the Ampere kernels read an operand view ((M or N, K[, L])) in place: K-major with K a
-/// multiple of 8, or MN-major with its last 16-byte piece inside the storage (kernels/gemm_sm80.py).
+/// multiple of 8, or MN-major with its last 16-byte piece inside the storage
+/// (kernels/gemm_sm80.py).
 bool ampereReadable(const View &v) {
   if (v.strides[1] == 1 && v.sizes[1] != 1)
     return v.sizes[0] == 1 || v.sizes[1] % 8 == 0;
@@ -232,10 +233,9 @@ const GemmKernel &kernelFor(const std::string &key, const std::vector<View> &vie
   std::string described;
   for (const View &v : views)
     described += (described.empty() ? "" : "|") + viewText(v);
-  BuilderResult built =
-      callBuilder("gemm", {BuilderArg(epilogues), BuilderArg(static_cast<int64_t>(outputs)),
-                           BuilderArg(described), BuilderArg(tileN), BuilderArg(device),
-                           BuilderArg(family)});
+  BuilderResult built = callBuilder(
+      "gemm", {BuilderArg(epilogues), BuilderArg(static_cast<int64_t>(outputs)),
+               BuilderArg(described), BuilderArg(tileN), BuilderArg(device), BuilderArg(family)});
   TORCH_CHECK(built.ints.size() >= 2, "cute::gemm: the builder returned no kernel");
   GemmKernel kernel{reinterpret_cast<void (*)(void **)>(built.ints[0]),
                     reinterpret_cast<runtime::LoadedArtifact *>(built.ints[1]),
