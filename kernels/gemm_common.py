@@ -171,6 +171,11 @@ def check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs, gated: b
                              f"{want}") from None
 
 
+def k_major_view(t) -> bool:
+    """Whether a kernel's (MN, K) operand view has K contiguous (else MN is)."""
+    return isinstance(t.stride[1], int) and t.stride[1] == 1
+
+
 class Problem(NamedTuple):
     """One GEMM call in the kernels' terms: `views` are a (M, K[, L]) and b as (N, K[, L]) (no
     copies: either may be K- or MN-major), `tensors` the outputs then the inputs broadcast to

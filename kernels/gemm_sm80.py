@@ -42,7 +42,7 @@ import torch
 
 import cute_torch as cute
 from cute_torch import Constexpr
-from cute_torch.kernels.gemm_common import epilogue_values, is_gated, problem, swizzled, tile_of
+from cute_torch.kernels.gemm_common import epilogue_values, is_gated, k_major_view, problem, swizzled, tile_of
 
 BM = 128                          # tile rows
 THREADS = 256                     # 8 warps
@@ -95,11 +95,6 @@ def _operand_copy(dtype, rows: int, bk: int, k_major: bool):
         return cute.make_tiled_copy_tv(atom, threads, cute.make_layout((1, 8), stride=(8, 1)))
     threads = cute.make_layout((8, THREADS // 8), stride=(1, 8))   # 8 threads cover 64 rows of one k
     return cute.make_tiled_copy_tv(atom, threads, cute.make_layout((8, 1), stride=(1, 8)))
-
-
-def _k_major(t) -> bool:
-    """Whether an (MN, K) operand has K contiguous (else MN is)."""
-    return isinstance(t.stride[1], int) and t.stride[1] == 1
 
 
 def _k_tiles(tiles, i, l):
@@ -256,7 +251,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, config: Constexpr, epilogues: Con
     output per epilogue, (M, N[, L]) with N contiguous, then the epilogues' inputs."""
     outs, inputs = tensors[:len(epilogues)], tensors[len(epilogues):]
     ab = a.element_type
-    k_major = (_k_major(a), _k_major(b))
+    k_major = (k_major_view(a), k_major_view(b))
     warp = cute.nvgpu.warp
     tiled_mma = cute.make_tiled_mma(warp.MmaF16BF16Op(ab, cute.Float32, (16, 8, 16)), WARPS)
     ldsm_a = cute.make_tiled_copy_A(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(not k_major[0], 4), ab), tiled_mma)

@@ -45,7 +45,7 @@ import torch
 
 import cute_torch as cute
 from cute_torch import Constexpr
-from cute_torch.kernels.gemm_common import (epilogue_values, is_gated, problem, swizzled,
+from cute_torch.kernels.gemm_common import (epilogue_values, is_gated, k_major_view, problem, swizzled,
                                             tile_of)
 
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
@@ -79,11 +79,6 @@ def _mma_op(a_type, b_type, n: int, k_major: tuple):
         return warpgroup.MmaF8Op(a_type, b_type, cute.Float32, (64, n, 32))
     return warpgroup.MmaF16BF16Op(a_type, cute.Float32, (64, n, 16), a_major_mode=major[k_major[0]],
                                   b_major_mode=major[k_major[1]])
-
-
-def _k_major(t) -> bool:
-    """Whether an (MN, K) operand has K contiguous (else MN is)."""
-    return isinstance(t.stride[1], int) and t.stride[1] == 1
 
 
 class Config(NamedTuple):
@@ -355,7 +350,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     outs, inputs = tensors[:len(epilogues)], tensors[len(epilogues):]
     ab, c = a.element_type, outs[0]
     BN, pingpong = config.tile_n, config.pingpong
-    k_major = (_k_major(a), _k_major(b))
+    k_major = (k_major_view(a), k_major_view(b))
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     bk = k_tile(ab)
     tma_a, mA = cpasync.make_tiled_tma_atom(load, a, swizzled(BM, bk, None, k_major[0], ab.width // 8), (BM, bk))
