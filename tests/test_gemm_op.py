@@ -45,6 +45,9 @@ def test_fake_kernels_give_shapes_and_dtypes():
             torch.ops.cute.gemm.multi(a, w, ["silu(gate) * up", "acc"], [], None)
         with pytest.raises(ValueError, match="bfloat16, float16 or float32 outputs, got torch.float64"):
             torch.ops.cute.gemm(a, w, "acc", [], torch.float64)
+        # float8 operands (e4m3 and e5m2 may mix) give bfloat16 unless told otherwise.
+        a8, w8 = a.to(torch.float8_e4m3fn), w.to(torch.float8_e5m2)
+        assert torch.ops.cute.gemm(a8, w8, "acc * x0", [torch.empty(())], None).dtype == torch.bfloat16
 
 
 def test_bad_operands_are_errors_naming_the_problem():
@@ -53,7 +56,7 @@ def test_bad_operands_are_errors_naming_the_problem():
         torch.ops.cute.gemm(a, b, "acc", [], None)
     with pytest.raises(ValueError, match=r"disagree on K \(32 vs 31\)"):
         torch.ops.cute.gemm(a, torch.randn(31, 48).bfloat16(), "acc", [], None)
-    with pytest.raises(ValueError, match="both bfloat16 or both float16"):
+    with pytest.raises(ValueError, match="both bfloat16, both float16, or float8"):
         torch.ops.cute.gemm(a, b.half(), "acc", [], None)
     with pytest.raises(ValueError, match="activation is one of"):
         cops.linear(a, b.t(), activation="tanh")
@@ -86,6 +89,14 @@ def test_the_ampere_builder_has_no_sm_count_slot():
     assert "mma.sync.aligned.m16n8k16" in built[-1].__ptx__ and "wgmma" not in built[-1].__ptx__
 
 
+def test_the_builder_compiles_float8_views_for_k32_wgmma():
+    views = "|".join(["float8_e4m3fn;300,448;448,1;16", "float8_e4m3fn;520,448;448,1;16",
+                      "bfloat16;300,520;520,1;16", "float32;;;16"])
+    views = views.replace("float32;;;16", "float32;300,520;0,0;16")   # a scalar scale broadcast everywhere
+    built = gemm_build.build("acc * x0", 1, views, 256, 0, arch="sm_90a")
+    assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in built[-1].__ptx__
+
+
 AMPERE_OPS = """
 import torch, cute_torch.ops as cops
 from cute_torch.kernels.gemm_common import interleave_gated
@@ -115,6 +126,22 @@ torch.testing.assert_close(y.double(), yr, rtol=2e-2, atol=5e-2)
 torch.testing.assert_close(xs.grad.double(), xr.grad, rtol=2e-2, atol=5e-2)
 print("ampere ops ok")
 """
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_the_op_takes_float8_operands_with_a_scale():
+    """e4m3 x e5m2 through cute::gemm with a per-tensor scale in the epilogue, b K-major (w.t())
+    and MN-major (a (K, N) row-major b, copied K-major once), against float64."""
+    g = torch.Generator().manual_seed(43)
+    a = torch.randn(300, 464, generator=g).to(torch.float8_e4m3fn).cuda()
+    w = torch.randn(520, 464, generator=g).to(torch.float8_e5m2).cuda()
+    scale = torch.tensor(0.25, device="cuda")
+    want = (a.double() @ w.double().t()) * 0.25
+    for b in (w.t(), w.t().contiguous()):
+        out = cops.gemm(a, b, "acc * x0", scale)
+        assert out.dtype == torch.bfloat16
+        torch.testing.assert_close(out.double(), want.bfloat16().double(), rtol=2e-2, atol=5e-2)
 
 
 @pytest.mark.gpu

@@ -190,9 +190,14 @@ void appendPattern(std::string &key, const View &v) {
   key += alignment(v) == 16 ? 'a' : 'u';
 }
 
+bool isFp8(c10::ScalarType t) { return t == c10::kFloat8_e4m3fn || t == c10::kFloat8_e5m2; }
+
 /// "dtype;sizes;strides;alignment", what the builder describes the view's TensorArg from.
 std::string viewText(const View &v) {
-  std::string text = dtypeName(v.tensor.scalar_type(), "cute::gemm", "an operand");
+  const c10::ScalarType type = v.tensor.scalar_type();
+  std::string text = type == c10::kFloat8_e4m3fn ? "float8_e4m3fn"
+                     : type == c10::kFloat8_e5m2 ? "float8_e5m2"
+                                                 : dtypeName(type, "cute::gemm", "an operand");
   for (int d = 0; d < v.rank; ++d)
     text += (d ? "," : ";") + std::to_string(v.sizes[d]);
   for (int d = 0; d < v.rank; ++d)
@@ -277,9 +282,11 @@ void checkOperands(const at::Tensor &a, const at::Tensor &b, at::TensorList inpu
   TORCH_CHECK_VALUE(a.dim() == 2 || b.dim() == 2 || a.size(0) == b.size(0), "cute::gemm: a ",
                     shapeText(a.sizes()), " and b ", shapeText(b.sizes()),
                     " have different batch sizes");
-  TORCH_CHECK_VALUE(a.scalar_type() == b.scalar_type() &&
-                        (a.scalar_type() == c10::kBFloat16 || a.scalar_type() == c10::kHalf),
-                    "cute::gemm: a and b are both bfloat16 or both float16, got ",
+  TORCH_CHECK_VALUE((a.scalar_type() == b.scalar_type() &&
+                     (a.scalar_type() == c10::kBFloat16 || a.scalar_type() == c10::kHalf)) ||
+                        (isFp8(a.scalar_type()) && isFp8(b.scalar_type())),
+                    "cute::gemm: a and b are both bfloat16, both float16, or float8 (e4m3fn / "
+                    "e5m2), got ",
                     c10::toString(a.scalar_type()), " and ", c10::toString(b.scalar_type()));
   for (const at::Tensor &t : inputs)
     TORCH_CHECK(t.device() == a.device(), "cute::gemm: every tensor must be on ",
@@ -355,9 +362,11 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
       batched ? std::vector<int64_t>{batches, m, n} : std::vector<int64_t>{m, n};
   Plan plan;
   std::vector<at::Tensor> &outs = plan.outs;
+  const bool fp8 = isFp8(a.scalar_type());
+  const c10::ScalarType defaultOut = fp8 ? c10::kBFloat16 : a.scalar_type();
   for (size_t i = 0; i < outputs; ++i)
     outs.push_back(
-        at::empty(outShape, a.options().dtype(outDtypes.empty() ? a.scalar_type() : outDtypes[i])));
+        at::empty(outShape, a.options().dtype(outDtypes.empty() ? defaultOut : outDtypes[i])));
   if (m == 0 || n == 0 || batches == 0)
     return plan;
   TORCH_CHECK_VALUE(k > 0, "cute::gemm: K is 0 (a ", shapeText(a.sizes()), ")");
@@ -400,6 +409,16 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
     addOperands();
     TORCH_INTERNAL_ASSERT(tmaAddressable(views[0]) && tmaAddressable(views[1]));
   }
+  // wgmma reads 8-bit operands K-major only: an MN-major fp8 operand is copied K-major once.
+  auto kMajor = [](const View &v) { return v.strides[1] == 1 || v.sizes[1] == 1; };
+  if (fp8 && (!kMajor(views[0]) || !kMajor(views[1]))) {
+    if (!kMajor(views[0]))
+      a = pitchedCopy(a);
+    if (!kMajor(views[1]))
+      b = pitchedCopy(b.transpose(-1, -2)).transpose(-1, -2);
+    rows = rows && a.stride(0) == a.size(1) * a.stride(1);
+    addOperands();
+  }
   if (ampere && (!ampereReadable(views[0]) || !ampereReadable(views[1]))) {
     // (The copies' K stays as it was: their padding is zeros, which the view cannot show.)
     if (!ampereReadable(views[0]))
@@ -432,6 +451,9 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
   const int device = a.device().index();
   const DeviceFacts &facts = deviceFacts(device);
   const bool ampere = facts.gemmFamily == 80;
+  TORCH_CHECK_VALUE(!ampere || !isFp8(a.scalar_type()),
+                    "cute::gemm: float8 operands need the Hopper kernel (wgmma); this device runs "
+                    "the Ampere one");
   Plan plan = makePlan(a, b, epilogues.size(), inputs, outDtypes, gated, ampere);
   if (plan.views.empty())
     return plan.outs;

@@ -51,7 +51,8 @@ def pointwise_multi(exprs: list, *inputs: torch.Tensor, out_dtypes: list | None 
 def gemm(a: torch.Tensor, b: torch.Tensor, epilogue: str = "acc", *inputs: torch.Tensor,
          out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """torch.ops.cute.gemm(a, b, epilogue, list(inputs), out_dtype): epilogue(a @ b) in one
-    kernel (the library's Hopper GEMM, docs/gemm.md), `epilogue` over `acc` and x0..xN."""
+    kernel (the library's Hopper GEMM, or its Ampere one before Hopper: docs/gemm.md), `epilogue`
+    over `acc` and x0..xN; float8 operands (Hopper) give bfloat16 unless `out_dtype` says."""
     return torch.ops.cute.gemm(a, b, epilogue, list(inputs), out_dtype)
 
 

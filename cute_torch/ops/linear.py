@@ -67,6 +67,6 @@ class LinearFunction(torch.autograd.Function):
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
            activation: str | None = None) -> torch.Tensor:
     """activation(F.linear(x, weight, bias)) in one GEMM, differentiable; `weight` (out, in)
-    like F.linear's, x and weight both bfloat16 or both float16 on a Hopper GPU."""
+    like F.linear's, x and weight both bfloat16 or both float16 on a GPU from sm_80 on."""
     check_activation(activation)
     return LinearFunction.apply(x, weight, bias, activation)

@@ -99,8 +99,11 @@ def _gemm_multi_fake(a, b, epilogues: list, inputs: list = (), out_dtypes: list 
                          f"{list(a.shape)} and b {list(b.shape)}")
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"cute::gemm: a {list(a.shape)} and b {list(b.shape)} disagree on K")
-    if a.dtype != b.dtype or a.dtype not in (torch.bfloat16, torch.float16):
-        raise ValueError(f"cute::gemm: a and b are both bfloat16 or both float16, got {a.dtype} and {b.dtype}")
+    fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+    if not (a.dtype == b.dtype and a.dtype in (torch.bfloat16, torch.float16)) and not (a.dtype in fp8
+                                                                                         and b.dtype in fp8):
+        raise ValueError(f"cute::gemm: a and b are both bfloat16, both float16, or float8 (e4m3fn / e5m2), got "
+                         f"{a.dtype} and {b.dtype}")
     if not 1 <= len(epilogues) <= 4 or (out_dtypes is not None and len(out_dtypes) != len(epilogues)):
         raise ValueError(f"cute::gemm.multi: {len(epilogues)} epilogues (1 to 4) and out_dtypes {out_dtypes}")
     batch = [t.shape[0] for t in (a, b) if t.dim() == 3]
@@ -120,7 +123,8 @@ def _gemm_multi_fake(a, b, epilogues: list, inputs: list = (), out_dtypes: list 
         except RuntimeError:
             raise ValueError(f"cute::gemm: input x{i} of shape {list(x.shape)} does not broadcast to the output's "
                              f"{list(shape)}") from None
-    dtypes = [_as_dtype(d) for d in out_dtypes] if out_dtypes else [a.dtype] * len(epilogues)
+    default = torch.bfloat16 if a.dtype in fp8 else a.dtype
+    dtypes = [_as_dtype(d) for d in out_dtypes] if out_dtypes else [default] * len(epilogues)
     for d in dtypes:
         if d not in (torch.bfloat16, torch.float16, torch.float32):
             raise ValueError(f"cute::gemm writes bfloat16, float16 or float32 outputs, got {d}")
