@@ -123,28 +123,23 @@ bool tmaAddressable(const View &v) {
   return true;
 }
 
-/// A row-major copy of `t` whose rows start 16 bytes apart (the pitch padded, the padding never
-/// read: TMA's extent is the real row length), which TMA can always read.
-at::Tensor pitchedCopy(const at::Tensor &t) {
+/// A row-major copy of `t` whose rows start 16 bytes apart, which TMA and cp.async can always
+/// read. TMA never reads the padding (its extent is the real row length); the Ampere kernels'
+/// last 16-byte piece of a K-major row does, so they ask for `zeros` there.
+at::Tensor pitchedCopy(const at::Tensor &t, bool zeros = false) {
   const int64_t cols = t.size(-1), perChunk = 16 / t.element_size();
   std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
   shape.back() = (cols + perChunk - 1) / perChunk * perChunk;
-  at::Tensor copy = at::empty(shape, t.options()).narrow(-1, 0, cols);
+  at::Tensor copy =
+      (zeros ? at::zeros(shape, t.options()) : at::empty(shape, t.options())).narrow(-1, 0, cols);
   copy.copy_(t);
   return copy;
 }
 
-/// A copy of operand `t` (a: (.., M, K); b: (.., K, N), `isB`) with K contiguous and rows of a
-/// multiple of 8 elements whose padding is zeros: the Ampere kernels read K in 16-byte pieces,
-/// and a piece past K then adds nothing.
-at::Tensor zeroPaddedKMajor(const at::Tensor &t, bool isB) {
-  const at::Tensor rows = isB ? t.transpose(-1, -2) : t;
-  std::vector<int64_t> shape(rows.sizes().begin(), rows.sizes().end());
-  const int64_t k = shape.back();
-  shape.back() = (k + 7) / 8 * 8;
-  at::Tensor copy = at::zeros(shape, t.options()).narrow(-1, 0, k);
-  copy.copy_(rows);
-  return isB ? copy.transpose(-1, -2) : copy;
+/// The pitched copy of an operand with K contiguous: a (.., M, K) as is, b (.., K, N) (`isB`)
+/// through its transpose.
+at::Tensor kMajorCopy(const at::Tensor &t, bool isB, bool zeros = false) {
+  return isB ? pitchedCopy(t.transpose(-1, -2), zeros).transpose(-1, -2) : pitchedCopy(t, zeros);
 }
 
 /// Whether the Ampere kernels read an operand view ((M or N, K[, L])) in place: K-major with K a
@@ -415,16 +410,16 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
     if (!kMajor(views[0]))
       a = pitchedCopy(a);
     if (!kMajor(views[1]))
-      b = pitchedCopy(b.transpose(-1, -2)).transpose(-1, -2);
+      b = kMajorCopy(b, true);
     rows = rows && a.stride(0) == a.size(1) * a.stride(1);
     addOperands();
   }
   if (ampere && (!ampereReadable(views[0]) || !ampereReadable(views[1]))) {
     // (The copies' K stays as it was: their padding is zeros, which the view cannot show.)
     if (!ampereReadable(views[0]))
-      a = zeroPaddedKMajor(a, false);
+      a = kMajorCopy(a, false, true);
     if (!ampereReadable(views[1]))
-      b = zeroPaddedKMajor(b, true);
+      b = kMajorCopy(b, true, true);
     rows = rows && a.stride(0) == a.size(1) * a.stride(1);
     addOperands();
   }
