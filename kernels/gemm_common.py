@@ -134,7 +134,7 @@ def epilogue_values(epilogues: tuple, accs: list, elements: list, input_dtypes: 
             values.append(epilogue(accs[0]).to(out_type))
         else:
             tree, types = expression(epilogue, input_dtypes)
-            values.append(emit(tree, env, types).to(out_type))
+            values.append(emit(tree, env, types, out_type.width == 16).to(out_type))
     return values
 
 

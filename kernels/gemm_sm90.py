@@ -279,6 +279,11 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                     pipe.consumer_release(released)
                     released.advance()
                 state.advance()
+            if cute.const_expr(pingpong):
+                # The other owner's turn as soon as this tile's wgmmas are issued (not done): its
+                # first ones queue behind them, so the tensor cores never drain between tiles.
+                if tile_id + step < tiles:                # (it has that tile)
+                    cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER + 1 - owner, number_of_threads=2 * 128)
             # The epilogue's inputs are read `ahead` chunks of 16 columns early, the first ones while
             # the last wgmmas run: their latency hides behind the math and stores before them.
             coords = thr_out.partition_C(_tile(gC, m, n, l)) if cute.const_expr(bool(inputs)) else None
@@ -290,8 +295,6 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
             if cute.const_expr(pingpong):                 # the other owner's tile comes next in the ring
                 state.advance_by(k_tiles)
                 released.advance_by(k_tiles)
-                if tile_id + step < tiles:                # its turn (it has that tile)
-                    cute.arch.barrier_arrive(barrier_id=ORDER_BARRIER + 1 - owner, number_of_threads=2 * 128)
             if cute.const_expr(pingpong):
                 # The buffers' turn: the other warpgroup's epilogue of the CTA's previous tile has
                 # had its stores read them.
