@@ -2,7 +2,8 @@
 tensor-core example GEMMs (examples/gemm_sm80.py, gemm_sm90.py, gemm_sm90_ws.py) against cuBLAS,
 in the same run.
 
-    python benchmarks/gemm.py [--sections square llm fp16 fused tiles gated fp8 ampere] [--sizes 2048 4096 8192]
+    python benchmarks/gemm.py [--sections square llm fp16 fused tiles gated fp8 ampere clusters]
+                              [--sizes 2048 4096 8192]
                               [--only LABEL] [--repeats 50] [--plot gemm.png]
 
 C = A @ B^T with A (M, K) and B (N, K) (F.linear's layout, "TN"), fp32 accumulation; FLOPs =
@@ -20,7 +21,8 @@ linear + bias + residual: ours fused against our plain GEMM, eager and Inductor)
 of about one wave: each tile width against cuBLAS, and the one choose_tile_n takes), `gated`
 (SwiGLU from one gated GEMM against our plain GEMM, eager and Inductor; fp32 outputs), `fp8`
 (e4m3 operands with a per-tensor scale in the epilogue against cuBLAS's fp8 GEMM, torch._scaled_mm,
-and against bf16 cuBLAS), `ampere` (kernels/gemm_sm80: tile widths, TN and NN, a fused epilogue).
+and against bf16 cuBLAS), `ampere` (kernels/gemm_sm80: tile widths, TN and NN, a fused epilogue),
+`clusters` (2-CTA clusters multicasting B against the same tiles without, square and LLM shapes).
 """
 
 import argparse
@@ -302,6 +304,31 @@ def fp8(args) -> None:
               f"{bf16:11.3f} {err:8.1e}{'  WRONG' if err > 2e-2 else ''}", flush=True)
 
 
+def clusters(args) -> None:
+    """2-CTA clusters sharing B tiles by multicast against the same kernel without, bf16 TN."""
+    from cute_torch.kernels.gemm_sm90 import choose_tile_n, gemm
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print("\nclusters: GPU ms (TFLOP/s)")
+    print("| M | N | K | tile | cuBLAS | ours | ours, clusters of 2 | cuBLAS / ours | cuBLAS / clusters | max err |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    shapes = [(s, s, s) for s in args.sizes] + [(8192, n, k) for n, k in LLM_SHAPES]
+    for m, n, k in shapes:
+        a = torch.randn(m, k, device="cuda").bfloat16()
+        w = torch.randn(n, k, device="cuda").bfloat16()
+        cublas, reference = _cublas(a, w, torch.bfloat16, args.repeats)
+        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        tile = choose_tile_n(m, n, 1, sms)
+        plain = kernel_ms(lambda: gemm(a, w.t(), c, tile_n=tile), args.repeats)
+        clustered = kernel_ms(lambda: gemm(a, w.t(), c, tile_n=tile, cluster=True), args.repeats)
+        c.fill_(float("nan"))
+        gemm(a, w.t(), c, tile_n=tile, cluster=True)
+        err = _error(c, reference)
+        tf = 2 * m * n * k / 1e9
+        print(f"| {m} | {n} | {k} | {tile} | {cublas:.3f} | {plain:.3f} ({tf / plain:.0f}) | {clustered:.3f} "
+              f"({tf / clustered:.0f}) | {cublas / plain:.2f} | {cublas / clustered:.2f} | {err:.1e}"
+              f"{'  WRONG' if not err <= 2e-2 else ''} |", flush=True)
+
+
 def plot(rows: list, path: str) -> None:
     try:
         import matplotlib
@@ -358,6 +385,8 @@ def main() -> None:
         rows += ampere(args)
     if "fp8" in args.sections and _runs_here((9, 0)):
         fp8(args)
+    if "clusters" in args.sections and _runs_here((9, 0)):
+        clusters(args)
     if args.plot:
         plot(rows, args.plot)
 

@@ -32,7 +32,11 @@ would leave more than half the SMs idle, 128 x 64 when 128-wide ones would: choo
     are read a box ahead of their math, two adjacent columns per load where the strides allow
     (the first box while the tile's last wgmmas run);
   * tiles are visited batch by batch, in groups of GROUP_M tile rows (grouped rasterization) so
-    that CTAs running at the same time share A and B tiles in L2.
+    that CTAs running at the same time share A and B tiles in L2;
+  * with `cluster=True`, clusters of two CTAs take vertically adjacent tiles, which need the same
+    B tiles: each CTA loads half of B and multicasts it into both, and a stage is free once the
+    consumer warps of both CTAs have released it (opt-in: on an H100 it measured the same as
+    without, 0.97-1.02x cuBLAS on square and LLM shapes, so L2 traffic is not what limits it).
 Shared memory (one output, 256-wide tiles): 4 x 48 KB of operands + 2 x 16 KB of output buffers +
 barriers = 224 KB.
 """
@@ -84,10 +88,13 @@ def _mma_op(a_type, b_type, n: int, k_major: tuple):
 class Config(NamedTuple):
     """A kernel variant (compile-time): tile columns (64, 128 or 256); the ping-pong schedule
     instead of the cooperative one; grouped rasterization along N (groups of GROUP_M tile
-    columns, row by row) instead of along M, for N much larger than M."""
+    columns, row by row) instead of along M, for N much larger than M; clusters of two CTAs on
+    vertically adjacent tiles, which share their B tiles (each loads half and multicasts it to
+    both: half the B traffic through L2)."""
     tile_n: int = 256
     pingpong: bool = False
     raster_n: bool = False
+    cluster: bool = False
 
 
 def _stages(outputs, tile_n: int, pingpong: bool = False, gated: bool = False) -> int:
@@ -160,6 +167,24 @@ def _chunk_inputs(inputs, coords, q: int, values_per_m: int, frg_m: int, pairs: 
     return [[_input_pair(x, coords, base + e, p) for e in (0, 2, 4, 6)] for x, p in zip(inputs, pairs)]
 
 
+def _cluster_tile(tile_id, cluster_rows, tiles_n, along_n: bool, cm: int, rank):
+    """(m, n, l) of this CTA's tile in the tile_id-th cluster tile (tile_of's order over cm x 1
+    blocks of tiles)."""
+    m, n, l = tile_of(tile_id, cluster_rows, tiles_n, along_n)
+    return (m * cm + rank if cute.const_expr(cm == 2) else m), n, l
+
+
+@cute.jit
+def _release(pipe, state, lane, cm: Constexpr):
+    """The consumers are done with a stage: every thread arrives, or in a cluster the first lane
+    of each warp (its wgmma wait is warp-wide) in both CTAs."""
+    if cute.const_expr(cm == 2):
+        if lane == 0:
+            pipe.consumer_release(state)
+    else:
+        pipe.consumer_release(state)
+
+
 def _tile(tiles, i, j, l):
     """One tile of a (rows, cols, tiles_i, tiles_j[, L]) coordinate tensor."""
     return tiles[(None, None, i, j) + ((l,) if len(tiles.shape) == 5 else ())]
@@ -189,10 +214,14 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     sCs = [smem.allocate_tensor(t, swizzled(BM, box_n, 2, elem_bytes=w), 1024)   # per output
            for t, w in zip(out_types, widths)]
     bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * stages), 8)
+    # In a cluster a stage is released by the consumer warps of both CTAs (the peer's B half lands
+    # in it too): one arrival per warp, here and in the peer, instead of one per thread here.
+    cm = 2 if cute.const_expr(config.cluster) else 1
     pipe = pipeline.PipelineTmaAsync.create(
         num_stages=stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
-        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, per_tile),
-        tx_count=tma_a.size_in_bytes + tma_b.size_in_bytes, barrier_storage=bars.iterator)
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, per_tile // 32 if cm == 2 else per_tile),
+        tx_count=tma_a.size_in_bytes + tma_b.size_in_bytes, barrier_storage=bars.iterator,
+        cta_layout_vmnk=(1, 2, 1, 1) if cm == 2 else None)
 
     # Coordinates of the tiles: (BM, bk, tiles_m, k_tiles[, L]); a batch mode only when batched (a
     # coordinate tensor packs each mode in a field: 31 bits for two modes, 20 for three).
@@ -203,8 +232,12 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     gE = cute.local_tile(mC, (BM, box_n), modes)             # the epilogue's boxes
     tiles_m, tiles_n, k_tiles = cute.size(gA, mode=[2]), cute.size(gB, mode=[2]), cute.size(gA, mode=[3])
     batches = cute.size(gA, mode=[4]) if cute.const_expr(len(mA.shape) == 3) else 1
-    tiles = tiles_m * tiles_n * batches
-    first, step = cute.arch.block_idx()[0], cute.arch.grid_dim()[0]
+    # The schedule walks cluster tiles (cm tile rows by one tile column; cm = 1 without clusters):
+    # this CTA takes row `rank` of each (a row past M loads zeros and stores nothing).
+    cluster_rows = (tiles_m + cm - 1) // cm
+    tiles = cluster_rows * tiles_n * batches
+    first, step = cute.arch.block_idx()[0] // cm, cute.arch.grid_dim()[0] // cm
+    rank = cute.arch.block_in_cluster_rank() if cute.const_expr(cm == 2) else 0
     warp_group = cute.arch.make_warp_uniform(tid // 128)
 
     if warp_group == 0:                                   # the producer
@@ -214,12 +247,17 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
             cpasync.prefetch_descriptor(tma_b)
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, stages)
             for tile_id in range(first, tiles, step):
-                m, n, l = tile_of(tile_id, tiles_m, tiles_n, config.raster_n)
+                m, n, l = _cluster_tile(tile_id, cluster_rows, tiles_n, config.raster_n, cm, rank)
                 for kt in range(k_tiles):
                     pipe.producer_acquire(state)
                     bar = pipe.producer_get_barrier(state)
                     cute.copy(tma_a, _tile(gA, m, kt, l), sA[None, None, state.index], tma_bar_ptr=bar)
-                    cute.copy(tma_b, _tile(gB, n, kt, l), sB[None, None, state.index], tma_bar_ptr=bar)
+                    if cute.const_expr(cm == 2):          # this CTA's half of B, into both CTAs
+                        sb, gb = cpasync.tma_partition(tma_b, rank, cute.make_layout(2), sB[None, None, state.index],
+                                                       _tile(gB, n, kt, l))
+                        cute.copy(tma_b, gb, sb, tma_bar_ptr=bar, mcast_mask=0b11)
+                    else:
+                        cute.copy(tma_b, _tile(gB, n, kt, l), sB[None, None, state.index], tma_bar_ptr=bar)
                     state.advance()
     else:                                                 # the consumers
         cute.arch.warpgroup_reg_alloc(232)
@@ -257,8 +295,9 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
         if cute.const_expr(pingpong):                     # the second owner starts at the second tile
             state.advance_by(owner * k_tiles)
             released.advance_by(owner * k_tiles)
+        lane = cute.arch.lane_idx()
         for tile_id in range(first + owner * step, tiles, owners * step):
-            m, n, l = tile_of(tile_id, tiles_m, tiles_n, config.raster_n)
+            m, n, l = _cluster_tile(tile_id, cluster_rows, tiles_n, config.raster_n, cm, rank)
             if cute.const_expr(pingpong):
                 # The main loops take turns: wait until the other warpgroup has consumed the
                 # previous tile, so this one never waits on a stage more than one fill ahead
@@ -276,7 +315,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                 warpgroup.commit_group()
                 warpgroup.wait_group(1)                   # k-tile kt - 1's wgmmas are done
                 if kt > 0:
-                    pipe.consumer_release(released)
+                    _release(pipe, released, lane, cm)
                     released.advance()
                 state.advance()
             if cute.const_expr(pingpong):
@@ -290,7 +329,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
             loaded = [_chunk_inputs(xs, coords, q, values_per_m, frg_m, input_pairs)
                       for q in cute.range_constexpr(min(ahead, chunks))]
             warpgroup.wait_group(0)
-            pipe.consumer_release(released)               # the tile's last stage
+            _release(pipe, released, lane, cm)            # the tile's last stage
             released.advance()
             if cute.const_expr(pingpong):                 # the other owner's tile comes next in the ring
                 state.advance_by(k_tiles)
@@ -343,6 +382,10 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                     cute.arch.barrier_arrive(barrier_id=BUFFERS_BARRIER + 1 - owner, number_of_threads=2 * 128)
         if ctid == 0:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
+    if cute.const_expr(cm == 2):
+        # Neither CTA leaves while its peer may still multicast into it or release its stages.
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
 
 
 @cute.jit
@@ -357,7 +400,10 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     bk = k_tile(ab)
     tma_a, mA = cpasync.make_tiled_tma_atom(load, a, swizzled(BM, bk, None, k_major[0], ab.width // 8), (BM, bk))
-    tma_b, mB = cpasync.make_tiled_tma_atom(load, b, swizzled(BN, bk, None, k_major[1], ab.width // 8), (BN, bk))
+    cm = 2 if config.cluster else 1
+    tma_b, mB = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SMulticastOp() if cm == 2 else load, b,
+                                            swizzled(BN, bk, None, k_major[1], ab.width // 8), (BN, bk),
+                                            num_multicast=cm)
     gated = is_gated(epilogues)
     out_n = BN // 2 if gated else BN
     widths = tuple(out.element_type.width // 8 for out in outs)
@@ -374,13 +420,13 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     out_types = tuple(out.element_type for out in outs)
     stsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), t), out_mma)
                   if t.width == 16 else None for t in out_types)
-    tiles = cute.ceil_div(cute.size(c, mode=[0]), BM) * cute.ceil_div(cute.size(c, mode=[1]), out_n)
+    tiles = cute.ceil_div(cute.size(c, mode=[0]), BM * cm) * cute.ceil_div(cute.size(c, mode=[1]), out_n)
     if cute.const_expr(len(c.shape) == 3):
         tiles = tiles * cute.size(c, mode=[2])
-    grid = cute.math.min(tiles, sms)
+    grid = cute.math.min(tiles, sms // cm) * cm              # whole clusters (cluster tiles of cm tiles)
     gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma, out_mma, stsms, epilogues, input_dtypes,
                 input_pairs, out_types, k_major, _stages(widths, BN, pingpong, gated), config).launch(
-        grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1)
+        grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1, cluster=(cm, 1, 1) if cm == 2 else None)
 
 
 def reads_pairs(strides) -> bool:
@@ -427,7 +473,7 @@ def _check_tma_addressable(name: str, t: torch.Tensor, output: bool = False) -> 
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None,
-         schedule: str | None = None, raster: str | None = None, tune: bool = False):
+         schedule: str | None = None, raster: str | None = None, tune: bool = False, cluster: bool = False):
     """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm (see host_arguments);
     with a tuple of outputs and one epilogue per output, every output from the same GEMM. With
     `tune` (and no explicit variant) the variant is the fastest of a few, timed once per
@@ -440,11 +486,11 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: 
             rows_a = None
         if rows_a is not None:
             gemm(rows_a, b, rows if isinstance(c, (tuple, list)) else rows[0], epilogue, tile_n=tile_n,
-                 schedule=schedule, raster=raster, tune=tune)
+                 schedule=schedule, raster=raster, tune=tune, cluster=cluster)
             return c
     if tune and tile_n is None and schedule is None and raster is None:
         tile_n, schedule, raster = _tuned(a, b, c, epilogue, inputs)
-    _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n, schedule, raster))
+    _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n, schedule, raster, cluster))
     return c
 
 
@@ -466,7 +512,7 @@ def _tuned(a, b, c, epilogue, inputs):
 
 
 def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None,
-                   schedule: str | None = None, raster: str | None = None) -> tuple:
+                   schedule: str | None = None, raster: str | None = None, cluster: bool = False) -> tuple:
     """The arguments of _gemm_host for c = epilogue(a @ b): a (M, K) or (L, M, K), b (K, N) or
     (L, K, N), c (M, N) or (L, M, N) with N contiguous. a and b may each be row- or
     column-major, with any batch strides (no copies: an operand's shared layout and the wgmma's
@@ -480,7 +526,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     (64, 128, 192 or 256) overrides choose_tile_n; `schedule` is "cooperative" (the default: both consumer
     warpgroups on each tile) or "pingpong" (each on its own 128 x 128 tile, the epilogue of one
     overlapping the other's main loop); `raster` is "m" (the default: groups of tile rows) or
-    "n" (groups of tile columns, for N much larger than M)."""
+    "n" (groups of tile columns, for N much larger than M); `cluster` runs clusters of two CTAs
+    on vertically adjacent tiles that multicast their shared B tiles (cooperative only)."""
     outs, epilogues, gated, batched, views, tensors, dtypes = problem(a, b, c, epilogue, inputs)
     for name, t in (("a", a), ("b", b)):
         _check_tma_addressable(name, t)
@@ -505,6 +552,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
                          f"not 192 when gated), got {tile_n!r}")
     if raster not in (None, "m", "n"):
         raise ValueError(f"gemm: raster is 'm' or 'n', got {raster!r}")
-    config = Config(tile_n, pingpong, raster == "n")
+    if cluster and pingpong:
+        raise ValueError("gemm: clusters are for the cooperative schedule")
+    config = Config(tile_n, pingpong, raster == "n", bool(cluster))
     return (*dynamic[:2], sms, config, epilogues, dtypes, pairs, *dynamic[2:])
 

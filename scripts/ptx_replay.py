@@ -117,6 +117,7 @@ def _gemm_cases(arch: str) -> dict:
         "gemm_sm90_two_outputs": lambda: host_arguments(a, b, (c, c2), ("acc + x0", "relu(acc + x0)"), (bias,),
                                                   tile_n=128),
         "gemm_sm90_pingpong": lambda: host_arguments(a, b, c, schedule="pingpong"),
+        "gemm_sm90_cluster": lambda: host_arguments(a, b, c, tile_n=256, cluster=True),
     }
     return {name: (lambda v=v: _ptx(_gemm_host, *v(), arch=arch)) for name, v in variants.items()}
 

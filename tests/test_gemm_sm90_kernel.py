@@ -95,10 +95,10 @@ def test_the_epilogue_is_traced_into_the_kernel():
 
 
 def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0, a_row_major=True, b_row_major=True,
-           tile_n=None, schedule=None):
+           tile_n=None, schedule=None, cluster=False):
     a, b = _operands(m, n, k, dtype, a_row_major, b_row_major, "cuda", seed)
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-    gemm(a, b, c, epilogue, tile_n=tile_n, schedule=schedule)
+    gemm(a, b, c, epilogue, tile_n=tile_n, schedule=schedule, cluster=cluster)
     torch.cuda.synchronize()
     want = reference(a.double() @ b.double()).to(dtype)
     torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
@@ -132,17 +132,19 @@ def run_small():
     for tile_n in (64, 128, 192, 256):
         _check(300, 520, 448, torch.bfloat16, tile_n=tile_n)
     _few_ctas(3, "pingpong")
+    _few_ctas(4, "cooperative", cluster=True)
     test_fp32_outputs_match_matmul(256, None)
     test_gated_epilogues_match_torch(128, "pingpong")
 
 
-def _few_ctas(ctas: int, schedule: str, raster: str = "m"):
+def _few_ctas(ctas: int, schedule: str, raster: str = "m", cluster: bool = False):
     """A GEMM with a bias epilogue on only `ctas` CTAs: each walks many tiles (both ping-pong
-    owners several each), tails in M, N and K."""
+    owners several each; clusters: pairs of tile rows, the last one half past M), tails in M, N
+    and K."""
     a, b = _operands(700, 1000, 200, torch.bfloat16, device="cuda", seed=31)
     bias = torch.randn(1000, generator=torch.Generator().manual_seed(32)).cuda()
     c = torch.full((700, 1000), float("nan"), dtype=torch.bfloat16, device="cuda")
-    args = list(host_arguments(a, b, c, "acc + x0", (bias,), schedule=schedule, raster=raster))
+    args = list(host_arguments(a, b, c, "acc + x0", (bias,), schedule=schedule, raster=raster, cluster=cluster))
     args[2] = ctas                                        # the SM count the grid is sized from
     _gemm_host(*args)
     torch.cuda.synchronize()
@@ -157,6 +159,61 @@ def _few_ctas(ctas: int, schedule: str, raster: str = "m"):
 @pytest.mark.parametrize("raster", ["m", "n"])
 def test_a_few_ctas_walk_every_tile_in_either_schedule(schedule, ctas, raster):
     _few_ctas(ctas, schedule, raster)
+
+
+# -- clusters: two CTAs on vertically adjacent tiles share (multicast) their B tiles --------------
+
+@pytest.mark.parametrize("b_row_major,boxes", [(False, 1), (True, 4)])
+def test_a_cluster_multicasts_half_of_each_b_tile_from_each_cta(b_row_major, boxes):
+    a, b = _operands(304, 520, 448, torch.bfloat16, True, b_row_major)
+    args = host_arguments(a, b, torch.empty(304, 520).bfloat16(), tile_n=256, cluster=True)
+    kernel = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"})
+    ptx = kernel.__ptx__
+    # K-major B: rows 128 x rank ... of the 256 x 64 tile; N-major: 32 of the 64 k of each 64-column box.
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                     ".multicast::cluster") == boxes
+    assert ptx.count("mbarrier.arrive.shared::cluster.b64") == 2   # releases in the peer
+    assert ptx.count("barrier.cluster.wait") == 2            # barriers exist; nobody leaves early
+    assert kernel.metadata["kernels"][0]["spill_stores"] == 0
+    with pytest.raises(ValueError, match="cooperative schedule"):
+        host_arguments(a, b, torch.empty(304, 520).bfloat16(), schedule="pingpong", cluster=True)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("m,n,k", [(128, 256, 64), (300, 520, 448), (1024, 768, 1000), (640, 1000, 2056)])
+@pytest.mark.parametrize("tile_n", [128, 256])
+def test_a_clustered_gemm_matches_matmul(m, n, k, tile_n):
+    _check(m, n, k, torch.bfloat16, seed=m + k, tile_n=tile_n, cluster=True)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("a_row_major,b_row_major", [(True, False), (False, True), (False, False)])
+def test_a_clustered_gemm_takes_every_operand_layout(a_row_major, b_row_major):
+    _check(384, 512, 576, torch.bfloat16, seed=7, a_row_major=a_row_major, b_row_major=b_row_major, cluster=True)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("ctas", [2, 4])
+def test_a_few_clusters_walk_every_tile(ctas):
+    _few_ctas(ctas, "cooperative", cluster=True)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_a_clustered_batched_gemm_with_a_residual_matches_torch():
+    """3 tile rows per batch: each batch's last cluster tile has its second CTA past M."""
+    g = torch.Generator().manual_seed(23)
+    a = torch.randn(3, 300, 320, generator=g).bfloat16().cuda()
+    b = torch.randn(3, 320, 264, generator=g).bfloat16().cuda()
+    residual = torch.randn(3, 300, 264, generator=g).bfloat16().cuda()
+    c = torch.full((3, 300, 264), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm(a, b, c, "acc + x0", (residual,), tile_n=128, cluster=True)
+    torch.cuda.synchronize()
+    want = (a.double() @ b.double() + residual.double()).to(torch.bfloat16)
+    torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
 
 
 @pytest.mark.gpu

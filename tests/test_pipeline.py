@@ -218,7 +218,7 @@ def test_a_cluster_pipeline_releases_stages_in_its_row_and_column():
     ptx = cute.compile(_cluster_pipeline_host, torch.zeros(1), options={"arch": "sm_90a"}).__ptx__
     # In a 2x2 cluster a stage is filled by 3 CTAs: released here and in the 2 peers.
     assert ptx.count("mapa.shared::cluster.u32") == 2
-    assert ptx.count("mbarrier.arrive.release.cluster.shared::cluster.b64") == 2
+    assert ptx.count("mbarrier.arrive.shared::cluster.b64") == 2
     assert "mov.b32 \t%r3, 384;" in ptx or ", 384;" in ptx      # empty: 128 consumers x 3 CTAs
     assert "barrier.cluster.wait" in ptx
 

@@ -316,13 +316,17 @@ def tma_partition(atom: TmaAtom, cta_coord, cta_layout, smem_tensor: Tensor, gme
 
 
 def _at_slice(t: Tensor, atom: TmaAtom, cta_coord) -> Tensor:
-    modes = len(atom.box)
-    tile = tuple(cta_coord * atom.slice_extent if i == atom.split_mode else 0 for i in range(modes))
-    shape = t.shape
-    grouped = is_tuple(shape) and is_tuple(shape[0]) and len(shape[0]) == modes
-    rest = (len(shape) - 1 if grouped else len(shape) - modes) if is_tuple(shape) else 0
-    coord = ((tile,) if grouped else tile) + (0,) * rest
-    return domain_offset(coord, t)
+    tile = tuple(cta_coord * atom.slice_extent if i == atom.split_mode else 0 for i in range(len(atom.box)))
+    shape = t.shape if is_tuple(t.shape) else (t.shape,)
+    # Grouped: the tile's modes are mode 0, followed by the rest (stages, ...); told from a tile
+    # mode that is itself nested (an MN-major operand's ((64, 4), 64)) by its size, the whole
+    # tile. A shared tile may lack the box's trailing batch mode of 1: the coordinate covers
+    # the tensor's own modes.
+    if is_tuple(shape[0]) and size(shape[0]) * byte_width(atom.dtype) == atom.size_in_bytes:
+        coord = (tile[:len(shape[0])],) + (0,) * (len(shape) - 1)
+    else:
+        coord = tile[:len(shape)] + (0,) * (len(shape) - len(tile))
+    return domain_offset(coord if is_tuple(t.shape) else coord[0], t)
 
 
 def prefetch_descriptor(atom: TmaAtom) -> None:
