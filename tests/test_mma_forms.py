@@ -310,6 +310,60 @@ def test_transposed_stmatrix_reaches_ptx(transpose):
     assert ptx.count(f"stmatrix.sync.aligned.{form}.shared.b16") == N // 16
 
 
+# -- ldmatrix through make_tiled_copy_C: a 16-bit tile into registers laid out as accumulators -----
+
+@cute.kernel
+def _ldmatrix_c(mIn: cute.Tensor, mOut: cute.Tensor, tiled_mma: cute.Constexpr, transpose: cute.Constexpr):
+    """Reads a (64, N) tile from shared memory into an accumulator-shaped fragment by ldmatrix, then
+    writes each value to its accumulator's place in mOut: mOut equals mIn when the fragment
+    order is the accumulators'."""
+    tid = cute.arch.thread_idx()[0]
+    sIn = cute.arch.alloc_smem(mIn.element_type, (64, N), stride=(1, 64) if transpose else (N, 1), alignment=16)
+    copy_by_threads(mIn, sIn, tid)
+    cute.arch.sync_threads()
+    thr = tiled_mma.get_slice(tid)
+    frag = cute.make_fragment_like(thr.make_fragment_C(thr.partition_C(sIn)), mIn.element_type)
+    ldsm = cute.make_tiled_copy_C(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(transpose), mIn.element_type),
+                                  tiled_mma)
+    ld = ldsm.get_slice(tid)
+    cute.copy(ldsm, ld.partition_S(sIn), ld.retile(frag))
+    out = thr.partition_C(mOut)
+    for i in cute.range_constexpr(cute.size(frag)):
+        out[i] = frag[i]
+
+
+@cute.jit
+def _ldmatrix_c_host(x: cute.Tensor, y: cute.Tensor, transpose: cute.Constexpr):
+    op = warpgroup.MmaF16BF16Op(cute.BFloat16, cute.Float32, (64, N, 16))
+    _ldmatrix_c(x, y, cute.make_tiled_mma(op), transpose).launch(grid=(1, 1, 1), block=(128, 1, 1))
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_ldmatrix_reads_a_c_tile_with_stmatrix_addresses(transpose):
+    x = torch.randn(64, N).bfloat16()
+    ptx = cute.compile(_ldmatrix_c_host, x, torch.empty_like(x), transpose, options={"arch": "sm_90a"}).__ptx__
+    form = "x4.trans.shared.b16" if transpose else "x4.shared.b16"
+    assert ptx.count(f"ldmatrix.sync.aligned.m8n8.{form}") == N // 16
+    with pytest.raises(DSLError, match="x4 ldmatrix"):
+        @cute.jit
+        def two_matrices(t: cute.Tensor):
+            op = warpgroup.MmaF16BF16Op(cute.BFloat16, cute.Float32, (64, N, 16))
+            cute.make_tiled_copy_C(cute.make_copy_atom(warp.LdMatrix8x8x16bOp(num_matrices=2), cute.BFloat16),
+                                   cute.make_tiled_mma(op))
+        cute.compile(two_matrices, x, options={"arch": "sm_90a"})
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("transpose", [False, True])
+def test_ldmatrix_fills_a_fragment_in_accumulator_order(transpose):
+    x = torch.randn(64, N, generator=torch.Generator().manual_seed(41)).bfloat16().cuda()
+    y = torch.full_like(x, float("nan"))
+    _ldmatrix_c_host(x, y, transpose)
+    torch.cuda.synchronize()
+    assert torch.equal(y, x)
+
+
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("transpose", [False, True])

@@ -11,7 +11,8 @@ from .diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
 from .layout import size
 from .nvgpu.cpasync import TmaAtom, tma_copy, tma_prefetch
 from .tensor import Tensor
-from .tiled_copy import CopyAtom, MmaOperandCopy, TiledCopy, ldmatrix_copy, stmatrix_copy, tiled_copy
+from .tiled_copy import (CopyAtom, MmaOperandCopy, TiledCopy, ldmatrix_c_copy, ldmatrix_copy, stmatrix_copy,
+                         tiled_copy)
 
 
 def prefetch(atom, src) -> None:
@@ -32,7 +33,11 @@ def copy(*args, **kwargs) -> None:
         tma_copy(*args, **kwargs)
         return
     if len(args) == 3 and isinstance(args[0], MmaOperandCopy):
-        (stmatrix_copy if args[0].operand == "C" else ldmatrix_copy)(*args)
+        tiled = args[0]
+        if tiled.operand != "C":
+            ldmatrix_copy(*args)
+        else:
+            (ldmatrix_c_copy if tiled.reads_shared else stmatrix_copy)(*args)
         return
     if len(args) == 3 and isinstance(args[0], (CopyAtom, TiledCopy)):
         unknown = set(kwargs) - {"pred"}

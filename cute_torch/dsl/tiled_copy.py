@@ -241,7 +241,9 @@ def cp_async_wait_group(n: int) -> None:
 
 class MmaOperandCopy:
     """make_tiled_copy_A/B: an ldmatrix atom feeding operand A or B of a warp tiled MMA;
-    make_tiled_copy_C: a stmatrix atom writing a warpgroup MMA's accumulators."""
+    make_tiled_copy_C: a stmatrix atom writing a warpgroup MMA's accumulators, or an ldmatrix
+    (x4) atom reading a 16-bit tile into registers laid out as those accumulators (an epilogue's
+    source tile: the same row addresses as stmatrix's, the registers in the same order)."""
 
     def __init__(self, atom: CopyAtom, tiled_mma, operand: str):
         from .mma import TiledMma
@@ -266,10 +268,12 @@ class MmaOperandCopy:
 
     def _init_c(self, atom: CopyAtom, tiled_mma) -> None:
         from .mma import TiledMma
-        from .nvgpu import warpgroup
-        if not isinstance(atom, CopyAtom) or not isinstance(atom.op, warpgroup.StMatrix8x8x16bOp):
+        from .nvgpu import warp, warpgroup
+        ops = (warpgroup.StMatrix8x8x16bOp, warp.LdMatrix8x8x16bOp)
+        if not isinstance(atom, CopyAtom) or not isinstance(atom.op, ops) or atom.op.num_matrices != 4:
             raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_copy_C takes a stmatrix copy atom "
-                           f"(cute.nvgpu.warpgroup.StMatrix8x8x16bOp), got {atom}", user_location())
+                           f"(cute.nvgpu.warpgroup.StMatrix8x8x16bOp) or an x4 ldmatrix one "
+                           f"(cute.nvgpu.warp.LdMatrix8x8x16bOp), got {atom}", user_location())
         if not isinstance(tiled_mma, TiledMma) or not isinstance(tiled_mma.atom, warpgroup.WarpgroupMmaOp):
             raise DSLError(ARGUMENT_MISMATCH, f"make_tiled_copy_C writes a warpgroup MMA's accumulators, got "
                            f"{tiled_mma}", user_location())
@@ -279,6 +283,12 @@ class MmaOperandCopy:
                            user_location())
         self.atom, self.tiled_mma, self.operand = atom, tiled_mma, "C"
         self.layout_tv = warpgroup.stsm_layout(n, atom.op.transpose)
+
+    @property
+    def reads_shared(self) -> bool:
+        """Whether the copy goes from shared memory to registers (ldmatrix)."""
+        from .nvgpu import warp
+        return isinstance(self.atom.op, warp.LdMatrix8x8x16bOp)
 
     def get_slice(self, thr_idx) -> "ThrMmaOperandCopy":
         return ThrMmaOperandCopy(self, thr_idx)
@@ -293,15 +303,16 @@ class ThrMmaOperandCopy:
 
     def partition_S(self, tensor: Tensor) -> Tensor:
         """ldmatrix: (8 values of this thread's row, FrgX, FrgK, ...), the row whose address it
-        gives (stmatrix: the accumulator fragment, as it is)."""
+        gives; of a C tile, as stmatrix's partition_D (stmatrix: the accumulator fragment, as it
+        is)."""
         if self.tiled.operand == "C":
-            return tensor
+            return self.thr._partition("C", tensor, self.tiled.layout_tv) if self.tiled.reads_shared else tensor
         return self.thr._partition(self.tiled.operand, tensor, self.tiled.layout_tv)
 
     def partition_D(self, tensor: Tensor) -> Tensor:
         """stmatrix: ((8 values of a row, N/16 groups), FrgM, FrgN, ...) of the shared tile, the
         rows whose addresses this thread gives (ldmatrix: the fragment, as it is)."""
-        if self.tiled.operand == "C":
+        if self.tiled.operand == "C" and not self.tiled.reads_shared:
             return self.thr._partition("C", tensor, self.tiled.layout_tv)
         return tensor
 
@@ -345,6 +356,32 @@ def ldmatrix_copy(tiled: MmaOperandCopy, src: Tensor, dst: Tensor) -> None:
         registers = [result] if n == 1 else struct_fields(result, n, "i32")
         for v, value in enumerate(unpack_registers(registers, dst.dtype)):
             dst[(v,) + rest] = value
+
+
+def ldmatrix_c_copy(tiled: MmaOperandCopy, src: Tensor, dst: Tensor) -> None:
+    """One ldmatrix.x4 per 16 columns of each accumulator atom, stmatrix_copy backwards: group
+    j of the shared partition lands in the fragment's values 8j..8j+7 (16-bit)."""
+    from .mma_atom import struct_fields, unpack_registers
+    if src.memspace != "smem" or dst.memspace != "rmem":
+        raise DSLError(ARGUMENT_MISMATCH, "ldmatrix copies shared memory into a register fragment", user_location())
+    if dst.dtype.width != 16:
+        raise DSLError(UNSUPPORTED_TYPE, f"ldmatrix loads 16-bit elements, got a {dst.dtype.__name__} fragment",
+                       user_location())
+    groups = size(src.shape[0]) // 8
+    rest_shape = tuple(src.shape[1:]) if is_tuple(src.shape) and len(src.shape) > 1 else ()
+    b = ir.require("device", "ldmatrix")
+    order = "col" if tiled.atom.op.transpose else "row"   # col: .trans
+    reg_t = "!llvm.struct<(i32, i32, i32, i32)>"
+    for t in range(size(rest_shape) if rest_shape else 1):
+        rest = tuple(_leaves_of(idx2crd(t, rest_shape))) if rest_shape else ()
+        for j in range(groups):
+            _check_contiguous(src, (8 * j,) + rest, 8, "ldmatrix row")
+            address = src._address((8 * j,) + rest)
+            result = b.op(f"nvvm.ldmatrix {address.name} {{num = 4 : i32, layout = #nvvm.mma_layout<{order}>}} : "
+                          f"({address.type}) -> {reg_t}", reg_t)
+            values = dst.with_layout(Layout(8, 1), dst._layout((8 * j,) + rest))
+            for v, value in enumerate(unpack_registers(struct_fields(result, 4, "i32"), dst.dtype)):
+                values[v] = value
 
 
 def stmatrix_copy(tiled: MmaOperandCopy, src: Tensor, dst: Tensor) -> None:
