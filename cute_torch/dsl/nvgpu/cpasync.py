@@ -47,8 +47,7 @@ from ..pointer import byte_width, shared_pointer
 from ..tensor import Tensor, domain_offset
 from ..tiled_copy import CopyG2SOp  # noqa: F401 - cp.async lives in this namespace in CuTe DSL
 
-# CUtensorMapDataType (cuda.h) by element type.
-# CUtensorMapDataType by element type (fp8 moves as UINT8: TMA copies bytes).
+# CUtensorMapDataType (cuda.h) by element type (fp8 moves as UINT8: TMA copies bytes).
 _TMA_DTYPE = {Uint8: 0, Int8: 0, Float8E4M3FN: 0, Float8E5M2: 0, Int32: 3, Int64: 5, Float16: 6, Float32: 7,
               Float64: 8, BFloat16: 9}
 # CUtensorMapSwizzle by Swizzle bits (Sw<b,4,3>: 16 << b bytes).
