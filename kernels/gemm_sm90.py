@@ -90,20 +90,24 @@ class Config(NamedTuple):
     instead of the cooperative one; grouped rasterization along N (groups of GROUP_M tile
     columns, row by row) instead of along M, for N much larger than M; clusters of two CTAs on
     vertically adjacent tiles, which share their B tiles (each loads half and multicasts it to
-    both: half the B traffic through L2)."""
+    both: half the B traffic through L2); per epilogue input, whether it is staged: a whole
+    (M, N) input that ping-pong reads by TMA into shared memory, a tile at a time, and from there
+    by ldmatrix in the accumulators' order (staged_inputs)."""
     tile_n: int = 256
     pingpong: bool = False
     raster_n: bool = False
     cluster: bool = False
+    staged: tuple = ()          # per epilogue input: read through shared memory (TMA, ldmatrix)
 
 
-def _stages(outputs, tile_n: int, pingpong: bool = False, gated: bool = False) -> int:
+def _stages(outputs, tile_n: int, pingpong: bool = False, gated: bool = False, staged: int = 0) -> int:
     """Operand stages that fit beside the outputs' buffers (two 128 x epi_n boxes per output;
-    ping-pong's two warpgroups take turns with them). `outputs`: each output's element bytes,
-    or how many 16-bit outputs."""
+    ping-pong's two warpgroups take turns with them) and the staged inputs' tiles (128 x the
+    output tile's columns, 16-bit, each). `outputs`: each output's element bytes, or how many
+    16-bit outputs."""
     widths = (2,) * outputs if isinstance(outputs, int) else tuple(outputs)
     box_n = epi_n(len(widths), tile_n // 2 if gated else tile_n, max(widths))
-    epilogue = sum(2 * BM * box_n * w for w in widths)
+    epilogue = sum(2 * BM * box_n * w for w in widths) + staged * BM * (tile_n // 2 if gated else tile_n) * 2
     most = PINGPONG_STAGES if pingpong else MAX_STAGES
     return min(most, (SMEM_BYTES - epilogue - 1024) // ((BM + tile_n) * BK * 2))
 
@@ -158,13 +162,26 @@ def _input_pair(x, coords, i: int, pairs: bool) -> tuple:
     return pair[0], pair[1]
 
 
-def _chunk_inputs(inputs, coords, q: int, values_per_m: int, frg_m: int, pairs: tuple) -> list:
+def _chunk_inputs(inputs, coords, q: int, values_per_m: int, frg_m: int, pairs: tuple, staged: tuple) -> list:
     """Per input, the four element pairs at the accumulators of the epilogue's chunk q: 16
     columns (j = q // frg_m) of one 64-row fragment (fm = q % frg_m), accumulators 8 j +
-    values_per_m fm + 0..7."""
+    values_per_m fm + 0..7 (None for a staged input: _staged_pairs reads it)."""
     j, fm = divmod(q, frg_m)
     base = 8 * j + values_per_m * fm
-    return [[_input_pair(x, coords, base + e, p) for e in (0, 2, 4, 6)] for x, p in zip(inputs, pairs)]
+    return [None if st else [_input_pair(x, coords, base + e, p) for e in (0, 2, 4, 6)]
+            for x, p, st in zip(inputs, pairs, staged)]
+
+
+def _staged_pairs(ldsms, tRsRs, rpieces, j: int, fm: int) -> dict:
+    """Per staged input (by input index), the chunk's four element pairs from shared memory: one
+    ldmatrix.x4, the registers in the accumulators' order."""
+    out, k = {}, 0
+    for i, ldsm in enumerate(ldsms):
+        if ldsm is not None:
+            cute.copy(ldsm, tRsRs[k][(None, j), fm, None], rpieces[k])
+            out[i] = [(rpieces[k][e], rpieces[k][e + 1]) for e in (0, 2, 4, 6)]
+            k += 1
+    return out
 
 
 def _cluster_tile(tile_id, cluster_rows, tiles_n, along_n: bool, cm: int, rank):
@@ -191,9 +208,12 @@ def _tile(tiles, i, j, l):
 
 
 @cute.kernel
-def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, out_mma: Constexpr, stsms: Constexpr,
+def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma: Constexpr, out_mma: Constexpr,
+                stsms: Constexpr, ldsms: Constexpr,
                 epilogues: Constexpr, input_dtypes: Constexpr, input_pairs: Constexpr, out_types: Constexpr,
                 k_major: Constexpr, stages: Constexpr, config: Constexpr):
+    """tma_rs, mRs: the TMA atoms and coordinate tensors of the staged inputs (config.staged),
+    ldsms: their ldmatrix copies into the output tile's partition (None for the others)."""
     BN, pingpong = config.tile_n, config.pingpong
     # A gated GEMM's output tile has half the columns: each output column combines a pair.
     gated = is_gated(epilogues)
@@ -213,7 +233,17 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     box_n = epi_n(len(out_types), out_n, max(widths))
     sCs = [smem.allocate_tensor(t, swizzled(BM, box_n, 2, elem_bytes=w), 1024)   # per output
            for t, w in zip(out_types, widths)]
-    bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * stages), 8)
+    # Staged inputs: each a whole output tile (boxes of 128 x box_n), filled by TMA at the start of
+    # an epilogue (ping-pong: the warpgroups take turns with them as with the output buffers) and
+    # read by ldmatrix; one barrier counts the bytes.
+    staged = config.staged if cute.const_expr(bool(config.staged)) else (False,) * len(inputs)
+    sRs = [smem.allocate_tensor(r.dtype, swizzled(BM, box_n, out_n // box_n), 1024) for r in tma_rs]
+    bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * stages + (1 if tma_rs else 0)), 8)
+    staged_bar = bars.iterator + 2 * stages
+    if cute.const_expr(bool(tma_rs)):
+        if tid == 0:
+            cute.arch.mbarrier_init(staged_bar, 1)
+            cute.arch.mbarrier_init_fence()          # the pipeline's create syncs the CTA after it
     # In a cluster a stage is released by the consumer warps of both CTAs (the peer's B half lands
     # in it too): one arrival per warp, here and in the peer, instead of one per thread here.
     cm = 2 if cute.const_expr(config.cluster) else 1
@@ -230,6 +260,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
     gB = cute.local_tile(mB, (BN, bk), modes)
     gC = cute.local_tile(mC, (BM, out_n), modes)
     gE = cute.local_tile(mC, (BM, box_n), modes)             # the epilogue's boxes
+    gRs = [cute.local_tile(mR, (BM, box_n), modes) for mR in mRs]
     tiles_m, tiles_n, k_tiles = cute.size(gA, mode=[2]), cute.size(gB, mode=[2]), cute.size(gA, mode=[3])
     batches = cute.size(gA, mode=[4]) if cute.const_expr(len(mA.shape) == 3) else 1
     # The schedule walks cluster tiles (cm tile rows by one tile column; cm = 1 without clusters):
@@ -283,6 +314,13 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
         values_per_m = acc_per_m // 2 if gated else acc_per_m
         chunks = out_n // 16 * frg_m                      # the epilogue's steps: 16 columns x 64 rows
         xs = [_with_even_strides(x) if cute.const_expr(p) else x for x, p in zip(inputs, input_pairs)]
+        # A staged input's tile as the output tile over its boxes (box s in buffer s), partitioned
+        # for ldmatrix like the outputs' buffers for stmatrix.
+        over_boxes = cute.make_layout((BM, (box_n, boxes)), stride=(1, (BM, BM * box_n))) if cute.const_expr(
+            boxes > 1) else cute.make_layout((BM, box_n), stride=(1, BM))
+        tRsRs = [ldsm.get_slice(ctid).partition_S(cute.composition(sR, over_boxes))
+                 for ldsm, sR in zip([c for c in ldsms if c is not None], sRs)]
+        rpieces = [cute.make_fragment(cute.make_layout((8, 1)), r.dtype) for r in tma_rs]
         # Inputs read one element at a time take twice the registers per chunk in flight.
         ahead = AHEAD if all(input_pairs) else AHEAD // 2
         pieces = [cute.make_fragment(cute.make_layout((8, 1)), t) for t in out_types]   # one stmatrix each
@@ -326,7 +364,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
             # The epilogue's inputs are read `ahead` chunks of 16 columns early, the first ones while
             # the last wgmmas run: their latency hides behind the math and stores before them.
             coords = thr_out.partition_C(_tile(gC, m, n, l)) if cute.const_expr(bool(inputs)) else None
-            loaded = [_chunk_inputs(xs, coords, q, values_per_m, frg_m, input_pairs)
+            loaded = [_chunk_inputs(xs, coords, q, values_per_m, frg_m, input_pairs, staged)
                       for q in cute.range_constexpr(min(ahead, chunks))]
             warpgroup.wait_group(0)
             _release(pipe, released, lane, cm)            # the tile's last stage
@@ -339,6 +377,17 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                 # had its stores read them.
                 if tile_id != first:
                     cute.arch.barrier(barrier_id=BUFFERS_BARRIER + owner, number_of_threads=2 * 128)
+            if cute.const_expr(bool(tma_rs)):
+                # The staged inputs' tile, now that their buffers are this warpgroup's (the other's
+                # ldmatrix reads are done: a proxy fence orders them before the TMA writes). The
+                # CTA's epilogues alternate between the owners, so this one waits on parity `owner`.
+                if ctid == 0:
+                    cute.arch.fence_proxy("async.shared", space="cta")
+                    cute.arch.mbarrier_arrive_and_expect_tx(staged_bar, sum(r.size_in_bytes for r in tma_rs) * boxes)
+                    for tma_r, sR, gR in zip(tma_rs, sRs, gRs):
+                        for s in cute.range_constexpr(boxes):
+                            cute.copy(tma_r, _tile(gR, m, n * boxes + s, l), sR[None, None, s], tma_bar_ptr=staged_bar)
+                cute.arch.mbarrier_wait(staged_bar, owner)
             # The epilogue: fused math in registers, 16-bit values to shared memory, TMA out.
             for s in cute.range_constexpr(boxes):
                 # Buffer s % 2 is free once the store issued from it two boxes ago has read it (with
@@ -352,14 +401,17 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma: Constexpr, 
                     for fm in cute.range_constexpr(frg_m):
                         q = j * frg_m + fm                # the chunk; its inputs were loaded ahead
                         if cute.const_expr(q + ahead < chunks):
-                            loaded.append(_chunk_inputs(xs, coords, q + ahead, values_per_m, frg_m, input_pairs))
+                            loaded.append(_chunk_inputs(xs, coords, q + ahead, values_per_m, frg_m, input_pairs,
+                                                        staged))
+                        from_smem = _staged_pairs(ldsms, tRsRs, rpieces, j, fm)
                         for e in cute.range_constexpr(8):
                             if cute.const_expr(gated):
                                 i = 8 * (2 * j + e // 4) + e % 4 + acc_per_m * fm
                                 accs = [acc[i], acc[i + 4]]
                             else:
                                 accs = [acc[8 * j + e + acc_per_m * fm]]
-                            elements = [pairs[e // 2][e % 2] for pairs in loaded[q]]
+                            elements = [(pairs if pairs is not None else from_smem[i])[e // 2][e % 2]
+                                        for i, pairs in enumerate(loaded[q])]
                             values = epilogue_values(epilogues, accs, elements, input_dtypes, out_types)
                             for piece, value in zip(pieces, values):
                                 piece[e] = value
@@ -420,13 +472,34 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     out_types = tuple(out.element_type for out in outs)
     stsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), t), out_mma)
                   if t.width == 16 else None for t in out_types)
+    staged = config.staged or (False,) * len(inputs)
+    loads = [cpasync.make_tiled_tma_atom(load, x, swizzled(BM, box_n), (BM, box_n))
+             for x, st in zip(inputs, staged) if st]
+    tma_rs, mRs = tuple(atom for atom, _ in loads), tuple(coords for _, coords in loads)
+    ldsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(), x.element_type),
+                                         out_mma) if st else None for x, st in zip(inputs, staged))
     tiles = cute.ceil_div(cute.size(c, mode=[0]), BM * cm) * cute.ceil_div(cute.size(c, mode=[1]), out_n)
     if cute.const_expr(len(c.shape) == 3):
         tiles = tiles * cute.size(c, mode=[2])
     grid = cute.math.min(tiles, sms // cm) * cm              # whole clusters (cluster tiles of cm tiles)
-    gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tiled_mma, out_mma, stsms, epilogues, input_dtypes,
-                input_pairs, out_types, k_major, _stages(widths, BN, pingpong, gated), config).launch(
+    gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma, out_mma, stsms, ldsms, epilogues,
+                input_dtypes, input_pairs, out_types, k_major, _stages(widths, BN, pingpong, gated, sum(staged)),
+                config).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1, cluster=(cm, 1, 1) if cm == 2 else None)
+
+
+def staged_inputs(inputs, out_shape) -> tuple:
+    """Per epilogue input, whether ping-pong stages it through shared memory: a whole 16-bit
+    (M, N[, L]) tensor (no broadcast mode), N contiguous, that TMA can address. Its tile then
+    arrives in a few bulk copies while the other warpgroup's main loop runs, instead of as 64
+    four-byte loads per thread, each with its clamped coordinates (on an H100 those loads cost a
+    ping-pong proj + bias + residual 0.114 ms against 0.093 plain: they also slowed the other
+    warpgroup's main loop)."""
+    def whole(x):   # x as the kernel sees it: (M, N[, L]), broadcasts expanded (stride 0)
+        return (x.dtype in (torch.bfloat16, torch.float16) and tuple(x.shape) == tuple(out_shape)
+                and x.stride(1) == 1 and 0 not in x.stride() and x.data_ptr() % 16 == 0
+                and all((d * 2) % 16 == 0 for i, d in enumerate(x.stride()) if i != 1))
+    return tuple(whole(x) for x in inputs)
 
 
 def reads_pairs(strides) -> bool:
@@ -554,6 +627,7 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
         raise ValueError(f"gemm: raster is 'm' or 'n', got {raster!r}")
     if cluster and pingpong:
         raise ValueError("gemm: clusters are for the cooperative schedule")
-    config = Config(tile_n, pingpong, raster == "n", bool(cluster))
+    staged = staged_inputs(tensors[len(outs):], tensors[0].shape) if pingpong else ()
+    config = Config(tile_n, pingpong, raster == "n", bool(cluster), staged if any(staged) else ())
     return (*dynamic[:2], sms, config, epilogues, dtypes, pairs, *dynamic[2:])
 

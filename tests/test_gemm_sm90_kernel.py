@@ -133,6 +133,7 @@ def run_small():
         _check(300, 520, 448, torch.bfloat16, tile_n=tile_n)
     _few_ctas(3, "pingpong")
     _few_ctas(4, "cooperative", cluster=True)
+    _staged_check(300, 520, 448, seed=1)
     test_fp32_outputs_match_matmul(256, None)
     test_gated_epilogues_match_torch(128, "pingpong")
 
@@ -272,6 +273,57 @@ def test_an_expression_epilogue_with_bias_and_residual_matches_torch():
     torch.cuda.synchronize()
     want = torch.nn.functional.gelu(a.double() @ b.double() + bias.double()) + residual.double()
     torch.testing.assert_close(c.cpu().double(), want.to(torch.bfloat16).cpu().double(), rtol=2e-2, atol=2e-2)
+
+
+# -- ping-pong stages whole (M, N) inputs through shared memory: TMA in, ldmatrix out ----------------
+
+def test_ping_pong_stages_a_residual_and_reads_it_by_ldmatrix():
+    a, b = _operands(304, 520, 448, torch.bfloat16)
+    c, bias, residual = torch.empty(304, 520).bfloat16(), torch.randn(520).bfloat16(), torch.randn(304, 520).bfloat16()
+    args = host_arguments(a, b, c, "acc + x0 + x1", (bias, residual), schedule="pingpong")
+    assert args[3].staged == (False, True)            # the bias stays a per-thread (broadcast) read
+    kernel = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"})
+    ptx = kernel.__ptx__
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 16     # 128 x 128 tile / 16 columns / 2 atoms
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 5  # A, B (2 boxes), the residual's 2
+    assert ptx.count("ld.global.b32") == 28 and "ld.global.b16" not in ptx     # the bias's column pairs only
+    assert kernel.metadata["kernels"][0]["spill_stores"] == 0
+    # Not staged: the cooperative schedule, an odd row stride (TMA cannot address it), fp32.
+    assert host_arguments(a, b, c, "acc + x0", (residual,))[3].staged == ()
+    odd = torch.randn(304, 521).bfloat16()[:, :520]
+    assert host_arguments(a, b, c, "acc + x0", (odd,), schedule="pingpong")[3].staged == ()
+    assert host_arguments(a, b, c, "acc + x0", (residual.float(),), schedule="pingpong")[3].staged == ()
+
+
+def _staged_check(m, n, k, batches=None, outputs=1, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    lead = (batches,) if batches else ()
+    a = torch.randn(*lead, m, k, generator=g).bfloat16().cuda()
+    b = torch.randn(*lead, k, n, generator=g).bfloat16().cuda()
+    bias = torch.randn(n, generator=g).bfloat16().cuda()
+    residual = torch.randn(*lead, m, n, generator=g).bfloat16().cuda()
+    outs = tuple(torch.full((*lead, m, n), float("nan"), dtype=torch.bfloat16, device="cuda") for _ in range(outputs))
+    epilogues = ("acc + x0 + x1", "relu(acc + x1)")[:outputs]
+    gemm(a, b, outs if outputs > 1 else outs[0], epilogues if outputs > 1 else epilogues[0], (bias, residual),
+         schedule="pingpong")
+    torch.cuda.synchronize()
+    acc = a.double() @ b.double()
+    wants = (acc + bias.double() + residual.double(), torch.relu(acc + residual.double()))
+    for out, want in zip(outs, wants):
+        torch.testing.assert_close(out.cpu().double(), want.to(torch.bfloat16).cpu().double(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("m,n,k", [(128, 128, 64), (300, 520, 448), (1024, 768, 1000), (1000, 1032, 2056)])
+def test_a_staged_residual_matches_torch(m, n, k):
+    _staged_check(m, n, k, seed=m + n)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_a_staged_residual_with_two_outputs_and_batches_matches_torch():
+    _staged_check(300, 264, 320, batches=3, outputs=2, seed=5)
 
 
 @pytest.mark.parametrize("tiles_m,tiles_n,batches", [(1, 1, 1), (7, 3, 1), (8, 8, 2), (17, 5, 3), (33, 1, 1)])
