@@ -275,6 +275,40 @@ def test_an_expression_epilogue_with_bias_and_residual_matches_torch():
     torch.testing.assert_close(c.cpu().double(), want.to(torch.bfloat16).cpu().double(), rtol=2e-2, atol=2e-2)
 
 
+def test_the_16_bit_gelu_formula_matches_erf():
+    """The erf GELU a 16-bit epilogue computes (pointwise/emit._gelu_fast), replayed in float32
+    with numpy: relative error at most 3e-5 (the far tail: exp's argument, about x^2 / 2, is
+    rounded), below 3e-6 where |x| < 4."""
+    import math
+    import numpy as np
+    from cute_torch.pointwise.emit import _ERFC
+    f32 = np.float32
+    x = np.concatenate([np.linspace(-13, 13, 400_001), [0.0, -0.0, 1e-30, -1e-30]]).astype(f32)
+    z = np.abs(x) * f32(1 / math.sqrt(2))
+    t = f32(1) / (z * f32(0.5) + f32(1))
+    poly = f32(_ERFC[-1])
+    for c in reversed(_ERFC[:-1]):
+        poly = (poly * t + f32(c)).astype(f32)
+    e = (t * np.exp2((-z * z + poly) * f32(1 / math.log(2)))).astype(f32)
+    got = np.where(x >= 0, x - x * e, x * e).astype(f32)
+    want = np.array([0.5 * v * math.erfc(-v / math.sqrt(2)) for v in x.astype(np.float64)])
+    rel = np.abs(got - want) / np.maximum(np.abs(want), 1e-300)
+    assert rel[want != 0].max() < 3e-5 and rel[(np.abs(x) < 4) & (want != 0)].max() < 3e-6
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_a_gelu_epilogue_rounds_like_erf():
+    """16-bit outputs take the fast erf: against float64 GELU of float64 products, within one
+    bfloat16 rounding step."""
+    a, b = _operands(256, 512, 256, torch.bfloat16, device="cuda", seed=13)
+    c = torch.full((256, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm(a, b, c, "gelu(acc)")
+    torch.cuda.synchronize()
+    want = torch.nn.functional.gelu(a.double() @ b.double())
+    torch.testing.assert_close(c.double(), want, rtol=2 ** -8, atol=1e-6)
+
+
 # -- ping-pong stages whole (M, N) inputs through shared memory: TMA in, ldmatrix out ----------------
 
 def test_ping_pong_stages_a_residual_and_reads_it_by_ldmatrix():

@@ -92,11 +92,37 @@ _UNARY = {
     "cosh": dmath.cosh, "sinh": dmath.sinh, "expm1": dmath.expm1, "log1p": dmath.log1p,
 }
 
+# erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2), z >= 0 (Numerical Recipes' erfcc, after
+# Chebyshev): a relative error below 1.2e-7 for every z, so the tail stays accurate too; the
+# 0.5 of Phi(-|x|) = erfc(|x| / sqrt 2) / 2 is folded into P's constant term as -ln 2.
+_ERFC = (-1.26551223 - math.log(2), 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398,
+         1.48851587, -0.82215223, 0.17087277)
+
+
+def _gelu_fast(x):
+    """x Phi(x) for a result rounded to 16 bits: Phi(-|x|) = e from one polynomial, one exp2
+    and one reciprocal (about 20 instructions against about 40 for the accurate erf, which
+    computes both of its branches and selects); x - x e for x >= 0, x e below. Checked against
+    float64 on 3 million points: relative error at most 2.2e-5 (x = -12.7: exp's argument,
+    about x^2 / 2, is rounded), 2e-6 for |x| < 4; 346 bfloat16 results a rounding step away
+    from the exact one's."""
+    if type(x) is not Float32:
+        return _UNARY["gelu"](x)
+    z = abs(x) * (1 / math.sqrt(2))
+    t = arch.rcp_approx(dmath.fma(z, 0.5, 1.0))
+    poly = _ERFC[-1]
+    for c in reversed(_ERFC[:-1]):
+        poly = dmath.fma(poly, t, c)
+    e = t * dmath.exp2(dmath.fma(-z, z, poly) * _LOG2_E)
+    xe = x * e
+    return where(x >= 0, x - xe, xe)
+
+
 # The forms for results rounded to 16 bits (emit's `rounded_to_16_bits`): on an H100 the fast
 # gelu_tanh took a fused 8192 x 8192 x 2048 linear + bias + GELU (ping-pong) from 0.407 to 0.390
 # ms, against 0.362 without the GELU.
 _FAST = {"sigmoid": lambda x: _sigmoid(x, True), "silu": lambda x: _times_sigmoid(x, x, True),
-         "gelu_tanh": lambda x: _gelu_tanh(x, True)}
+         "gelu_tanh": lambda x: _gelu_tanh(x, True), "gelu": _gelu_fast}
 _BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
            "div": lambda a, b: a / b, "maximum": _nan_propagating(lambda a, b: a > b),
            "minimum": _nan_propagating(lambda a, b: a < b)}
