@@ -141,6 +141,20 @@ def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False) -
     return 192 if span(192) <= 0.85 * span(256) and not gated else 256
 
 
+def choose_schedule(k: int, tile_n: int, outputs: int, staged: tuple, gated: bool = False,
+                    fp8: bool = False) -> str:
+    """Ping-pong where its overlap pays: the epilogue moves at least twice the output's bytes (a
+    staged (M, N) input, or a second output) and K is at most 2048, so that the epilogue is a
+    large part of a tile's time; cooperative otherwise, and wherever choose_tile_n picked less
+    than 256 columns (few tiles: ping-pong's 128 x 128 tiles leave a warpgroup idle). On an
+    H100 (scratch-style probe, 2026-11-25) ping-pong / cooperative: bias + residual 0.89-0.95
+    at M = 2048-8192, N = 2048-4096, K = 1024-2048, two outputs with gelu_tanh 0.89-0.97; a
+    plain or bias-only GEMM 1.00-1.18 and K = 8192 1.04-1.09 stay cooperative. 8-bit operands
+    and gated GEMMs stay cooperative too (not measured with ping-pong)."""
+    heavy = outputs >= 2 or any(staged)
+    return "pingpong" if heavy and k <= 2048 and tile_n == 256 and not (gated or fp8) else "cooperative"
+
+
 def _with_even_strides(x):
     """`x` with its run-time strides assumed even (the host checked them: reads_pairs)."""
     strides = tuple(cute.assume(d, divby=2) if not isinstance(d, int) else d for d in x.stride)
@@ -596,9 +610,10 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     bias `acc + x0` with x0 of shape (N,), a residual of shape (M, N), ...). `c` may be a tuple
     of up to MAX_OUTPUTS outputs with `epilogue` a tuple of as many epilogues, all computed from
     the same accumulators (e.g. the pre-activation and the activation for autograd). `tile_n`
-    (64, 128, 192 or 256) overrides choose_tile_n; `schedule` is "cooperative" (the default: both consumer
+    (64, 128, 192 or 256) overrides choose_tile_n; `schedule` is "cooperative" (both consumer
     warpgroups on each tile) or "pingpong" (each on its own 128 x 128 tile, the epilogue of one
-    overlapping the other's main loop); `raster` is "m" (the default: groups of tile rows) or
+    overlapping the other's main loop), by default choose_schedule's (cooperative where
+    `tile_n` is given); `raster` is "m" (the default: groups of tile rows) or
     "n" (groups of tile columns, for N much larger than M); `cluster` runs clusters of two CTAs
     on vertically adjacent tiles that multicast their shared B tiles (cooperative only)."""
     outs, epilogues, gated, batched, views, tensors, dtypes = problem(a, b, c, epilogue, inputs)
@@ -617,17 +632,20 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     dynamic = [cute.from_dlpack(x).mark_layout_dynamic(keep_broadcast=True) for x in views + tuple(tensors)]
     if schedule not in (None, "cooperative", "pingpong"):
         raise ValueError(f"gemm: schedule is 'cooperative' or 'pingpong', got {schedule!r}")
-    pingpong = schedule == "pingpong"
+    staged = staged_inputs(tensors[len(outs):], tensors[0].shape)
     if tile_n is None:
-        tile_n = 128 if pingpong else choose_tile_n(shape[-2], b.shape[-1], shape[0] if batched else 1, sms, gated)
-    elif tile_n not in (64, 128, 192, 256) or (pingpong and tile_n != 128) or (gated and tile_n == 192):
+        tile_n = choose_tile_n(shape[-2], b.shape[-1], shape[0] if batched else 1, sms, gated)
+        if schedule is None and not cluster:
+            schedule = choose_schedule(a.shape[-1], tile_n, len(outs), staged, gated, a.element_size() == 1)
+        tile_n = 128 if schedule == "pingpong" else tile_n
+    pingpong = schedule == "pingpong"
+    if tile_n not in (64, 128, 192, 256) or (pingpong and tile_n != 128) or (gated and tile_n == 192):
         raise ValueError(f"gemm: tile_n is 64, 128, 192 or 256 (128 for ping-pong: one warpgroup's accumulators; "
                          f"not 192 when gated), got {tile_n!r}")
     if raster not in (None, "m", "n"):
         raise ValueError(f"gemm: raster is 'm' or 'n', got {raster!r}")
     if cluster and pingpong:
         raise ValueError("gemm: clusters are for the cooperative schedule")
-    staged = staged_inputs(tensors[len(outs):], tensors[0].shape) if pingpong else ()
-    config = Config(tile_n, pingpong, raster == "n", bool(cluster), staged if any(staged) else ())
+    config = Config(tile_n, pingpong, raster == "n", bool(cluster), staged if pingpong and any(staged) else ())
     return (*dynamic[:2], sms, config, epilogues, dtypes, pairs, *dynamic[2:])
 

@@ -97,6 +97,17 @@ def test_the_builder_compiles_float8_views_for_k32_wgmma():
     assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in built[-1].__ptx__
 
 
+def test_the_builder_compiles_ping_pong_with_a_staged_residual():
+    """Gemm.cpp's schedule "p01": ping-pong with the bias read per thread and the residual
+    staged by TMA and read back by ldmatrix; "" is the cooperative kernel, which has none."""
+    views = "|".join(["bfloat16;300,448;448,1;16", "bfloat16;520,448;448,1;16", "bfloat16;300,520;520,1;16",
+                      "bfloat16;300,520;0,1;16", "bfloat16;300,520;520,1;16"])
+    pingpong = gemm_build.build("acc + x0 + x1", 1, views, 128, 0, schedule="p01", arch="sm_90a")[-1].__ptx__
+    cooperative = gemm_build.build("acc + x0 + x1", 1, views, 256, 0, schedule="", arch="sm_90a")[-1].__ptx__
+    assert "ldmatrix.sync.aligned.m8n8.x4" in pingpong and "ldmatrix" not in cooperative
+    assert "m64n128k16" in pingpong and "m64n256k16" in cooperative
+
+
 AMPERE_OPS = """
 import torch, cute_torch.ops as cops
 from cute_torch.kernels.gemm_common import interleave_gated
@@ -281,6 +292,29 @@ def test_linear_matches_f_linear(activation):
 def test_operands_tma_cannot_read_in_place_are_copied_not_refused():
     a, b = _operands(64, 96, 100, seed=12)             # rows of 100 bf16 = 200 bytes: not a multiple of 16
     _close(cops.gemm(a, b.t().contiguous().t()), a.double() @ b.double())
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_the_op_schedules_like_the_python_gemm(monkeypatch):
+    """Gemm.cpp's chooseSchedule is kernels/gemm_sm90.choose_schedule: a K = 2048 GEMM with a
+    bias and a residual runs ping-pong with the residual staged, K = 2056 the cooperative
+    kernel; both against float64."""
+    from cute_torch.kernels.gemm_sm90 import choose_schedule, choose_tile_n
+    seen, build = [], gemm_build.build
+    monkeypatch.setattr(gemm_build, "build", lambda *args, **kw: seen.append((args[3], args[6])) or build(*args, **kw))
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    g = torch.Generator().manual_seed(23)
+    want = []
+    for k in (2048, 2056):
+        a, b = torch.randn(2048, k, generator=g).bfloat16().cuda(), torch.randn(k, 2048, generator=g).bfloat16().cuda()
+        bias, residual = torch.randn(2048, generator=g).bfloat16().cuda(), torch.randn(2048, 2048, generator=g).bfloat16().cuda()
+        _close(cops.gemm(a, b, "acc + x0 + x1 * 0.375", bias, residual),   # an epilogue no other test builds
+               a.double() @ b.double() + bias.double() + residual.double() * 0.375)
+        tile_n = choose_tile_n(2048, 2048, 1, sms)
+        pingpong = choose_schedule(k, tile_n, 1, (False, True)) == "pingpong"
+        want.append((128, "p01") if pingpong else (tile_n, ""))
+    assert seen == want and want[0] == (128, "p01") and want[1][1] == ""
 
 
 @pytest.mark.gpu

@@ -388,6 +388,27 @@ def test_several_outputs_come_from_one_gemm_with_the_stages_that_fit():
     assert (_stages(1, 128, pingpong=True), _stages(2, 128, pingpong=True)) == (5, 5)       # buffers taken in turn
 
 
+def test_ping_pong_is_chosen_where_the_epilogue_moves_as_many_bytes_as_the_output():
+    """choose_schedule (mirrored by Gemm.cpp's chooseSchedule): ping-pong for a staged residual
+    or a second output at K <= 2048 on 256-wide problems; host_arguments applies it when neither
+    the tile nor the schedule is given."""
+    from cute_torch.kernels.gemm_sm90 import choose_schedule
+    assert choose_schedule(2048, 256, 1, (False, True)) == "pingpong"          # bias + residual
+    assert choose_schedule(2048, 256, 2, (False,)) == "pingpong"               # pre-activation + GELU
+    assert choose_schedule(2048, 256, 1, (False,)) == "cooperative"            # a bias alone
+    assert choose_schedule(8192, 256, 1, (False, True)) == "cooperative"       # a long main loop
+    assert choose_schedule(2048, 192, 2, ()) == "cooperative"                  # about one wave of tiles
+    assert choose_schedule(2048, 256, 2, (), gated=True) == choose_schedule(2048, 256, 2, (), fp8=True) == "cooperative"
+    g = torch.Generator().manual_seed(5)
+    a, w = torch.randn(2048, 2048, generator=g).bfloat16(), torch.randn(2048, 2048, generator=g).bfloat16()
+    bias, residual = torch.randn(2048, generator=g).bfloat16(), torch.randn(2048, 2048, generator=g).bfloat16()
+    c = torch.empty(2048, 2048).bfloat16()
+    config = host_arguments(a, w.t(), c, "acc + x0 + x1", (bias, residual))[3]
+    assert (config.tile_n, config.pingpong, config.staged) == (128, True, (False, True))
+    assert host_arguments(a, w.t(), c, "acc + x0 + x1", (bias, residual), tile_n=256)[3].pingpong is False
+    assert host_arguments(a, w.t(), c, "acc + x0", (bias,))[3][:2] == (256, False)
+
+
 def test_small_problems_get_narrower_tiles():
     from cute_torch.kernels.gemm_sm90 import choose_tile_n
     assert choose_tile_n(4096, 4096, 1, 132) == 256 and choose_tile_n(2048, 2048, 1, 132) == 256

@@ -213,6 +213,34 @@ int64_t chooseTileN(int64_t m, int64_t n, int64_t batches, int64_t sms, bool gat
   return 100 * span(192) <= 85 * span(256) && !gated ? 192 : 256;
 }
 
+/// Whether ping-pong reads epilogue input `v` by TMA through shared memory: a whole 16-bit
+/// (M, N[, L]) tensor, N contiguous, no broadcast mode, that TMA can address
+/// (kernels/gemm_sm90.py's staged_inputs).
+bool stagedInput(const View &v) {
+  const c10::ScalarType type = v.tensor.scalar_type();
+  if ((type != c10::kBFloat16 && type != c10::kHalf) || v.strides[1] != 1 ||
+      reinterpret_cast<uintptr_t>(v.tensor.data_ptr()) % 16)
+    return false;
+  for (int d = 0; d < v.rank; ++d)
+    if (v.strides[d] == 0 || (d != 1 && (v.strides[d] * 2) % 16))
+      return false;
+  return true;
+}
+
+/// "" for the cooperative schedule, else "p" and a 0/1 per epilogue input (staged or not):
+/// ping-pong where the epilogue moves at least twice the output's bytes (a staged input or a
+/// second output), K is at most 2048 and 256-wide tiles were chosen (kernels/gemm_sm90.py's
+/// choose_schedule, with the measurements).
+std::string chooseSchedule(const std::vector<View> &views, size_t outputs, int64_t tileN,
+                           bool gated, bool fp8) {
+  std::string flags;
+  for (size_t i = 2 + outputs; i < views.size(); ++i)
+    flags += stagedInput(views[i]) ? '1' : '0';
+  const bool heavy = outputs >= 2 || flags.find('1') != std::string::npos;
+  const int64_t k = views[0].sizes[1];
+  return heavy && k <= 2048 && tileN == 256 && !gated && !fp8 ? "p" + flags : "";
+}
+
 /// The Ampere kernels' tile columns: 256 unless 128 x 256 tiles would leave more than half the
 /// SMs idle or N is narrow (kernels/gemm_sm80.py's choose_config; it takes 128 where the
 /// accumulators of a 256-wide tile do not fit in shared memory).
@@ -222,8 +250,8 @@ int64_t chooseAmpereTileN(int64_t m, int64_t n, int64_t batches, int64_t sms) {
 }
 
 const GemmKernel &kernelFor(const std::string &key, const std::vector<View> &views,
-                            const std::string &epilogues, size_t outputs, int64_t tileN, int device,
-                            int64_t family) {
+                            const std::string &epilogues, size_t outputs, int64_t tileN,
+                            const std::string &schedule, int device, int64_t family) {
   {
     std::lock_guard<std::mutex> lock(cacheMutex);
     auto found = kernelCache.find(key);
@@ -233,9 +261,10 @@ const GemmKernel &kernelFor(const std::string &key, const std::vector<View> &vie
   std::string described;
   for (const View &v : views)
     described += (described.empty() ? "" : "|") + viewText(v);
-  BuilderResult built = callBuilder(
-      "gemm", {BuilderArg(epilogues), BuilderArg(static_cast<int64_t>(outputs)),
-               BuilderArg(described), BuilderArg(tileN), BuilderArg(device), BuilderArg(family)});
+  BuilderResult built =
+      callBuilder("gemm", {BuilderArg(epilogues), BuilderArg(static_cast<int64_t>(outputs)),
+                           BuilderArg(described), BuilderArg(tileN), BuilderArg(device),
+                           BuilderArg(family), BuilderArg(schedule)});
   TORCH_CHECK(built.ints.size() >= 2, "cute::gemm: the builder returned no kernel");
   GemmKernel kernel{reinterpret_cast<void (*)(void **)>(built.ints[0]),
                     reinterpret_cast<runtime::LoadedArtifact *>(built.ints[1]),
@@ -454,9 +483,13 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
     return plan.outs;
   const std::vector<View> &views = plan.views;
   const int64_t accColumns = gated ? 2 * views[2].sizes[1] : views[2].sizes[1];
-  const int64_t tileN =
-      ampere ? chooseAmpereTileN(views[2].sizes[0], accColumns, plan.batches, facts.sms)
-             : chooseTileN(views[2].sizes[0], accColumns, plan.batches, facts.sms, gated);
+  int64_t tileN = ampere
+                      ? chooseAmpereTileN(views[2].sizes[0], accColumns, plan.batches, facts.sms)
+                      : chooseTileN(views[2].sizes[0], accColumns, plan.batches, facts.sms, gated);
+  const std::string schedule =
+      ampere ? "" : chooseSchedule(views, epilogues.size(), tileN, gated, isFp8(a.scalar_type()));
+  if (!schedule.empty())
+    tileN = 128; // ping-pong: one warpgroup's 128 x 128 tile
   std::string joined;
   for (const std::string &e : epilogues)
     joined += (joined.empty() ? "" : std::string(1, kSeparator)) + e;
@@ -464,6 +497,7 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
                     static_cast<char>('0' + tileN / 64) + static_cast<char>('0' + epilogues.size());
   for (const View &v : views)
     appendPattern(key, v);
+  key += schedule.empty() ? "c" : schedule;
   if (ampere) { // the Ampere epilogue reads 8 columns per load where strides and N allow
     key += views[2].sizes[1] % 8 ? 'o' : 'v';
     for (const View &v : views)
@@ -471,7 +505,7 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
         key += v.strides[d] % 8 ? '-' : '8';
   }
   const GemmKernel &kernel =
-      kernelFor(key, views, joined, epilogues.size(), tileN, device, facts.gemmFamily);
+      kernelFor(key, views, joined, epilogues.size(), tileN, schedule, device, facts.gemmFamily);
   run(kernel, views, facts.sms);
   return plan.outs;
 }

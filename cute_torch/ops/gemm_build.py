@@ -43,10 +43,11 @@ def _slots(view: int, arg: TensorArg) -> list[int]:
 
 
 def build(epilogues: str, outputs: int, views: str, tile_n: int, device: int, family: int = 90,
-          arch: str | None = None):
+          schedule: str = "", arch: str | None = None):
     """(host entry address, runtime address, *recipe, the compiled function that keeps both
-    alive) for cute::gemm's C++ cache. `family` picks the kernels (90 or 80); `arch` (tests
-    without a GPU) overrides the device's."""
+    alive) for cute::gemm's C++ cache. `family` picks the kernels (90 or 80); `schedule` is
+    Gemm.cpp's chooseSchedule: "" cooperative, else "p" and per epilogue input whether
+    ping-pong stages it ("p01"); `arch` (tests without a GPU) overrides the device's."""
     args = [_view(text, device) for text in views.split("|")]
     exprs = tuple(epilogues.split(SEPARATOR))
     if len(exprs) != outputs:
@@ -69,7 +70,9 @@ def build(epilogues: str, outputs: int, views: str, tile_n: int, device: int, fa
         from cute_torch.kernels.gemm_sm90 import Config, _gemm_host, reads_pairs
         input_pairs = tuple(reads_pairs(arg.stride) for arg in inputs)
         sms = device_facts(device)[0] if arch is None else 132
-        compiled = _gemm_host.compile(args[0], args[1], sms, Config(tile_n), exprs, input_dtypes, input_pairs,
+        staged = tuple(flag == "1" for flag in schedule[1:])
+        config = Config(tile_n, pingpong=schedule.startswith("p"), staged=staged if any(staged) else ())
+        compiled = _gemm_host.compile(args[0], args[1], sms, config, exprs, input_dtypes, input_pairs,
                                       *args[2:], options=options)
         recipe = _slots(0, args[0]) + _slots(1, args[1]) + [SM_COUNT * 1000]
     for i, arg in enumerate(args[2:], start=2):
