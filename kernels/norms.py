@@ -23,8 +23,8 @@ through the reduction without holding registers. The weight is staged once per C
 
 dw and db are reduced in two stages: each CTA sums its rows into Float32 partials in
 registers, adds its rows' partials in shared memory (in a fixed order: deterministic) and
-writes one partial row; the partial rows are then summed (torch.sum, a (CTAs x N) read, small
-next to the (M x N) tensors).
+writes one partial row; the partial rows are then summed (kernels/column_sums.py's second
+launch, a (CTAs x N) read, small next to the (M x N) tensors).
 
 Rows too long for one CTA are split over a cluster of CTAs (kernels/row_reduce.py), up to 8 x
 32768 columns: past forward_values(n, rms, residual) values per thread forward, past BACKWARD_BYTES per
@@ -41,6 +41,7 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
+from .column_sums import launch_sum_partials
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_staged, cluster_peers, column_mask,
                          cta_group, dynamic_rows, fold, launch_cluster, launch_grid, load_row, row_config, row_reduce,
                          stage_row, stage_vectors, store_row, thread_place)
@@ -53,7 +54,6 @@ FORWARD_VALUES = 64
 # CTAs of MAX_THREADS; the ring takes up to BACKWARD_STAGES blocks of rows within the shared
 # memory an H100 CTA may have (what row_reduce allocates statically kept aside).
 BACKWARD_BYTES, BACKWARD_STAGES, BACKWARD_SMEM = 64, 4, 232448 - 2048
-SUM_WARPS = 8        # warps per CTA summing the backward's partial rows
 
 
 # LayerNorm forward over rows of one CTA (cluster) each: a ring like the backward's, of up to
@@ -327,41 +327,6 @@ def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, cfg: Const
         cluster=launch_cluster(cfg))
 
 
-@cute.kernel
-def _sum_partials_kernel(mDWPartial, mDBPartial, mDW, mDB, groups: cute.Int32, vec: Constexpr):
-    """dw and db: the backward's partial rows (groups x N, Float32) summed, in the outputs' type.
-    A CTA takes 32 vectors of columns; its warps take every SUM_WARPS-th partial row (loads of
-    several rows in flight per thread), then fold their sums through shared memory in order."""
-    tidx, _, _ = cute.arch.thread_idx()
-    bidx, _, _ = cute.arch.block_idx()
-    lane, warp = tidx % 32, tidx // 32
-    n = mDW.shape[0] if cute.const_expr(mDW is not None) else mDB.shape[0]
-    tiles = -(-n // (32 * vec))
-    columns = cute.make_layout((vec, 32, tiles), stride=(1, vec, 32 * vec))
-    inside = (bidx * 32 + lane) * vec < n              # N is a multiple of vec: whole vectors
-    if cute.const_expr(mDWPartial is not None):
-        _sum_columns(mDWPartial, mDW, columns, groups, lane, warp, bidx, inside, vec)
-    if cute.const_expr(mDBPartial is not None):
-        _sum_columns(mDBPartial, mDB, columns, groups, lane, warp, bidx, inside, vec)
-
-
-@cute.jit
-def _sum_columns(partial, out, columns, groups, lane, warp, bidx, inside, vec: Constexpr):
-    total = cute.make_rmem_tensor((vec,), cute.Float32)
-    total.fill(0.0)
-    if inside:
-        for g in cute.range(warp, groups, SUM_WARPS, unroll=4):
-            total.store(total.load() + cute.composition(partial[(g, None)], columns)[(None, lane, bidx)].load())
-    folded = cute.arch.alloc_smem(cute.Float32, (vec, 32, SUM_WARPS))
-    folded[(None, lane, warp)].store(total.load())
-    cute.arch.sync_threads()
-    if warp == 0:
-        if inside:
-            for w in cute.range_constexpr(1, SUM_WARPS):
-                total.store(total.load() + folded[(None, lane, w)].load())
-            cute.composition(out, columns)[(None, lane, bidx)].store(total.load().to(out.element_type))
-
-
 @cute.jit
 def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, dw, db, groups: cute.Int32, cfg: Constexpr):
     """dx, and dw and db (None: not wanted) through `groups` partial rows."""
@@ -369,9 +334,7 @@ def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, dw, db, groups: 
     _backward_kernel(x, w, dy, rstd, mean, dx, dw_partial, db_partial, cfg, stages).launch(
         grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), smem=smem)
     if cute.const_expr(dw is not None or db is not None):
-        vec = 4 if cfg.n % 4 == 0 else 1
-        _sum_partials_kernel(dw_partial, db_partial, dw, db, groups, vec).launch(
-            grid=(-(-cfg.n // (32 * vec)), 1, 1), block=(32 * SUM_WARPS, 1, 1))
+        launch_sum_partials(dw_partial, db_partial, dw, db, groups)
 
 
 # -- host entries ----------------------------------------------------------------------------------

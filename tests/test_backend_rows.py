@@ -54,6 +54,26 @@ def test_what_the_kernels_cannot_take_stays_aten():
     assert CPU.rows
 
 
+def test_bias_gradients_become_column_sums():
+    """A linear's bias gradient (the output gradient summed over the tokens, 2-D and 3-D) and
+    sums over every dim but the last, keepdim or not, become cute.column_sum; a sum over the
+    last dim, into another dtype or of a 1-D tensor stays ATen."""
+    column_sum = torch.ops.cute.column_sum.default
+
+    def sums(gm):
+        return [n for n in gm.graph.nodes if n.target is column_sum]
+    w, b = randn(40, 24, seed=20), randn(40, seed=21)
+    graphs = check_same(lambda x, w, b: F.linear(x, w, b).relu(), randn(3, 5, 24, seed=22), w, b, atol=2e-5)
+    assert len(sums(graphs["backward"][0])) == 1
+    graphs = check_same(lambda x: (x[0].sum(0), x.sum((0, 1), keepdim=True), x.sum(0)), randn(3, 5, 8, seed=23),
+                        grad=False)
+    assert len(sums(graphs["inference"][0])) == 2          # x.sum(0) of a 3-D x keeps a dim: stays ATen
+    graphs = check_same(lambda x: (x.sum(-1), x.sum(0, dtype=torch.float64)), randn(6, 8, seed=24), grad=False)
+    assert not sums(graphs["inference"][0])
+    graphs = check_same(lambda x: x.sum(0), randn(8, seed=25), grad=False)
+    assert not sums(graphs["inference"][0])
+
+
 @pytest.mark.gpu
 def test_a_block_with_norm_and_attention_softmax_trains_on_the_gpu():
     g = torch.Generator().manual_seed(9)

@@ -1,4 +1,4 @@
-//===- RowOps.cpp - cute::softmax, layer_norm, cross_entropy: the hot path -===//
+//===- RowOps.cpp - cute::softmax, layer_norm, cross_entropy, column_sum -===//
 //
 // A call checks its operands, views them as (M, N) rows with unit column stride, allocates the
 // outputs, describes each operand by what the compiled kernel depends on (dtype, N, row
@@ -383,6 +383,42 @@ at::Tensor crossEntropyBackwardCpu(const at::Tensor &logits, const at::Tensor &t
   return {};
 }
 
+// -- column sums -------------------------------------------------------------------------------
+
+// kernels/column_sums.MIN_SLAB_ROWS: rows per slab at least.
+constexpr int64_t kMinSlabRows = 32;
+
+at::Tensor columnSumCuda(const at::Tensor &x) {
+  const char *op = "cute::column_sum";
+  checkCuda("column_sum", {&x});
+  TORCH_CHECK_VALUE(x.dim() >= 1, "cute::column_sum: x must have at least one dimension");
+  const c10::ScalarType type = x.scalar_type();
+  TORCH_CHECK_VALUE(type == at::kFloat || type == at::kBFloat16 || type == at::kHalf,
+                    "cute::column_sum: x must be float32, bfloat16 or float16, got ",
+                    c10::toString(type));
+  const int64_t n = x.size(-1), m = n ? x.numel() / n : 0;
+  at::Tensor out = at::empty({n}, x.options());
+  if (m == 0 || n == 0)
+    return out.zero_();
+  at::Tensor x2 = rowsOf(x, "column_sum", "x");
+  // The partial rows are a fresh allocation: described before it exists (stride N, 16 bytes).
+  const std::string part = "r;float32;" + std::to_string(n) + ";" + std::to_string(n) + ";16;0";
+  const RowKernel &k =
+      rowKernel("column_sum", join({describe('r', x2, op), part, describe('c', out, op)}), "",
+                x.device().index());
+  // kernels/column_sums.slab_groups: a slab per CTA that runs at once, of 32 rows at least.
+  const int64_t groups =
+      std::max<int64_t>(1, std::min((m + kMinSlabRows - 1) / kMinSlabRows, k.resident));
+  at::Tensor partial = at::empty({groups, n}, x.options().dtype(at::kFloat));
+  launch(k, {x2, partial, out}, {}, {groups}, op);
+  return out;
+}
+
+at::Tensor columnSumCpu(const at::Tensor &x) {
+  checkCuda("column_sum", {&x});
+  return {};
+}
+
 /// cute::row_describe(Tensor t, str kind) -> str: describe() on any device, for the CPU tests
 /// that check the builder picks from a description what the kernels pick from the tensor.
 std::string rowDescribe(const at::Tensor &t, c10::string_view kind) {
@@ -406,6 +442,7 @@ void defineRowOps(torch::Library &m) {
         "float label_smoothing=0.0) -> (Tensor, Tensor)");
   m.def("cross_entropy_backward(Tensor logits, Tensor target, Tensor lse, Tensor dloss, "
         "int ignore_index=-100, float label_smoothing=0.0) -> Tensor");
+  m.def("column_sum(Tensor x) -> Tensor");
 }
 
 void implementRowOpsCuda(torch::Library &m) {
@@ -415,6 +452,7 @@ void implementRowOpsCuda(torch::Library &m) {
   m.impl("layer_norm_backward", &layerNormBackwardCuda);
   m.impl("cross_entropy", &crossEntropyCuda);
   m.impl("cross_entropy_backward", &crossEntropyBackwardCuda);
+  m.impl("column_sum", &columnSumCuda);
 }
 
 void implementRowOpsCpu(torch::Library &m) {
@@ -424,6 +462,7 @@ void implementRowOpsCpu(torch::Library &m) {
   m.impl("layer_norm_backward", &layerNormBackwardCpu);
   m.impl("cross_entropy", &crossEntropyCpu);
   m.impl("cross_entropy_backward", &crossEntropyBackwardCpu);
+  m.impl("column_sum", &columnSumCpu);
 }
 
 } // namespace cute_torch::ops

@@ -1,9 +1,10 @@
 //===- RowOps.h - the row ops for the dispatcher --------------------*- C++ -*-===//
 //
 // cute::softmax, cute::layer_norm, cute::cross_entropy and their backward ops over the row
-// kernels (kernels/softmax.py, norms.py, cross_entropy.py): the schemas and CUDA kernels are
-// here, with a C++ cache of compiled kernels keyed by the operands' static description; the
-// Autograd kernels are in RowAutograd.cpp; fakes are registered from Python
+// kernels (kernels/softmax.py, norms.py, cross_entropy.py), and cute::column_sum
+// (kernels/column_sums.py): the schemas and CUDA kernels are here, with a C++ cache of
+// compiled kernels keyed by the operands' static description; the Autograd kernels are in
+// RowAutograd.cpp (column_sum's in Python); fakes are registered from Python
 // (cute_torch/ops/row_ops.py).
 //
 //===----------------------------------------------------------------------===//

@@ -100,12 +100,17 @@ def _cross_entropy_backward(logits, target, lse, dloss, ignore_index=-100, label
     return (p * scale[:, None]).to(logits.dtype)
 
 
+def _column_sum(x):
+    return x.float().reshape(-1, x.shape[-1]).sum(0).to(x.dtype)
+
+
 # The row ops (backend/rows.py, backend/torch_calls.py) in torch, in float32.
 ROW_REFERENCES = {torch.ops.cute.softmax.default: _softmax, torch.ops.cute.softmax_backward.default: _softmax_backward,
                   torch.ops.cute.layer_norm.default: _layer_norm,
                   torch.ops.cute.layer_norm_backward.default: _layer_norm_backward,
                   torch.ops.cute.cross_entropy.default: _cross_entropy,
-                  torch.ops.cute.cross_entropy_backward.default: _cross_entropy_backward}
+                  torch.ops.cute.cross_entropy_backward.default: _cross_entropy_backward,
+                  torch.ops.cute.column_sum.default: _column_sum}
 
 
 def reference_backend(options: Options | None = None, seen: list | None = None):

@@ -9,6 +9,9 @@ row kernels' ops (cute_torch/ops/row_ops.py), forward and backward.
     aten.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b, mask)
                                                       -> cute.layer_norm_backward(x, w, dy, rstd, mean, ...)
 
+    aten.sum.dim_IntList(x, dims, keepdim)            -> cute.column_sum(x) (viewed as the sum's shape)
+                                                         where dims are every dim but the last
+
 These ops are core ATen, so the backend's decompositions keep them whole. Conditions: the
 last dimension, for LayerNorm at most 262144 elements (kernels/norms.MAX_NORM_N; softmax
 takes any length), float32/bfloat16/float16,
@@ -113,6 +116,22 @@ def _layer_norm_backward(graph, fake_mode, node) -> bool:
     return True
 
 
+def _column_sum(graph, fake_mode, node, options: Options) -> bool:
+    """sum over every dim but the last (a bias's gradient) in the input's dtype -> cute.column_sum."""
+    x, dims = node.args[0], node.args[1]
+    v, out = fake_value(x), fake_value(node)
+    if v is None or out is None or v.dim() < 2 or v.dtype not in FLOATS or out.dtype != v.dtype \
+            or v.device.type not in options.devices or not isinstance(v.shape[-1], int) \
+            or dims is None or sorted(d % v.dim() for d in dims) != list(range(v.dim() - 1)):
+        return False
+    with graph.inserting_before(node):
+        new = _call(graph, fake_mode, cute.column_sum.default, (x,))
+        if out.dim() != 1:                                   # keepdim
+            new = _call(graph, fake_mode, aten.view.default, (new, list(out.shape)))
+    node.replace_all_uses_with(new)
+    return True
+
+
 def fuse_rows(gm: fx.GraphModule, fake_mode, options: Options) -> dict:
     """Rewrites `gm` in place; returns {"rows": [descriptions of the nodes replaced]}."""
     graph = gm.graph
@@ -140,6 +159,9 @@ def fuse_rows(gm: fx.GraphModule, fake_mode, options: Options) -> dict:
         elif target is aten.native_layer_norm_backward.default and len(node.args[2]) == 1 \
                 and _rows_ok(node.args[1], -1, options):
             if not _layer_norm_backward(graph, fake_mode, node):
+                continue
+        elif target is aten.sum.dim_IntList and len(node.args) >= 2:
+            if not _column_sum(graph, fake_mode, node, options):
                 continue
         else:
             continue

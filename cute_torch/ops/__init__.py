@@ -19,11 +19,11 @@ from .linear import linear
 from .registration import load
 
 load()
-from .row_ops import cross_entropy_loss, layer_norm_fn as layer_norm, log_softmax, rms_norm, softmax  # noqa: E402
+from .row_ops import column_sum, cross_entropy_loss, layer_norm_fn as layer_norm, log_softmax, rms_norm, softmax  # noqa: E402
 _fast = registration.fast_pointwise
 _op = torch.ops.cute.pointwise.default
 
-__all__ = ["ExpressionError", "add", "cross_entropy_loss", "gelu", "gemm", "gemm_multi", "layer_norm", "linear",
+__all__ = ["ExpressionError", "add", "column_sum", "cross_entropy_loss", "gelu", "gemm", "gemm_multi", "layer_norm", "linear",
            "load", "log_softmax", "mul", "pointwise", "pointwise_multi", "reference", "relu", "rms_norm", "sigmoid",
            "silu", "softmax", "tanh"]
 

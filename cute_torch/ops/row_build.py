@@ -1,6 +1,6 @@
 """The Python side of a row op's cache miss (csrc/torch/RowOps.cpp): compile the row kernel
-(kernels/softmax.py, norms.py, cross_entropy.py) for the operands' static description and say
-how the C++ side fills its arguments.
+(kernels/softmax.py, norms.py, cross_entropy.py, column_sums.py) for the operands' static
+description and say how the C++ side fills its arguments.
 
 C++ describes each operand as "kind;dtype;n;row_stride;alignment;wide", or "-" for an absent
 one. Kinds: "r" rows (M, n), M a run-time value, the row stride compile-time, as
@@ -9,7 +9,8 @@ kernels/row_reduce.dynamic_rows makes; "v" a per-row vector (M,); "c" a per-colu
 descriptions as they would from the tensors (the alignment stands in for the address).
 
 The result is (host entry, runtime, rows per CTA group, threads per CTA, CTAs per group (the
-cluster), groups that run at once (the norm backward's persistent grid; 0 for the others),
+cluster), groups that run at once (the norm backward's persistent grid, the column sum's slabs; 0 for
+the others),
 *recipe, compiled function):
 the recipe lists, per argument slot of the compiled host function, kind * 1000 + index, kinds
 0 operand `index`'s data pointer, 1 its number of rows, 4 float scalar `index` (as float32),
@@ -17,6 +18,8 @@ the recipe lists, per argument slot of the compiled host function, kind * 1000 +
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import torch
 
@@ -117,6 +120,15 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         compiled = cross_entropy._backward.compile(*args, 0.0, -100, cfg, exact, ops[3].kind == "s", bits[0],
                                                    options=options)
         recipe = _recipe(ops, floats=1, ints=1)
+    elif op == "column_sum":            # x, the partial rows, out
+        from ..kernels import column_sums
+        x = ops[0]
+        vec = column_sums.vector_width(x.n, x.row_stride, x.alignment, x.element_size())
+        compiled = column_sums._column_sum.compile(*args, 1, vec, options=options)
+        recipe = _recipe(ops, ints=1)
+        if arch is None:
+            resident = column_sums.resident_slabs(compiled, x.n, vec, device)
+        cfg = SimpleNamespace(rows=column_sums.MIN_SLAB_ROWS, threads=32 * column_sums.SUM_WARPS, cluster=1)
     else:
         raise ValueError(f"unknown row op {op!r}")
     entry = compiled.host_entry()

@@ -1,11 +1,12 @@
-"""torch.ops.cute.softmax / layer_norm / cross_entropy and their backward ops: the Python side.
+"""torch.ops.cute.softmax / layer_norm / cross_entropy, their backward ops, and column_sum: the
+Python side.
 
 The schemas and the CUDA kernels are C++ (csrc/torch/RowOps.cpp: the hot path, a kernel cache
 keyed by the operands' description, the launch on the current stream; a miss compiles through
 cute_torch/ops/row_build.py), and so are their Autograd kernels (csrc/torch/RowAutograd.cpp,
 through the backward ops). Here: the fake kernels, registered by `register()` when the
 extension loads, and the Python entries
-(softmax, log_softmax, rms_norm, layer_norm_fn, cross_entropy_loss). The ops run on CUDA tensors
+(softmax, log_softmax, rms_norm, layer_norm_fn, cross_entropy_loss, column_sum). The ops run on CUDA tensors
 over the last dimension; statistics (rstd, mean, lse) are Float32.
 """
 
@@ -89,14 +90,30 @@ def _cross_entropy_backward_fake(logits, target, lse, dloss, ignore_index=-100, 
     return torch.empty(logits.shape, dtype=logits.dtype, device=logits.device)
 
 
+def _column_sum_fake(x):
+    if x.dim() == 0 or x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise ValueError(f"cute::column_sum: x must be float32, bfloat16 or float16 of at least one dimension, got "
+                         f"{x.dtype} of shape {tuple(x.shape)}")
+    return x.new_empty((x.shape[-1],))
+
+
+def _column_sum_setup(ctx, inputs, output):
+    ctx.shape = inputs[0].shape
+
+
+def _column_sum_backward(ctx, grad):
+    return grad.expand(ctx.shape)
+
+
 def register() -> None:
     """Fakes of the C++ row ops (called once, when the extension loads); their Autograd
-    kernels are C++ (csrc/torch/RowAutograd.cpp)."""
+    kernels are C++ (csrc/torch/RowAutograd.cpp), but column_sum's (a broadcast) is here."""
     for name, fake in (("softmax", _softmax_fake), ("softmax_backward", _softmax_backward_fake),
                        ("layer_norm", _layer_norm_fake), ("layer_norm_backward", _layer_norm_backward_fake),
                        ("cross_entropy", _cross_entropy_fake),
-                       ("cross_entropy_backward", _cross_entropy_backward_fake)):
+                       ("cross_entropy_backward", _cross_entropy_backward_fake), ("column_sum", _column_sum_fake)):
         torch.library.register_fake(f"cute::{name}")(fake)
+    torch.library.register_autograd("cute::column_sum", _column_sum_backward, setup_context=_column_sum_setup)
 
 
 # -- Python entries ------------------------------------------------------------------------------------
@@ -140,3 +157,9 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index:
     if reduction != "none":
         loss = loss.sum() if reduction == "sum" else loss.sum() / (target != ignore_index).sum()
     return loss.to(logits.dtype)           # F.cross_entropy's dtype (computed in float32)
+
+
+def column_sum(x: torch.Tensor) -> torch.Tensor:
+    """x summed over every dim but the last (a bias's gradient), in float32, returned in x's
+    dtype: deterministic, and at about copy speed where torch.sum(x, 0) is not."""
+    return torch.ops.cute.column_sum(x)
