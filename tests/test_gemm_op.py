@@ -307,8 +307,8 @@ def test_the_op_schedules_like_the_python_gemm(monkeypatch):
     g = torch.Generator().manual_seed(23)
     want = []
     for k in (2048, 2056):
-        a, b = torch.randn(2048, k, generator=g).bfloat16().cuda(), torch.randn(k, 2048, generator=g).bfloat16().cuda()
-        bias, residual = torch.randn(2048, generator=g).bfloat16().cuda(), torch.randn(2048, 2048, generator=g).bfloat16().cuda()
+        a, b, bias, residual = (torch.randn(*shape, generator=g).bfloat16().cuda()
+                                for shape in ((2048, k), (k, 2048), (2048,), (2048, 2048)))
         _close(cops.gemm(a, b, "acc + x0 + x1 * 0.375", bias, residual),   # an epilogue no other test builds
                a.double() @ b.double() + bias.double() + residual.double() * 0.375)
         tile_n = choose_tile_n(2048, 2048, 1, sms)

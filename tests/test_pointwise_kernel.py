@@ -52,7 +52,7 @@ def check(expr, inputs, out_dtype=None):
 EXPRS = ["relu(x0 * x1 + x2) * 2", "gelu(x0) * sigmoid(x1) + x2", "gelu_tanh(x0 - x1) / (1 + x2 * x2)",
          "where(x0 > x1, exp(x2 * 0.5), -x0)", "silu(x0) + tanh(x1) * abs(x2) ** 1.5",
          "maximum(x0, x1) - minimum(x1, x2) + sqrt(abs(x0)) * rsqrt(abs(x2) + 1)", "log(abs(x0) + 0.5) + erf(x1) * x2",
-         "cosh(x0) - sinh(x1) * expm1(x2) + log1p(abs(x0))"]
+         "cosh(x0) - sinh(x1) * expm1(x2) + log1p(abs(x0))", "sign(x0) * x1 + sign(x2 - 0.5)"]
 
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]

@@ -178,7 +178,7 @@ GRAD_CASES = [
     "sigmoid(x0) * tanh(x1)", "exp(x0) - log(abs(x1) + 1)", "sqrt(x0 * x0 + 1) * rsqrt(x1 * x1 + 2)",
     "where(x0 > x1, x0 * x1, -x1)", "maximum(x0, x1) + minimum(x0, 0.5)", "x0 ** 3 - x1 ** -2 + abs(x0) ** 0.5",
     "float32(bfloat16(x0)) * x1", "erf(x0) * x1", "maximum(x0, x0) * x1",
-    "cosh(x0) * sinh(x1) + expm1(x0) - log1p(abs(x1))",
+    "cosh(x0) * sinh(x1) + expm1(x0) - log1p(abs(x1))", "sign(x0) * x1 * x1",
 ]
 TORCH_FORMS = {
     "gelu_tanh": lambda a: torch.nn.functional.gelu(a, approximate="tanh"),

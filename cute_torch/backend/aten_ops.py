@@ -85,8 +85,9 @@ def _cast(a, dtype):
 
 
 def _to_copy(a, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
-    # Only a dtype change; a device or layout change is not pointwise work.
-    if device is not None or layout not in (None, torch.strided) or pin_memory:
+    # Only a dtype change; a layout change is not pointwise work. A `device` (AOTAutograd spells
+    # .to(dtype) with one) is the operand's: fusion takes only operands on the result's device.
+    if layout not in (None, torch.strided) or pin_memory:
         return None
     return a if dtype is None else _cast(a, dtype)
 
@@ -120,7 +121,7 @@ POINTWISE = {
     prims.convert_element_type.default: _cast, aten._to_copy.default: _to_copy,
     aten.clone.default: _identity, aten.alias.default: _identity,
     **{getattr(aten, f).default: _call(f) for f in ("abs", "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid",
-                                                     "relu", "silu", "cosh", "sinh", "expm1", "log1p")},
+                                                     "relu", "silu", "cosh", "sinh", "expm1", "log1p", "sign")},
 }
 
 # Ops that pass their operand through unchanged (a region of only these computes nothing).

@@ -23,9 +23,9 @@ from .row_ops import column_sum, cross_entropy_loss, layer_norm_fn as layer_norm
 _fast = registration.fast_pointwise
 _op = torch.ops.cute.pointwise.default
 
-__all__ = ["ExpressionError", "add", "column_sum", "cross_entropy_loss", "gelu", "gemm", "gemm_multi", "layer_norm", "linear",
-           "load", "log_softmax", "mul", "pointwise", "pointwise_multi", "reference", "relu", "rms_norm", "sigmoid",
-           "silu", "softmax", "tanh"]
+__all__ = ["ExpressionError", "add", "column_sum", "cross_entropy_loss", "gelu", "gemm", "gemm_multi", "layer_norm",
+           "linear", "load", "log_softmax", "mul", "pointwise", "pointwise_multi", "reference", "relu", "rms_norm",
+           "sigmoid", "silu", "softmax", "tanh"]
 
 
 def pointwise(expr: str, *inputs: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:

@@ -41,7 +41,7 @@ TORCH_OPS = {
     "rsqrt": torch.rsqrt, "tanh": torch.tanh, "erf": torch.erf, "sigmoid": torch.sigmoid, "relu": torch.relu,
     "gelu": F.gelu,
     "gelu_tanh": lambda a: F.gelu(a, approximate="tanh"), "silu": F.silu,
-    "cosh": torch.cosh, "sinh": torch.sinh, "expm1": torch.expm1, "log1p": torch.log1p,
+    "cosh": torch.cosh, "sinh": torch.sinh, "expm1": torch.expm1, "log1p": torch.log1p, "sign": torch.sign,
     "where": torch.where, "maximum": _maximum, "minimum": _minimum,
     "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
     "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
@@ -55,7 +55,7 @@ _SCALAR_OPS = {
     "gelu_tanh": lambda a: 0.5 * a * (1 + math.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3))),
     "silu": lambda a: a / (1 + math.exp(-a)), "where": lambda c, a, b: a if c else b,
     "cosh": math.cosh, "sinh": math.sinh, "expm1": math.expm1, "log1p": math.log1p,
-    "maximum": max, "minimum": min, "abs": abs,
+    "maximum": max, "minimum": min, "abs": abs, "sign": lambda a: (a > 0) - (a < 0),
 }
 # torch has no integer kernels for these.
 _FLOAT_ONLY = {"gelu", "gelu_tanh", "silu"}

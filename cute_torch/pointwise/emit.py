@@ -83,6 +83,13 @@ def _nan_propagating(pick_first):
     return fn
 
 
+def _sign(x):
+    """(x > 0) - (x < 0), as torch's: +0 for -0 and NaN; an unsigned x is never negative."""
+    t = type(x)
+    rest = where(x < 0, as_numeric(-1, t), as_numeric(0, t)) if t.signed else as_numeric(0, t)
+    return where(x > 0, as_numeric(1, t), rest)
+
+
 _UNARY = {
     "neg": lambda x: -x, "abs": abs, "exp": dmath.exp, "log": dmath.log, "sqrt": dmath.sqrt, "rsqrt": dmath.rsqrt,
     "tanh": dmath.tanh, "erf": dmath.erf, "sigmoid": _sigmoid,
@@ -90,6 +97,7 @@ _UNARY = {
     "gelu": lambda x: 0.5 * x * (1.0 + dmath.erf(x * math.sqrt(0.5))),
     "gelu_tanh": _gelu_tanh, "silu": lambda x: _times_sigmoid(x, x),
     "cosh": dmath.cosh, "sinh": dmath.sinh, "expm1": dmath.expm1, "log1p": dmath.log1p,
+    "sign": _sign,
 }
 
 # erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2), z >= 0 (Numerical Recipes' erfcc, after

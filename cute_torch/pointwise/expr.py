@@ -21,8 +21,8 @@ from dataclasses import dataclass
 # name -> number of arguments
 FUNCTIONS = {
     "neg": 1, "abs": 1, "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "erf": 1, "sigmoid": 1, "relu": 1,
-    "gelu": 1, "gelu_tanh": 1, "silu": 1, "cosh": 1, "sinh": 1, "expm1": 1, "log1p": 1, "where": 3, "maximum": 2,
-    "minimum": 2,
+    "gelu": 1, "gelu_tanh": 1, "silu": 1, "cosh": 1, "sinh": 1, "expm1": 1, "log1p": 1, "sign": 1, "where": 3,
+    "maximum": 2, "minimum": 2,
 }
 # cast name -> torch dtype name
 CASTS = {

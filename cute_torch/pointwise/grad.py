@@ -14,7 +14,7 @@ import math
 from .expr import CASTS, Node, parse
 
 _FLOAT_CASTS = {"float32", "float16", "bfloat16", "float64"}
-_NON_DIFFERENTIABLE = {"lt", "le", "gt", "ge", "eq", "ne"}
+_NON_DIFFERENTIABLE = {"lt", "le", "gt", "ge", "eq", "ne", "sign"}
 
 
 def _c(value) -> Node:
