@@ -9,9 +9,8 @@ kernels/row_reduce.dynamic_rows makes; "v" a per-row vector (M,); "c" a per-colu
 descriptions as they would from the tensors (the alignment stands in for the address).
 
 The result is (host entry, runtime, rows per CTA group, threads per CTA, CTAs per group (the
-cluster), groups that run at once (the norm backward's persistent grid, the column sum's slabs; 0 for
-the others),
-*recipe, compiled function):
+cluster), groups that run at once (the norm backward's persistent grid, the column sum's slabs;
+0 for the others), *recipe, compiled function):
 the recipe lists, per argument slot of the compiled host function, kind * 1000 + index, kinds
 0 operand `index`'s data pointer, 1 its number of rows, 4 float scalar `index` (as float32),
 5 int scalar `index`.

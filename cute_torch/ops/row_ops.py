@@ -5,9 +5,9 @@ The schemas and the CUDA kernels are C++ (csrc/torch/RowOps.cpp: the hot path, a
 keyed by the operands' description, the launch on the current stream; a miss compiles through
 cute_torch/ops/row_build.py), and so are their Autograd kernels (csrc/torch/RowAutograd.cpp,
 through the backward ops). Here: the fake kernels, registered by `register()` when the
-extension loads, and the Python entries
-(softmax, log_softmax, rms_norm, layer_norm_fn, cross_entropy_loss, column_sum). The ops run on CUDA tensors
-over the last dimension; statistics (rstd, mean, lse) are Float32.
+extension loads, and the Python entries (softmax, log_softmax, rms_norm, layer_norm_fn,
+cross_entropy_loss, column_sum). The ops run on CUDA tensors over the last dimension (column_sum
+over all the others); statistics (rstd, mean, lse) are Float32.
 """
 
 from __future__ import annotations
