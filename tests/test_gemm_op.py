@@ -218,6 +218,39 @@ def test_the_cpp_views_are_the_python_ones():
             assert pattern[1:1 + len(arg.shape)] == static and pattern[-2] == "wn"[not arg.wide], (described, static)
 
 
+def test_the_cpp_variant_choice_is_the_python_one():
+    """cute::gemm_choice (Gemm.cpp's chooseTileN and chooseSchedule, what cute::gemm runs)
+    against host_arguments' Config (choose_tile_n, choose_schedule, staged_inputs): ping-pong
+    with a staged residual, a second output, and the cases that stay cooperative (K past 2048,
+    a residual TMA cannot address or that is not 16-bit, few tiles)."""
+    from cute_torch.kernels.gemm_sm90 import host_arguments
+    g = torch.Generator().manual_seed(9)
+
+    def randn(*shape, dtype=torch.bfloat16):
+        return torch.randn(*shape, generator=g).to(dtype)
+    a, b, bias = randn(2048, 2048), randn(2048, 2048), randn(2048)
+    cases = [                          # (a, b, inputs, outputs, what Gemm.cpp chooses)
+        (a, b, [bias, randn(2048, 2048)], 1, "128p01"),
+        (randn(2048, 2056), randn(2056, 2048), [bias, randn(2048, 2048)], 1, "256"),       # K = 2056
+        (randn(2048, 1024), randn(1024, 2048), [], 2, "128p"),                           # two outputs
+        (a, b, [bias], 2, "128p0"),
+        (a, b, [randn(2048, 2056)[:, :2048]], 1, "128p1"),                               # row stride 2056
+        (a, b, [randn(2048, 2050)[:, :2048]], 1, "256"),                                 # 2050: not TMA's
+        (a, b, [randn(2048, 2048, dtype=torch.float32)], 1, "256"),                      # fp32: not staged
+        (a, b, [randn(2048 * 2048 + 1)[1:].view(2048, 2048)], 1, "256"),                # 2-byte aligned
+        (randn(2, 1024, 2048), randn(2, 2048, 2048), [randn(2, 1024, 2048)], 1, "128p1"),  # batched
+        (randn(512, 2048), b, [randn(512, 2048)], 1, "64"),                              # few tiles
+    ]
+    for a_, b_, inputs, outputs, want in cases:
+        assert torch.ops.cute.gemm_choice(a_, b_, inputs, outputs, 132) == want, (a_.shape, want)
+        c = torch.empty(*a_.shape[:-1], b_.shape[-1]).bfloat16()
+        outs = (c,) * outputs if outputs > 1 else c
+        exprs = ("acc" + "".join(f" + x{i}" for i in range(len(inputs))),) * outputs
+        config = host_arguments(a_, b_, outs, exprs if outputs > 1 else exprs[0], inputs)[3]
+        staged = "".join("1" if s else "0" for s in (config.staged or (False,) * len(inputs)))
+        assert f"{config.tile_n}" + ("p" + staged if config.pingpong else "") == want, (a_.shape, want, config)
+
+
 def _operands(m, n, k, seed, batch=None, dtype=torch.bfloat16):
     g = torch.Generator().manual_seed(seed)
     lead = (batch,) if batch else ()

@@ -27,6 +27,7 @@
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 namespace cute_torch::ops {
 namespace {
@@ -467,6 +468,20 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
   return plan;
 }
 
+/// The tile columns and the schedule ("" cooperative, or chooseSchedule's "p..." with 128) of
+/// a planned call.
+std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, bool gated,
+                                              bool ampere, int64_t sms) {
+  const std::vector<View> &views = plan.views;
+  const int64_t accColumns = gated ? 2 * views[2].sizes[1] : views[2].sizes[1];
+  if (ampere)
+    return {chooseAmpereTileN(views[2].sizes[0], accColumns, plan.batches, sms), ""};
+  const int64_t tileN = chooseTileN(views[2].sizes[0], accColumns, plan.batches, sms, gated);
+  std::string schedule =
+      chooseSchedule(views, outputs, tileN, gated, isFp8(views[0].tensor.scalar_type()));
+  return {schedule.empty() ? tileN : 128, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
+}
+
 std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
                                  const std::vector<std::string> &epilogues, at::TensorList inputs,
                                  c10::ArrayRef<c10::ScalarType> outDtypes) {
@@ -482,14 +497,7 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
   if (plan.views.empty())
     return plan.outs;
   const std::vector<View> &views = plan.views;
-  const int64_t accColumns = gated ? 2 * views[2].sizes[1] : views[2].sizes[1];
-  int64_t tileN = ampere
-                      ? chooseAmpereTileN(views[2].sizes[0], accColumns, plan.batches, facts.sms)
-                      : chooseTileN(views[2].sizes[0], accColumns, plan.batches, facts.sms, gated);
-  const std::string schedule =
-      ampere ? "" : chooseSchedule(views, epilogues.size(), tileN, gated, isFp8(a.scalar_type()));
-  if (!schedule.empty())
-    tileN = 128; // ping-pong: one warpgroup's 128 x 128 tile
+  const auto [tileN, schedule] = chooseVariant(plan, epilogues.size(), gated, ampere, facts.sms);
   std::string joined;
   for (const std::string &e : epilogues)
     joined += (joined.empty() ? "" : std::string(1, kSeparator)) + e;
@@ -541,6 +549,16 @@ std::vector<at::Tensor> gemmMultiCpu(const at::Tensor &a, const at::Tensor &b,
   checkOperands(a, b, inputs);
   checkCuda(a);
   return {};
+}
+
+std::string gemmChoice(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs,
+                       int64_t outputs, int64_t sms) {
+  Plan plan = makePlan(a, b, static_cast<size_t>(outputs), inputs, {}, false, false);
+  if (plan.views.empty())
+    return "";
+  const auto [tileN, schedule] =
+      chooseVariant(plan, static_cast<size_t>(outputs), false, false, sms);
+  return std::to_string(tileN) + schedule;
 }
 
 std::string gemmPlan(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs,
