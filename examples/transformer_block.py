@@ -1,12 +1,14 @@
 """A GPT-style transformer block trained in bf16 with AdamW: eager, Inductor and
 torch.compile(backend="cute"), the same data and initial weights, losses and step times side by side.
 
-    python examples/transformer_block.py [--steps 200 --batch 8 --seq 1024 --d-model 2048]
+    python examples/transformer_block.py [--steps 200 --batch 8 --seq 1024 --d-model 2048] [--mlp swiglu]
     torchrun --nproc-per-node 2 examples/transformer_block.py      # DDP, one process per GPU
 
 The block: RMSNorm (torch's nn.RMSNorm), causal self-attention through
 F.scaled_dot_product_attention, a residual, RMSNorm, an MLP (Linear with bias, GELU(tanh),
-Linear) and a residual; the loss is the MSE to a fixed random target. With backend="cute" the
+Linear; or with --mlp swiglu, LLaMA's: silu(x W_gate) * (x W_up) then W_down, no biases, a
+hidden width of 8/3 d rounded up to 64) and a residual; the loss is the MSE to a fixed random
+target. With backend="cute" the
 forward's linear + bias + GELU is one cute::gemm that also writes the pre-activation for
 backward, each RMSNorm is the row kernel forward and backward (cute::layer_norm, with its
 weight gradient), and the pointwise work around the residuals and the loss is fused into
@@ -35,12 +37,24 @@ import torch.nn.functional as F
 
 
 class Block(nn.Module):
-    def __init__(self, d: int, heads: int):
+    def __init__(self, d: int, heads: int, mlp: str = "gelu"):
         super().__init__()
-        self.heads = heads
+        if mlp not in ("gelu", "swiglu"):
+            raise ValueError(f"Block: mlp is 'gelu' or 'swiglu', got {mlp!r}")
+        self.heads, self.swiglu = heads, mlp == "swiglu"
         self.norm1, self.norm2 = nn.RMSNorm(d, eps=1e-6), nn.RMSNorm(d, eps=1e-6)
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        if self.swiglu:
+            hidden = -(-8 * d // 3 // 64) * 64
+            self.gate, self.up = nn.Linear(d, hidden, bias=False), nn.Linear(d, hidden, bias=False)
+            self.down = nn.Linear(hidden, d, bias=False)
+        else:
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def mlp(self, h):
+        if self.swiglu:
+            return self.down(F.silu(self.gate(h)) * self.up(h))
+        return self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
 
     def forward(self, x):
         b, t, d = x.shape
@@ -48,7 +62,7 @@ class Block(nn.Module):
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
         attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(attention.transpose(1, 2).reshape(b, t, d))
-        return x + self.fc2(F.gelu(self.fc1(self.norm2(x)), approximate="tanh"))
+        return x + self.mlp(self.norm2(x))
 
 
 def train(model, steps: int, x, target, compile_backend=None, loss_fn=F.mse_loss) -> tuple[list, float]:
@@ -86,6 +100,7 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--d-model", type=int, default=2048)
     parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu")
     args = parser.parse_args()
     distributed = "WORLD_SIZE" in os.environ
     rank = int(os.environ.get("RANK", 0))
@@ -105,7 +120,7 @@ def main() -> None:
         backends = [("eager", None), ("cute (reference)", reference_backend(seen=seen))]
         tolerance = 1e-4
         print("no GPU: a small block on CPU; the cute graphs run through the reference evaluator")
-    model = Block(args.d_model, args.heads).to(device, dtype)   # the same weights on every rank (seed 0)
+    model = Block(args.d_model, args.heads, args.mlp).to(device, dtype)   # the same weights on every rank (seed 0)
     generator = torch.Generator().manual_seed(1 + rank)          # each rank its own shard of data
     x = torch.randn(args.batch, args.seq, args.d_model, generator=generator).to(device, dtype)
     target = torch.randn(x.shape, generator=generator).to(device, dtype)
