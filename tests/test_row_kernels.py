@@ -352,7 +352,8 @@ def test_cross_entropy_targets_out_of_range_give_nan_rows_and_read_nothing():
 
 def run_small():
     """Each row kernel once on shapes that take every path (several warps per row, persistent
-    loops of several iterations, guarded tail vectors, chunked vocabularies), for the sanitizers."""
+    loops of several iterations, guarded tail vectors, chunked vocabularies; the column sums'
+    slabs), for the sanitizers."""
     from cute_torch.kernels import cross_entropy
     x = _rand((300, 4000), 1, torch.bfloat16)
     w, b = _rand((4000,), 2, torch.bfloat16), _rand((4000,), 3, torch.bfloat16)
@@ -377,6 +378,9 @@ def run_small():
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), inplace=True)
     _, lse = cross_entropy.cross_entropy_forward(logits, target, label_smoothing=0.1)   # the row's sum too
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), label_smoothing=0.1)
+    from cute_torch.kernels.column_sums import column_sum
+    column_sum(ahead)                                       # many slabs of 16-byte vectors, a tail tile
+    column_sum(_rand((257, 37), 9, torch.float16))          # single elements, a short last slab
     torch.cuda.synchronize()
 
 
