@@ -4,6 +4,7 @@
 #define CUTE_TORCH_OPS_GEMM_H
 
 #include <ATen/core/Tensor.h>
+#include <torch/library.h>
 
 #include <optional>
 #include <string>
@@ -40,6 +41,9 @@ std::string gemmChoice(const at::Tensor &a, const at::Tensor &b, at::TensorList 
 /// CPU tests compare them with kernels/gemm_sm90.py's host_arguments.
 std::string gemmPlan(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs,
                      int64_t outputs);
+
+/// The Autograd kernels of cute::gemm and gemm.multi (GemmAutograd.cpp).
+void implementGemmAutograd(torch::Library &m);
 
 } // namespace cute_torch::ops
 

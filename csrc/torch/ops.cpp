@@ -66,5 +66,6 @@ TORCH_LIBRARY_IMPL(cute, CPU, m) {
 }
 TORCH_LIBRARY_IMPL(cute, Autograd, m) {
   m.impl("pointwise", &cute_torch::ops::pointwiseAutograd);
+  cute_torch::ops::implementGemmAutograd(m);
   cute_torch::ops::implementRowOpsAutograd(m);
 }
