@@ -182,15 +182,16 @@ def fused(args, m=8192, n=8192, k=4096) -> None:
                   f"{'  WRONG' if err > 2e-2 else ''}", flush=True)
 
 
-TILE_SHAPES = [(1536, 1536, 1536), (1536, 1536, 4096), (3072, 3072, 3072), (2560, 2560, 2560), (1536, 3072, 2048),
+TILE_SHAPES = [(1024, 1024, 1024), (1024, 4096, 4096), (1536, 1536, 1536), (1536, 1536, 4096),
+               (3072, 3072, 3072), (2560, 2560, 2560), (1536, 3072, 2048),
                (3072, 1536, 1536), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 4096, 4096)]
 
 
 def tiles(args) -> None:
     """Each tile width on shapes where the last wave decides (bf16, TN), against cuBLAS."""
-    from cute_torch.kernels.gemm_sm90 import choose_tile_n, gemm
+    from cute_torch.kernels.gemm_sm90 import choose_tile_n, gemm, k_major_b
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    widths = (256, 192, 128, 64)
+    widths = (256, 240, 224, 208, 192, 176, 160, 144, 128, 112, 96, 80, 64)
     print(f"\ntile widths, bf16 TN; GPU ms, median of {args.repeats}")
     print(f"{'M':>6} {'N':>6} {'K':>6} {'cuBLAS':>8} " + " ".join(f"{w:>8}" for w in widths)
           + f" {'chosen':>7} {'ratio':>6} {'max err':>8}")
@@ -199,7 +200,7 @@ def tiles(args) -> None:
         cublas, reference = _cublas(a, w, torch.bfloat16, args.repeats)
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         times = {t: kernel_ms(lambda: gemm(a, w.t(), c, tile_n=t), args.repeats) for t in widths}
-        chosen = choose_tile_n(m, n, 1, sms)
+        chosen = choose_tile_n(m, n, 1, sms, any_width=k_major_b(w.t()))    # what gemm() takes
         c.fill_(float("nan"))
         gemm(a, w.t(), c)
         err = _error(c, reference)

@@ -15,7 +15,8 @@ out-of-bounds tails with zeros and does not store them). `epilogue` maps one fp3
 accumulator to a value (DSL code, applied in registers before the conversion to C's type).
 
 One CTA per SM (384 threads) walks output tiles of 128 x 256 (128 x 128 when 256-wide tiles
-would leave more than half the SMs idle, 128 x 64 when 128-wide ones would: choose_tile_n):
+would leave more than half the SMs idle, 128 x 64 when 128-wide ones would, or the width whose
+last wave ends first, such as 144 at 1536^3: 132 tiles for 132 SMs: choose_tile_n):
   * warpgroup 0, the producer, keeps 40 registers; its first thread runs through every tile's
     k-tiles, acquiring a free stage of a ring of 4 (6 for 128-wide tiles: as many as shared
     memory holds) and issuing the TMA loads of A (128 x 64) and B (256 x 64) into it (128-byte
@@ -58,6 +59,7 @@ BM, BK = 128, 64                 # tile rows and k-tile depth (16-bit operands; 
                                  # swizzle row either way: k_tile); tile columns: choose_tile_n
 EPI_N = 64                       # C leaves in 128 x 64 boxes, through two shared buffers (128 x 32
                                  # with several outputs: epi_n)
+TILE_WIDTHS = (64, 128, 192, 256)  # tile columns that take any operand majors, gates and clusters
 MAX_STAGES = 6                   # the consumers hold two stages; the rest are the producer's lead
 PINGPONG_STAGES = 5              # ping-pong measured slower with 6 (H100: 0.297 / 0.434 ms against 0.281 /
                                  # 0.371 for the block's qkv and fc1) and with 4
@@ -86,8 +88,8 @@ def _mma_op(a_type, b_type, n: int, k_major: tuple):
 
 
 class Config(NamedTuple):
-    """A kernel variant (compile-time): tile columns (64, 128 or 256); the ping-pong schedule
-    instead of the cooperative one; grouped rasterization along N (groups of GROUP_M tile
+    """A kernel variant (compile-time): tile columns (a multiple of 16, 64 to 256); the ping-pong
+    schedule instead of the cooperative one; grouped rasterization along N (groups of GROUP_M tile
     columns, row by row) instead of along M, for N much larger than M; clusters of two CTAs on
     vertically adjacent tiles, which share their B tiles (each loads half and multicasts it to
     both: half the B traffic through L2); per epilogue input, whether it is staged: a whole
@@ -101,13 +103,14 @@ class Config(NamedTuple):
 
 
 def _stages(outputs, tile_n: int, pingpong: bool = False, gated: bool = False, staged: int = 0) -> int:
-    """Operand stages that fit beside the outputs' buffers (two 128 x epi_n boxes per output;
-    ping-pong's two warpgroups take turns with them) and the staged inputs' tiles (128 x the
+    """Operand stages that fit beside the outputs' buffers (out_buffers 128 x epi_n boxes per
+    output; ping-pong's two warpgroups take turns with them) and the staged inputs' tiles (128 x the
     output tile's columns, 16-bit, each). `outputs`: each output's element bytes, or how many
     16-bit outputs."""
     widths = (2,) * outputs if isinstance(outputs, int) else tuple(outputs)
-    box_n = epi_n(len(widths), tile_n // 2 if gated else tile_n, max(widths))
-    epilogue = sum(2 * BM * box_n * w for w in widths) + staged * BM * (tile_n // 2 if gated else tile_n) * 2
+    out_cols = tile_n // 2 if gated else tile_n
+    box_n = epi_n(len(widths), out_cols, max(widths))
+    epilogue = sum(out_buffers(out_cols, box_n) * BM * box_n * w for w in widths) + staged * BM * out_cols * 2
     most = PINGPONG_STAGES if pingpong else MAX_STAGES
     return min(most, (SMEM_BYTES - epilogue - 1024) // ((BM + tile_n) * BK * 2))
 
@@ -117,28 +120,57 @@ def epi_n(outputs: int, out_cols: int = 256, widest: int = 2) -> int:
     16-bit row), or 32 with several outputs, whose buffers would otherwise take an operand stage
     (two outputs at 256 wide: 4 stages instead of 3), with an fp32 output (whose 32 columns are
     128 bytes) and for 192-column tiles (an even number of boxes per tile: box s goes through
-    buffer s % 2); never more than the tile has (a gated 64-wide tile: 32)."""
+    buffer s % 2); never more than the tile has (a gated 64-wide tile: 32), and a divisor of
+    the tile's columns (16 for 144: 32-byte rows, swizzled by 32 bytes)."""
     wide = outputs == 1 and widest == 2 and out_cols != 192
-    return min(out_cols, EPI_N if wide else EPI_N // 2)
+    box = min(out_cols, EPI_N if wide else EPI_N // 2)
+    while out_cols % box:
+        box //= 2
+    return box
 
 
-def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False) -> int:
+def out_buffers(out_cols: int, box_n: int) -> int:
+    """Shared buffers per output: two, box s in buffer s % 2, or with an odd number of boxes
+    (a 144-wide tile's nine) one per box, whose stores the tile's first box waits on."""
+    boxes = out_cols // box_n
+    return boxes if boxes % 2 and boxes > 1 else 2
+
+
+# A tile's time per k-tile grows like its columns plus this (the A tile's load and the wgmma
+# issue that every width pays): fit to one wave of each width at 1536^3 and 1536 x 1536 x 4096
+# on an H200, and it ranks the widths of 11 shapes as measured (benchmarks/gemm.py --sections tiles).
+TILE_OVERHEAD_COLUMNS = 35
+
+
+def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False, any_width: bool = False) -> int:
     """Tile columns: 256 (the most work per byte of shared memory read) unless 128 x 256 tiles
     would leave more than half the SMs idle or N is narrow, then 128 (twice the tiles), and 64
-    where even 128 x 128 tiles would (1024^3: 128 tiles on 132 SMs instead of 64). Between 256
-    and 192, the one whose last wave ends first: the waves (rounded up) times the tile width,
-    192 only when that is at least 15 % less (1536^3: one wave of 96 tiles instead of one of 72
-    wider ones; 3072^3: 3 waves of 192 instead of 3 of 256), and never for a gated GEMM (`n`
-    counts the accumulator columns; 96 output columns would be an odd number of boxes)."""
+    where even 128 x 128 tiles would (1024^3: 128 tiles on 132 SMs instead of 64). Otherwise the
+    width whose last wave ends first: the waves (rounded up) times the tile's cost, its columns
+    plus TILE_OVERHEAD_COLUMNS, taken only when that is at least 10 % less than 256's. The
+    widths are 128, 192 and 256, and with `any_width` (K-major B, no gate: see host_arguments)
+    every multiple of 16 from 128 to 256: 1536^3 takes 144 (one wave of 132 tiles: 0.012 ms
+    against 0.0144 at 192 on an H200), 2560^3 208 (two waves of 260 instead of two of 200). A
+    gated GEMM (`n` counts the accumulator columns) never takes 192 (96 output columns would
+    be an odd number of boxes)."""
     def tiles(width):
         return -(-m // BM) * -(-n // width) * batches
     if n <= 64 or 2 * tiles(128) <= sms:
         return 64
     if n <= 128 or 2 * tiles(256) <= sms:
         return 128
-    def span(width):
-        return -(-tiles(width) // sms) * width
-    return 192 if span(192) <= 0.85 * span(256) and not gated else 256
+
+    def cost(width):
+        return -(-tiles(width) // sms) * (width + TILE_OVERHEAD_COLUMNS)
+    widths = (256,) if gated else range(128, 257, 16) if any_width else TILE_WIDTHS[1:]
+    best = min(reversed(widths), key=cost)      # ties: the wider
+    return best if cost(best) <= 0.9 * cost(256) else 256
+
+
+def k_major_b(b: torch.Tensor) -> bool:
+    """Whether b (K, N[, ...]) has K contiguous, as F.linear's weight.t(): the tiles between the
+    standard widths take only that (their B tile is not a whole number of 64-column MN slabs)."""
+    return b.stride(-2) == 1 or b.shape[-2] == 1
 
 
 def choose_schedule(k: int, tile_n: int, outputs: int, staged: tuple, gated: bool = False,
@@ -245,7 +277,8 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
     sB = smem.allocate_tensor(tma_b.dtype, swizzled(BN, bk, stages, k_major[1], tma_b.dtype.width // 8), 1024)
     widths = tuple(t.width // 8 for t in out_types)
     box_n = epi_n(len(out_types), out_n, max(widths))
-    sCs = [smem.allocate_tensor(t, swizzled(BM, box_n, 2, elem_bytes=w), 1024)   # per output
+    buffers = out_buffers(out_n, box_n)
+    sCs = [smem.allocate_tensor(t, swizzled(BM, box_n, buffers, elem_bytes=w), 1024)   # per output
            for t, w in zip(out_types, widths)]
     # Staged inputs: each a whole output tile (boxes of 128 x box_n), filled by TMA at the start of
     # an epilogue (ping-pong: the warpgroups take turns with them as with the output buffers) and
@@ -313,6 +346,8 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
         boxes = out_n // box_n                            # per tile: 1 (64-wide tiles) to 8
         if cute.const_expr(boxes == 1):
             over_buffers = cute.make_layout((BM, box_n), stride=(1, BM))
+        elif cute.const_expr(boxes % 2):                # an odd number of boxes: one buffer each
+            over_buffers = cute.make_layout((BM, (box_n, boxes)), stride=(1, (BM, BM * box_n)))
         else:
             over_buffers = cute.make_layout((BM, (box_n, 2, boxes // 2)), stride=(1, (BM, BM * box_n, 0)))
         sC_tiles = [cute.composition(sC, over_buffers) for sC in sCs]
@@ -406,8 +441,10 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
             for s in cute.range_constexpr(boxes):
                 # Buffer s % 2 is free once the store issued from it two boxes ago has read it (with
                 # one box per tile, buffer 0 was the last one's: issued a main loop ago).
-                if ctid == 0:
-                    cute.arch.cp_async_bulk_wait_group(0 if boxes == 1 else 1, read=True)
+                # (A buffer per box: all are free once the last tile's stores have read them.)
+                if cute.const_expr(boxes % 2 == 0 or s == 0):
+                    if ctid == 0:
+                        cute.arch.cp_async_bulk_wait_group(0 if boxes % 2 else 1, read=True)
                 cute.arch.barrier(barrier_id=EPILOGUE_BARRIER + owner, number_of_threads=per_tile)
                 # 16 columns at a time (one stmatrix per 64-row atom): the accumulators already
                 # stored are dead, so the epilogue's inputs and math reuse the main loop's registers.
@@ -439,7 +476,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
                 cute.arch.barrier(barrier_id=EPILOGUE_BARRIER + owner, number_of_threads=per_tile)
                 if ctid == 0:
                     for tma_c, sC in zip(tma_cs, sCs):
-                        cute.copy(tma_c, sC[None, None, s % 2], _tile(gE, m, n * boxes + s, l))
+                        cute.copy(tma_c, sC[None, None, s % buffers], _tile(gE, m, n * boxes + s, l))
                     cute.arch.cp_async_bulk_commit_group()
             if cute.const_expr(pingpong):
                 if tile_id + step < tiles:                # hand the buffers over once the stores read them
@@ -588,7 +625,8 @@ def _tuned(a, b, c, epilogue, inputs):
     epilogues = tuple(epilogue) if isinstance(epilogue, (tuple, list)) else (epilogue,)
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     default = tuning.Candidate(choose_tile_n(outs[0].shape[-2], b.shape[-1],
-                                             outs[0].shape[0] if outs[0].dim() == 3 else 1, sms, is_gated(epilogues)))
+                                             outs[0].shape[0] if outs[0].dim() == 3 else 1, sms, is_gated(epilogues),
+                                             k_major_b(b)))
     key = tuning.problem_key(torch.cuda.get_device_name(a.device), a, b, outs, epilogues, tuple(inputs))
     candidates = (default, *(x for x in tuning.CANDIDATES if x != default))
 
@@ -610,7 +648,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     bias `acc + x0` with x0 of shape (N,), a residual of shape (M, N), ...). `c` may be a tuple
     of up to MAX_OUTPUTS outputs with `epilogue` a tuple of as many epilogues, all computed from
     the same accumulators (e.g. the pre-activation and the activation for autograd). `tile_n`
-    (64, 128, 192 or 256) overrides choose_tile_n; `schedule` is "cooperative" (both consumer
+    (a multiple of 16 from 64 to 256; other than 64, 128, 192 and 256 only with K-major B and no
+    gate or cluster) overrides choose_tile_n; `schedule` is "cooperative" (both consumer
     warpgroups on each tile) or "pingpong" (each on its own 128 x 128 tile, the epilogue of one
     overlapping the other's main loop), by default choose_schedule's (cooperative where
     `tile_n` is given); `raster` is "m" (the default: groups of tile rows) or
@@ -634,14 +673,20 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
         raise ValueError(f"gemm: schedule is 'cooperative' or 'pingpong', got {schedule!r}")
     staged = staged_inputs(tensors[len(outs):], tensors[0].shape)
     if tile_n is None:
-        tile_n = choose_tile_n(shape[-2], b.shape[-1], shape[0] if batched else 1, sms, gated)
+        tile_n = choose_tile_n(shape[-2], b.shape[-1], shape[0] if batched else 1, sms, gated,
+                               k_major_b(b) and not cluster)
         if schedule is None and not cluster:
             schedule = choose_schedule(a.shape[-1], tile_n, len(outs), staged, gated, a.element_size() == 1)
         tile_n = 128 if schedule == "pingpong" else tile_n
     pingpong = schedule == "pingpong"
-    if tile_n not in (64, 128, 192, 256) or (pingpong and tile_n != 128) or (gated and tile_n == 192):
-        raise ValueError(f"gemm: tile_n is 64, 128, 192 or 256 (128 for ping-pong: one warpgroup's accumulators; "
-                         f"not 192 when gated), got {tile_n!r}")
+    if not (isinstance(tile_n, int) and 64 <= tile_n <= 256 and tile_n % 16 == 0) or (pingpong and tile_n != 128):
+        raise ValueError(f"gemm: tile_n is a multiple of 16 from 64 to 256 (128 for ping-pong: one warpgroup's "
+                         f"accumulators), got {tile_n!r}")
+    if tile_n not in TILE_WIDTHS and (gated or cluster or not k_major_b(b)):
+        raise ValueError(f"gemm: a {tile_n}-wide tile needs K-major B (b a column-major view, as F.linear's "
+                         "weight.t()) and no gate or cluster; 64, 128, 192 and 256 take any")
+    if gated and tile_n == 192:
+        raise ValueError("gemm: a gated GEMM's tile_n is 64, 128 or 256 (192 would be an odd number of boxes)")
     if raster not in (None, "m", "n"):
         raise ValueError(f"gemm: raster is 'm' or 'n', got {raster!r}")
     if cluster and pingpong:

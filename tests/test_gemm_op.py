@@ -240,6 +240,9 @@ def test_the_cpp_variant_choice_is_the_python_one():
         (a, b, [randn(2048 * 2048 + 1)[1:].view(2048, 2048)], 1, "256"),                # 2-byte aligned
         (randn(2, 1024, 2048), randn(2, 2048, 2048), [randn(2, 1024, 2048)], 1, "128p1"),  # batched
         (randn(512, 2048), b, [randn(512, 2048)], 1, "64"),                              # few tiles
+        (randn(1536, 1536), randn(1536, 1536).t(), [], 1, "144"),                        # K-major B: any width
+        (randn(1536, 1536), randn(1536, 1536), [], 1, "192"),                            # MN-major: 192 or 256
+        (randn(2560, 2560), randn(2560, 2560).t(), [], 1, "208"),
     ]
     for a_, b_, inputs, outputs, want in cases:
         assert torch.ops.cute.gemm_choice(a_, b_, inputs, outputs, 132) == want, (a_.shape, want)

@@ -11,7 +11,7 @@ import torch
 
 import cute_torch as cute
 from conftest import run_under_sanitizer
-from cute_torch.kernels.gemm_sm90 import _gemm_host, gemm, host_arguments
+from cute_torch.kernels.gemm_sm90 import _gemm_host, _stages, epi_n, gemm, host_arguments
 
 needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                                  reason="needs an sm_90 GPU")
@@ -88,6 +88,22 @@ def test_an_expression_epilogue_reads_its_inputs_at_each_accumulator():
         host_arguments(a, b, c, None, (bias,))
 
 
+def test_a_tile_between_the_standard_widths_stores_through_a_buffer_per_box():
+    a, b = _operands(1536, 1536, 512, torch.bfloat16, b_row_major=False)
+    c = torch.empty(1536, 1536).bfloat16()
+    ptx = cute.compile(_gemm_host, *host_arguments(a, b, c, tile_n=144), options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16") == 4
+    # Nine 16-column boxes, each its own buffer: one TMA store each, one wait (at the first box).
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 9
+    assert _stages((2,), 144) == 5 and epi_n(1, 144) == 16 and epi_n(1, 160) == 32
+    with pytest.raises(ValueError, match="K-major B"):
+        host_arguments(*_operands(1536, 1536, 512, torch.bfloat16), c, tile_n=144)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        host_arguments(a, b, c, tile_n=150)
+    with pytest.raises(ValueError, match="no gate"):
+        host_arguments(a, b, c[:, :768], "silu(gate) * up", tile_n=144)
+
+
 def test_the_epilogue_is_traced_into_the_kernel():
     plain = _compile().__ptx__
     fused = _compile(lambda acc: cute.where(acc > 0.0, acc, 0.0) * 2.0).__ptx__
@@ -123,6 +139,34 @@ def test_every_operand_layout_matches_matmul(a_row_major, b_row_major, tile_n):
 
 @pytest.mark.gpu
 @needs_sm90a
+@pytest.mark.parametrize("tile_n", [80, 96, 112, 144, 160, 176, 208, 224, 240])
+@pytest.mark.parametrize("m,n,k", [(300, 520, 448), (1024, 1000, 1000)])
+def test_any_tile_width_matches_matmul(m, n, k, tile_n):
+    """Widths between the four that take any operands: K-major B (F.linear's weight.t()), output
+    boxes of 16 or 32 columns, one buffer per box when there is an odd number of them."""
+    _check(m, n, k, torch.bfloat16, seed=m + tile_n, b_row_major=False, tile_n=tile_n)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("tile_n", [144, 160])
+def test_an_odd_width_tile_fuses_inputs_and_two_outputs_over_batches(tile_n):
+    g = torch.Generator().manual_seed(tile_n)
+    a = torch.randn(2, 300, 448, generator=g).bfloat16().cuda()
+    b = torch.randn(2, 520, 448, generator=g).bfloat16().cuda().transpose(1, 2)      # K-major
+    bias = torch.randn(520, generator=g).cuda()
+    residual = torch.randn(2, 300, 520, generator=g).bfloat16().cuda()
+    pre = torch.full((2, 300, 520), float("nan"), dtype=torch.float32, device="cuda")
+    out = torch.full((2, 300, 520), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm(a, b, (pre, out), ("acc + x0", "gelu(acc + x0) + x1"), (bias, residual), tile_n=tile_n)
+    acc = a.double() @ b.double() + bias.double()
+    torch.testing.assert_close(pre.double(), acc, rtol=1e-4, atol=1e-3)
+    want = torch.nn.functional.gelu(acc) + residual.double()
+    torch.testing.assert_close(out.double(), want.to(torch.bfloat16).double(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+@needs_sm90a
 def test_a_fused_epilogue_matches_torch():
     _check(520, 296, 448, torch.bfloat16, lambda acc: cute.where(acc > 0.0, acc, 0.0) * 2.0,
            lambda x: torch.relu(x) * 2.0, seed=3)
@@ -131,6 +175,7 @@ def test_a_fused_epilogue_matches_torch():
 def run_small():
     for tile_n in (64, 128, 192, 256):
         _check(300, 520, 448, torch.bfloat16, tile_n=tile_n)
+    _check(300, 520, 448, torch.bfloat16, b_row_major=False, tile_n=144)    # a buffer per output box
     _few_ctas(3, "pingpong")
     _few_ctas(4, "cooperative", cluster=True)
     _staged_check(300, 520, 448, seed=1)
@@ -454,6 +499,19 @@ def test_wave_quantized_shapes_get_192_wide_tiles():
     assert _stages(1, 192) == 5                                                    # 40 KB a stage
 
 
+def test_with_k_major_b_the_width_whose_last_wave_ends_first_is_any_multiple_of_16():
+    from cute_torch.kernels.gemm_sm90 import choose_tile_n
+
+    def chosen(m, n, **kw):
+        return choose_tile_n(m, n, 1, 132, any_width=True, **kw)
+    assert chosen(1536, 1536) == 144 and chosen(1536, 3072) == 144 and chosen(3072, 1536) == 144   # 132, 264 tiles
+    assert chosen(2560, 2560) == 208 and chosen(3072, 3072) == 192
+    # Many waves: the widest (each tile's overhead counts least); few tiles: the narrow rules.
+    assert chosen(4096, 4096) == chosen(8192, 8192) == chosen(8192, 6144) == 256
+    assert chosen(1024, 1024) == 64 and chosen(1024, 4096) == 256
+    assert chosen(1536, 1536, gated=True) == 256
+
+
 @pytest.mark.parametrize("expr,message,column", [
     ("gelu(acc + x0", "was never closed", 4),
     ("acc + x1", "x1 is not an input: the epilogue has acc and one input, x0", 6),
@@ -559,7 +617,7 @@ def test_gated_shapes_are_checked():
         host_arguments(a, torch.randn(64, 72).bfloat16(), torch.empty(64, 36).bfloat16(), "silu(gate) * up")
     with pytest.raises(ValueError, match=r"output 0 is \(64, 64\)"):
         host_arguments(a, torch.randn(64, 64).bfloat16(), torch.empty(64, 64).bfloat16(), "silu(gate) * up")
-    with pytest.raises(ValueError, match="not 192 when gated"):
+    with pytest.raises(ValueError, match="192 would be an odd number of boxes"):
         host_arguments(a, torch.randn(64, 64).bfloat16(), torch.empty(64, 32).bfloat16(), "gate * up", tile_n=192)
 
 

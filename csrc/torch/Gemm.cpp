@@ -201,17 +201,34 @@ std::string viewText(const View &v) {
   return text + ";" + std::to_string(alignment(v));
 }
 
+/// Whether an operand's (rows, K) view has K contiguous (the wgmma's K-major mode).
+bool isKMajor(const View &v) { return v.strides[1] == 1 || v.sizes[1] == 1; }
+
+/// A tile's cost per k-tile in columns beyond its own (kernels/gemm_sm90.py's
+/// TILE_OVERHEAD_COLUMNS, with the measurements behind it).
+constexpr int64_t kTileOverheadColumns = 35;
+
 /// 256-column tiles unless 128 x 256 tiles would leave more than half the SMs idle or N is
-/// narrow, then 128, and 64 where 128 x 128 tiles would; 192 instead of 256 when its last wave
-/// ends at least 15 % sooner (kernels/gemm_sm90.py's choose_tile_n).
-int64_t chooseTileN(int64_t m, int64_t n, int64_t batches, int64_t sms, bool gated) {
+/// narrow, then 128, and 64 where 128 x 128 tiles would; otherwise the width (128, 192, 256,
+/// or with `anyWidth`, a K-major B and no gate, any multiple of 16 from 128) whose waves times
+/// its columns plus kTileOverheadColumns is least, where that is at least 10 % under 256's
+/// (kernels/gemm_sm90.py's choose_tile_n).
+int64_t chooseTileN(int64_t m, int64_t n, int64_t batches, int64_t sms, bool gated, bool anyWidth) {
   auto tiles = [&](int64_t width) { return (m + 127) / 128 * ((n + width - 1) / width) * batches; };
   if (n <= 64 || 2 * tiles(128) <= sms)
     return 64;
   if (n <= 128 || 2 * tiles(256) <= sms)
     return 128;
-  auto span = [&](int64_t width) { return (tiles(width) + sms - 1) / sms * width; };
-  return 100 * span(192) <= 85 * span(256) && !gated ? 192 : 256;
+  if (gated)
+    return 256;
+  auto cost = [&](int64_t width) {
+    return (tiles(width) + sms - 1) / sms * (width + kTileOverheadColumns);
+  };
+  int64_t best = 256;
+  for (int64_t width = 256; width >= 128; width -= anyWidth ? 16 : 64)
+    if (cost(width) < cost(best))
+      best = width;
+  return 10 * cost(best) <= 9 * cost(256) ? best : 256;
 }
 
 /// Whether ping-pong reads epilogue input `v` by TMA through shared memory: a whole 16-bit
@@ -435,11 +452,10 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
     TORCH_INTERNAL_ASSERT(tmaAddressable(views[0]) && tmaAddressable(views[1]));
   }
   // wgmma reads 8-bit operands K-major only: an MN-major fp8 operand is copied K-major once.
-  auto kMajor = [](const View &v) { return v.strides[1] == 1 || v.sizes[1] == 1; };
-  if (fp8 && (!kMajor(views[0]) || !kMajor(views[1]))) {
-    if (!kMajor(views[0]))
+  if (fp8 && (!isKMajor(views[0]) || !isKMajor(views[1]))) {
+    if (!isKMajor(views[0]))
       a = pitchedCopy(a);
-    if (!kMajor(views[1]))
+    if (!isKMajor(views[1]))
       b = kMajorCopy(b, true);
     rows = rows && a.stride(0) == a.size(1) * a.stride(1);
     addOperands();
@@ -476,7 +492,8 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
   const int64_t accColumns = gated ? 2 * views[2].sizes[1] : views[2].sizes[1];
   if (ampere)
     return {chooseAmpereTileN(views[2].sizes[0], accColumns, plan.batches, sms), ""};
-  const int64_t tileN = chooseTileN(views[2].sizes[0], accColumns, plan.batches, sms, gated);
+  const int64_t tileN =
+      chooseTileN(views[2].sizes[0], accColumns, plan.batches, sms, gated, isKMajor(views[1]));
   std::string schedule =
       chooseSchedule(views, outputs, tileN, gated, isFp8(views[0].tensor.scalar_type()));
   return {schedule.empty() ? tileN : 128, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
