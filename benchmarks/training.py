@@ -2,8 +2,9 @@
 
     python benchmarks/training.py [--steps 30 --batch 8 --seq 1024 --d-model 2048] [--max-autotune] [--rounds 2]
 
-Two models in bf16 with AdamW, the same weights and data for every backend:
+Three models in bf16 with AdamW, the same weights and data for every backend:
 - the GPT-style block of examples/transformer_block.py (RMSNorm, causal SDPA, MLP with GELU(tanh));
+- the same block with LLaMA's MLP (--mlp swiglu: silu(x W_gate) * (x W_up), W_down, no biases);
 - the MLP block of examples/mlp_block.py (Linear + GELU + Linear + residual, pointwise-heavy loss).
 Backends: eager, Inductor (`torch.compile`), Inductor max-autotune (with --max-autotune: its
 autotuning takes minutes), and `backend="cute"`. A step is zero_grad + forward + backward +
@@ -33,10 +34,12 @@ import transformer_block  # noqa: E402
 
 
 def _cases(args) -> list:
-    """(name, model factory, train function, input shape) of the two models."""
+    """(name, model factory, train function, input shape) of the models."""
     tokens = args.batch * args.seq
     return [
         ("transformer block", lambda: transformer_block.Block(args.d_model, args.heads), transformer_block.train,
+         (args.batch, args.seq, args.d_model)),
+        ("SwiGLU block", lambda: transformer_block.Block(args.d_model, args.heads, "swiglu"), transformer_block.train,
          (args.batch, args.seq, args.d_model)),
         ("MLP block", lambda: mlp_block.Block(args.d_model),
          functools.partial(transformer_block.train, loss_fn=mlp_block.pointwise_loss), (tokens, args.d_model)),

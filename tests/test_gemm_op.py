@@ -276,6 +276,19 @@ def test_gemm_matches_matmul(m, n, k):
 
 @pytest.mark.gpu
 @needs_sm90a
+def test_a_linear_shape_runs_the_width_whose_wave_fills_the_gpu():
+    """x @ w.t() at 1536^3 with a bias: Gemm.cpp picks 144-wide tiles (132 tiles) on 132 SMs and
+    the builder compiles them (nine 16-column output boxes), against float64."""
+    g = torch.Generator().manual_seed(144)
+    x = torch.randn(1536, 1536, generator=g).bfloat16().cuda()
+    w = torch.randn(1536, 1536, generator=g).bfloat16().cuda()
+    bias = torch.randn(1536, generator=g).cuda()
+    assert torch.ops.cute.gemm_choice(x, w.t(), [bias], 1, 132) == "144"
+    _close(cops.gemm(x, w.t(), "acc + x0", bias), x.double() @ w.double().t() + bias.double())
+
+
+@pytest.mark.gpu
+@needs_sm90a
 def test_batched_broadcast_and_rows_paths_match_matmul():
     a, b = _operands(200, 264, 320, seed=3, batch=3)
     _close(cops.gemm(a, b), a.double() @ b.double())                       # (L, M, K) x (L, K, N)
