@@ -148,8 +148,8 @@ def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False, a
     where even 128 x 128 tiles would (1024^3: 128 tiles on 132 SMs instead of 64). Otherwise the
     width whose last wave ends first: the waves (rounded up) times the tile's cost, its columns
     plus TILE_OVERHEAD_COLUMNS, taken only when that is at least 10 % less than 256's. The
-    widths are 128, 192 and 256, and with `any_width` (K-major B, no gate: see host_arguments)
-    every multiple of 16 from 128 to 256: 1536^3 takes 144 (one wave of 132 tiles: 0.012 ms
+    widths are 128, 192 and 256, and with `any_width` (16-bit operands, B K-major, no gate: see
+    host_arguments) every multiple of 16 from 128 to 256: 1536^3 takes 144 (one wave of 132 tiles: 0.012 ms
     against 0.0144 at 192 on an H200), 2560^3 208 (two waves of 260 instead of two of 200). A
     gated GEMM (`n` counts the accumulator columns) never takes 192 (96 output columns would
     be an odd number of boxes)."""
@@ -626,7 +626,7 @@ def _tuned(a, b, c, epilogue, inputs):
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     default = tuning.Candidate(choose_tile_n(outs[0].shape[-2], b.shape[-1],
                                              outs[0].shape[0] if outs[0].dim() == 3 else 1, sms, is_gated(epilogues),
-                                             k_major_b(b)))
+                                             k_major_b(b) and a.element_size() == 2))
     key = tuning.problem_key(torch.cuda.get_device_name(a.device), a, b, outs, epilogues, tuple(inputs))
     candidates = (default, *(x for x in tuning.CANDIDATES if x != default))
 
@@ -648,8 +648,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     bias `acc + x0` with x0 of shape (N,), a residual of shape (M, N), ...). `c` may be a tuple
     of up to MAX_OUTPUTS outputs with `epilogue` a tuple of as many epilogues, all computed from
     the same accumulators (e.g. the pre-activation and the activation for autograd). `tile_n`
-    (a multiple of 16 from 64 to 256; other than 64, 128, 192 and 256 only with K-major B and no
-    gate or cluster) overrides choose_tile_n; `schedule` is "cooperative" (both consumer
+    (a multiple of 16 from 64 to 256; other than 64, 128, 192 and 256 only with 16-bit operands,
+    K-major B and no gate or cluster) overrides choose_tile_n; `schedule` is "cooperative" (both consumer
     warpgroups on each tile) or "pingpong" (each on its own 128 x 128 tile, the epilogue of one
     overlapping the other's main loop), by default choose_schedule's (cooperative where
     `tile_n` is given); `raster` is "m" (the default: groups of tile rows) or
@@ -674,7 +674,7 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     staged = staged_inputs(tensors[len(outs):], tensors[0].shape)
     if tile_n is None:
         tile_n = choose_tile_n(shape[-2], b.shape[-1], shape[0] if batched else 1, sms, gated,
-                               k_major_b(b) and not cluster)
+                               k_major_b(b) and not cluster and a.element_size() == 2)
         if schedule is None and not cluster:
             schedule = choose_schedule(a.shape[-1], tile_n, len(outs), staged, gated, a.element_size() == 1)
         tile_n = 128 if schedule == "pingpong" else tile_n
@@ -682,9 +682,9 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     if not (isinstance(tile_n, int) and 64 <= tile_n <= 256 and tile_n % 16 == 0) or (pingpong and tile_n != 128):
         raise ValueError(f"gemm: tile_n is a multiple of 16 from 64 to 256 (128 for ping-pong: one warpgroup's "
                          f"accumulators), got {tile_n!r}")
-    if tile_n not in TILE_WIDTHS and (gated or cluster or not k_major_b(b)):
-        raise ValueError(f"gemm: a {tile_n}-wide tile needs K-major B (b a column-major view, as F.linear's "
-                         "weight.t()) and no gate or cluster; 64, 128, 192 and 256 take any")
+    if tile_n not in TILE_WIDTHS and (gated or cluster or not k_major_b(b) or a.element_size() == 1):
+        raise ValueError(f"gemm: a {tile_n}-wide tile needs 16-bit operands, K-major B (b a column-major view, as "
+                         "F.linear's weight.t()) and no gate or cluster; 64, 128, 192 and 256 take any")
     if gated and tile_n == 192:
         raise ValueError("gemm: a gated GEMM's tile_n is 64, 128 or 256 (192 would be an odd number of boxes)")
     if raster not in (None, "m", "n"):

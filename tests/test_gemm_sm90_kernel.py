@@ -102,6 +102,11 @@ def test_a_tile_between_the_standard_widths_stores_through_a_buffer_per_box():
         host_arguments(a, b, c, tile_n=150)
     with pytest.raises(ValueError, match="no gate"):
         host_arguments(a, b, c[:, :768], "silu(gate) * up", tile_n=144)
+    a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)       # fp8 keeps the four widths
+    with pytest.raises(ValueError, match="16-bit operands"):
+        host_arguments(a8, b8, c, tile_n=144)
+    assert host_arguments(a8, b8, c)[3].tile_n == 192 and host_arguments(a, b, c)[3].tile_n == 144
+    assert torch.ops.cute.gemm_choice(a8, b8, [], 1, 132) == "192" and torch.ops.cute.gemm_choice(a, b, [], 1, 132) == "144"
 
 
 def test_the_epilogue_is_traced_into_the_kernel():

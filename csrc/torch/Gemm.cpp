@@ -209,10 +209,10 @@ bool isKMajor(const View &v) { return v.strides[1] == 1 || v.sizes[1] == 1; }
 constexpr int64_t kTileOverheadColumns = 35;
 
 /// 256-column tiles unless 128 x 256 tiles would leave more than half the SMs idle or N is
-/// narrow, then 128, and 64 where 128 x 128 tiles would; otherwise the width (128, 192, 256,
-/// or with `anyWidth`, a K-major B and no gate, any multiple of 16 from 128) whose waves times
-/// its columns plus kTileOverheadColumns is least, where that is at least 10 % under 256's
-/// (kernels/gemm_sm90.py's choose_tile_n).
+/// narrow, then 128, and 64 where 128 x 128 tiles would; otherwise the width whose waves times
+/// its columns plus kTileOverheadColumns is least, where that is at least 10 % under 256's:
+/// 128, 192 or 256, or with `anyWidth` (16-bit operands, B K-major, no gate) any multiple of 16
+/// from 128 (kernels/gemm_sm90.py's choose_tile_n).
 int64_t chooseTileN(int64_t m, int64_t n, int64_t batches, int64_t sms, bool gated, bool anyWidth) {
   auto tiles = [&](int64_t width) { return (m + 127) / 128 * ((n + width - 1) / width) * batches; };
   if (n <= 64 || 2 * tiles(128) <= sms)
@@ -492,8 +492,8 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
   const int64_t accColumns = gated ? 2 * views[2].sizes[1] : views[2].sizes[1];
   if (ampere)
     return {chooseAmpereTileN(views[2].sizes[0], accColumns, plan.batches, sms), ""};
-  const int64_t tileN =
-      chooseTileN(views[2].sizes[0], accColumns, plan.batches, sms, gated, isKMajor(views[1]));
+  const int64_t tileN = chooseTileN(views[2].sizes[0], accColumns, plan.batches, sms, gated,
+                                    isKMajor(views[1]) && !isFp8(views[0].tensor.scalar_type()));
   std::string schedule =
       chooseSchedule(views, outputs, tileN, gated, isFp8(views[0].tensor.scalar_type()));
   return {schedule.empty() ? tileN : 128, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
