@@ -106,6 +106,7 @@ def test_a_tile_between_the_standard_widths_stores_through_a_buffer_per_box():
     with pytest.raises(ValueError, match="16-bit operands"):
         host_arguments(a8, b8, c, tile_n=144)
     assert host_arguments(a8, b8, c)[3].tile_n == 192 and host_arguments(a, b, c)[3].tile_n == 144
+    import cute_torch.ops  # noqa: F401 - registers cute::gemm_choice
     choice = torch.ops.cute.gemm_choice
     assert choice(a8, b8, [], 1, 132) == "192" and choice(a, b, [], 1, 132) == "144"
 
