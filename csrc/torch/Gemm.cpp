@@ -32,7 +32,6 @@
 namespace cute_torch::ops {
 namespace {
 
-constexpr char kSeparator = '\x1e';
 constexpr size_t kMaxOutputs = 4;
 
 /// One operand as the kernel reads it: (rows, cols) or (rows, cols, L) extents and strides in
@@ -515,9 +514,7 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
     return plan.outs;
   const std::vector<View> &views = plan.views;
   const auto [tileN, schedule] = chooseVariant(plan, epilogues.size(), gated, ampere, facts.sms);
-  std::string joined;
-  for (const std::string &e : epilogues)
-    joined += (joined.empty() ? "" : std::string(1, kSeparator)) + e;
+  const std::string joined = joinExprs(epilogues);
   std::string key = joined + '\x1f' + static_cast<char>('0' + device) +
                     static_cast<char>('0' + tileN / 64) + static_cast<char>('0' + epilogues.size());
   for (const View &v : views)

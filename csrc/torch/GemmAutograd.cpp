@@ -32,8 +32,7 @@
 namespace cute_torch::ops {
 namespace {
 
-constexpr char kSeparator = '\x1e'; // between epilogues (gemm_build.SEPARATOR)
-constexpr char kUnit = '\x1f';      // between one epilogue's derivatives (gemm_autograd.UNIT)
+constexpr char kUnit = '\x1f'; // between one epilogue's derivatives (gemm_autograd.UNIT)
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -83,14 +82,7 @@ struct GradientTable {
 std::mutex tableMutex;
 std::unordered_map<std::string, GradientTable> tableCache;
 
-std::string joinEpilogues(const std::vector<std::string> &epilogues) {
-  std::string joined;
-  for (const std::string &e : epilogues)
-    joined += (joined.empty() ? "" : std::string(1, kSeparator)) + e;
-  return joined;
-}
-
-/// `joined`: the epilogues joined by kSeparator.
+/// `joined`: the epilogues joined by kExprSeparator (joinExprs).
 const GradientTable &gradientTable(const std::string &joined, size_t n) {
   const std::string key = joined + '\x1d' + std::to_string(n);
   {
@@ -104,7 +96,7 @@ const GradientTable &gradientTable(const std::string &joined, size_t n) {
               "cute::gemm: the builder gave no derivatives");
   GradientTable table;
   table.accumulators = result.text[0] == '2' ? 2 : 1;
-  for (const std::string &part : split(result.text.substr(1), kSeparator))
+  for (const std::string &part : split(result.text.substr(1), kExprSeparator))
     table.derivatives.push_back(split(part, kUnit));
   std::lock_guard<std::mutex> lock(tableMutex);
   return tableCache.emplace(key, std::move(table)).first->second;
@@ -165,7 +157,7 @@ public:
     variable_list saved{a, b};
     saved.insert(saved.end(), inputs.begin(), inputs.end());
     ctx->save_for_backward(saved);
-    ctx->saved_data["epilogues"] = joinEpilogues(epilogues);
+    ctx->saved_data["epilogues"] = joinExprs(epilogues);
     if (single) // cute::gemm itself below autograd (its out_dtype a ScalarType, not a list)
       return {gemmOp().call(a, b, epilogues[0], inputs,
                             outDtypes ? std::optional<c10::ScalarType>((*outDtypes)[0])

@@ -32,6 +32,13 @@ std::string deviceName(const c10::Device &device) {
   return device.has_index() ? std::string(type) + ":" + std::to_string(device.index()) : type;
 }
 
+std::string joinExprs(const std::vector<std::string> &exprs) {
+  std::string joined;
+  for (const std::string &e : exprs)
+    joined += (joined.empty() ? "" : std::string(1, kExprSeparator)) + e;
+  return joined;
+}
+
 const char *dtypeName(c10::ScalarType type, const char *op, const std::string &what) {
   for (const DtypeName &d : kSupported)
     if (d.type == type)

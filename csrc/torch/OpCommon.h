@@ -15,11 +15,19 @@
 #include <c10/util/SmallVector.h>
 
 #include <string>
+#include <vector>
 
 namespace cute_torch::ops {
 
 /// "cuda:1", "cpu", ...
 std::string deviceName(const c10::Device &device);
+
+/// Between the expressions of a multi-output op (cute_torch's SEPARATOR): a character no valid
+/// expression holds.
+constexpr char kExprSeparator = '\x1e';
+
+/// `exprs` joined by kExprSeparator: how several epilogues or expressions travel as one string.
+std::string joinExprs(const std::vector<std::string> &exprs);
 
 /// The expression language's name of `type` ("bfloat16", ...); a TypeError from `op` naming
 /// `what` and the supported dtypes otherwise.

@@ -8,7 +8,7 @@
 // cute::pointwise.multi computes several expressions over the same inputs in one kernel (the
 // torch.compile backend uses it for intermediates that are also needed outside a fused
 // region). Internally every call is the multi form: the expressions travel joined by
-// kSeparator, which cannot appear in a valid expression.
+// kExprSeparator, which cannot appear in a valid expression.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,7 +34,6 @@ namespace cute_torch::ops {
 namespace {
 
 constexpr int kMaxRank = 4;
-constexpr char kSeparator = '\x1e';
 
 struct Kernel {
   void (*entry)(void **) = nullptr;
@@ -82,7 +81,7 @@ std::vector<BuilderArg> dtypeArgs(c10::string_view expr, at::TensorList inputs,
           outDtypes.empty() ? BuilderArg::none() : BuilderArg(dtypeNames(outDtypes, "out_dtype"))};
 }
 
-/// `expr` holds `count` expressions joined by kSeparator; `outDtypes` is empty or one each.
+/// `expr` holds `count` expressions joined by kExprSeparator; `outDtypes` is empty or one each.
 ExprInfo &exprInfo(c10::string_view expr, size_t count, at::TensorList inputs,
                    c10::ArrayRef<c10::ScalarType> outDtypes) {
   std::string key(expr);
@@ -259,7 +258,7 @@ void run(const Kernel &kernel, const Geometry &g, const Launch &p, at::TensorLis
 
 namespace {
 
-/// Both ops: `expr` holds `count` expressions joined by kSeparator.
+/// Both ops: `expr` holds `count` expressions joined by kExprSeparator.
 std::vector<at::Tensor> pointwiseImpl(c10::string_view expr, size_t count, at::TensorList inputs,
                                       c10::ArrayRef<c10::ScalarType> outDtypes) {
   TORCH_CHECK_VALUE(!inputs.empty(), "cute::pointwise needs at least one input tensor");
@@ -296,7 +295,7 @@ std::vector<at::Tensor> pointwiseImpl(c10::string_view expr, size_t count, at::T
 
 at::Tensor pointwiseCuda(c10::string_view expr, at::TensorList inputs,
                          std::optional<c10::ScalarType> outDtype) {
-  TORCH_CHECK_VALUE(expr.find(kSeparator) == c10::string_view::npos,
+  TORCH_CHECK_VALUE(expr.find(kExprSeparator) == c10::string_view::npos,
                     "cute::pointwise: the expression contains the character \\x1e");
   c10::ArrayRef<c10::ScalarType> outDtypes;
   if (outDtype)
@@ -310,13 +309,10 @@ std::vector<at::Tensor> pointwiseMultiCuda(std::vector<std::string> exprs, at::T
   TORCH_CHECK_VALUE(!outDtypes || outDtypes->size() == exprs.size(),
                     "cute::pointwise.multi: ", std::to_string(exprs.size()), " expressions but ",
                     std::to_string(outDtypes ? outDtypes->size() : 0), " out_dtypes");
-  std::string joined;
-  for (const std::string &e : exprs) {
-    TORCH_CHECK_VALUE(e.find(kSeparator) == std::string::npos,
+  for (const std::string &e : exprs)
+    TORCH_CHECK_VALUE(e.find(kExprSeparator) == std::string::npos,
                       "cute::pointwise.multi: an expression contains the character \\x1e");
-    joined += (joined.empty() ? "" : std::string(1, kSeparator)) + e;
-  }
-  return pointwiseImpl(joined, exprs.size(), inputs,
+  return pointwiseImpl(joinExprs(exprs), exprs.size(), inputs,
                        outDtypes ? c10::ArrayRef<c10::ScalarType>(*outDtypes)
                                  : c10::ArrayRef<c10::ScalarType>());
 }
