@@ -1,6 +1,6 @@
 """How the row kernels' configuration was chosen: the norms and softmax at long rows under
 hand-made configurations (values per thread, hence CTAs per cluster), as a fraction of copy
-bandwidth. The shipped choices are kernels/norms.forward_values / BACKWARD_BYTES and
+bandwidth. The shipped choices are kernels/norms.forward_plan / BACKWARD_BYTES and
 kernels/softmax.values_per_thread; benchmarks/RESULTS.md has the measured sweep.
 
     python benchmarks/row_configs.py [--ns 8192 16384 32768 65536 131072] [--repeats 10]
@@ -60,7 +60,7 @@ def main() -> None:
             xr, dyr, outr, rstdr, meanr, stat, stat2 = rows
             line = f"{'rms_norm' if rms else 'layer_norm':10} N={n:6}"
             for cfg in configs((16, 32, 64)):
-                fwd = fraction(lambda: norms._forward(xr, None, w, b, outr, None, stat, stat2, 1e-6, cfg, rms), 2)
+                fwd = fraction(lambda: norms._forward(xr, None, w, b, outr, None, stat, stat2, 1e-6, cfg, rms, 1), 2)
                 line += f"  fwd {_label(cfg)}: {fwd:.2f}"
             for cfg in configs((16, 32, 64)):
                 cfg = replace(cfg, threads=512)        # the backward's CTAs (norms.backward_config)

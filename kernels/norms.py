@@ -8,7 +8,10 @@ a residual (the sum is written too: the next block's residual stream):
 
 rstd (and mean) are saved per row in Float32 for the backward. LayerNorm's variance is the
 two-pass form over registers (no cancellation), the columns past N that a thread holds masked
-out of it.
+out of it. Short rows take one block of rows per CTA, and two or more CTAs per SM overlap one's
+reductions with another's loads. Long rows (and rows with a residual) leave room for one CTA
+per SM: there each CTA walks several blocks of rows and loads the next block's rows into
+registers before the current block's reductions (forward_plan).
 
 Backward, with x_hat = (x - mean) * rstd and g = dy * w:
 
@@ -27,8 +30,8 @@ writes one partial row; the partial rows are then summed (kernels/column_sums.py
 launch, a (CTAs x N) read, small next to the (M x N) tensors).
 
 Rows too long for one CTA are split over a cluster of CTAs (kernels/row_reduce.py), up to 8 x
-32768 columns: past forward_values(n, rms, residual) values per thread forward, past BACKWARD_BYTES per
-thread per staged row backward. The limits are measured (benchmarks/RESULTS.md): fewer,
+32768 columns: past forward_plan's values per thread forward, past BACKWARD_BYTES per thread
+per staged row backward. The limits are measured (benchmarks/RESULTS.md): fewer,
 fuller CTAs win until registers spill (forward) or shared memory runs out (backward).
 """
 
@@ -43,8 +46,8 @@ from cute_torch import Constexpr
 
 from .column_sums import launch_sum_partials
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_staged, cluster_peers, column_mask,
-                         cta_group, dynamic_rows, fold, launch_cluster, launch_grid, load_row, row_config, row_reduce,
-                         stage_row, stage_vectors, store_row, thread_place)
+                         cta_group, dynamic_rows, fetch_row, fold, launch_cluster, launch_grid, load_row, row_config,
+                         row_reduce, stage_row, stage_vectors, store_row, thread_place)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -56,35 +59,41 @@ FORWARD_VALUES = 64
 BACKWARD_BYTES, BACKWARD_STAGES, BACKWARD_SMEM = 64, 4, 232448 - 2048
 
 
-# LayerNorm forward over rows of one CTA (cluster) each: a ring like the backward's, of up to
-# FORWARD_STAGES blocks of x (and residual), each CTA walking RING_BLOCKS blocks.
-FORWARD_STAGES, RING_BLOCKS = 4, 8
+# Forwards that walk blocks of rows, each fetching the next block into registers ahead of its
+# reductions (no ring): (element size, rms, residual) -> [(from N, values per thread, blocks
+# walked), ...], the last entry whose N is reached applies. Measured on an H200 (fraction of
+# copy, bf16 / fp32; benchmarks/RESULTS.md): a thread that holds a row's part and fetches the
+# next keeps one CTA per SM busy through its reductions, where one row per CTA needed two
+# CTAs per SM to overlap them, which long rows (and rows with a residual) leave no room for.
+FORWARD_WALKS = {
+    (2, True, False): [(32768, 64, 8)],     # 0.90 / 0.80 / 0.78 -> 0.92 / 0.92 / 0.88 at 32768 / 65536 / 131072
+    (2, True, True): [(16384, 32, 4)],      # 0.78 / 0.95 / 0.77 / 0.75 -> 0.96 / 0.95 / 0.94 / 0.90 at 16384 .. 131072
+    (2, False, False): [(16384, 64, 8), (65536, 32, 8)],    # 0.80 / 0.79 / 0.68 / 0.64 -> 0.87 / 0.89 / 0.74 / 0.72
+    (2, False, True): [(16384, 32, 8)],     # 0.92 / 0.78 / 0.72 / 0.74 -> 0.92 / 0.93 / 0.90 / 0.89
+    (4, True, False): [(65536, 32, 8)],     # 0.77 / 0.75 -> 0.95 / 0.93 at 65536 / 131072
+    (4, True, True): [(32768, 16, 8), (131072, 32, 1)],     # 0.94 / 0.91 -> 0.96 / 0.95 at 32768 / 65536
+    (4, False, False): [(16384, 32, 8)],    # 0.88 / 0.88 / 0.87 / 0.80 -> 0.95 / 0.94 / 0.92 / 0.87
+}
 
 
-def forward_ring(cfg, rms: bool, x_size: int, res_size: int) -> int:
-    """Blocks of rows the forward stages ahead in shared memory (0: none). LayerNorm's rows of
-    one CTA of MAX_THREADS each: one CTA per SM, so nothing else hides its two reductions'
-    waits (H100 bf16 at 16384: 0.94-0.95 of copy, 0.96-0.97 with a residual). Over clusters
-    (past 16384 columns) only with a residual: 0.88 / 0.87 / 0.92 at 32768 / 65536 / 131072
-    against 0.73-0.88 / 0.84 / 0.82; without one, 64 values per thread and no ring measured as
-    well (0.96 / 0.87 / 0.81 against 0.96 / 0.84 / 0.77 with it). RMSNorm (one reduction, 62
-    registers: two CTAs per SM) reads its rows directly."""
-    if rms or cfg.threads_per_row < MAX_THREADS or (cfg.cluster > 1 and not res_size):
-        return 0
-    stages = min(FORWARD_STAGES, BACKWARD_SMEM // (cfg.part * (x_size + res_size)))
-    return stages if stages >= 2 else 0
+def forward_plan(n: int, size: int, rms: bool, residual: bool) -> tuple[int, int]:
+    """(row values per thread, blocks of rows each CTA (cluster) walks; 1: one block, no loop)
+    of the forward over rows of `n` elements of `size` bytes (the largest operand's)."""
+    plan = (forward_values(n, rms, residual), 1)
+    for start, values, walk in FORWARD_WALKS.get((size, rms, residual), ()):
+        if n >= start:
+            plan = (values, walk)
+    return plan
 
 
 def forward_values(n: int, rms: bool, residual: bool = False) -> int:
-    """Row values per thread forward (measured on an H100 in bf16, fraction of copy;
-    benchmarks/row_configs.py and reductions.py). RMSNorm holds 32 past 32768 columns (a
-    cluster twice as wide): 0.98 against 0.96 at 65536, 0.95 against 0.88 at 131072. LayerNorm
-    holds 32 at 8193-16384 columns, where its rows are staged (forward_ring), and past that
-    with a residual (staged too; 64 would spill); 64 otherwise (0.95 / 0.85 / 0.79 against
-    0.89 / 0.83 / 0.77 at 32768 / 65536 / 131072)."""
+    """Row values per thread of a forward that does not walk (forward_plan), measured on an
+    H100 in bf16 (fraction of copy; benchmarks/row_configs.py and reductions.py): 64, and 32
+    where 64 would need a cluster anyway (RMSNorm past 32768 columns: 0.98 against 0.96 at
+    65536) or would spill (LayerNorm past 8192 columns with a residual)."""
     if rms:
         return 32 if n > 32768 else FORWARD_VALUES
-    return 32 if n > 8192 and (n <= 16384 or residual) else FORWARD_VALUES
+    return 32 if n > 8192 and residual else FORWARD_VALUES
 
 
 @cute.jit
@@ -107,34 +116,43 @@ def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta, peers,
 
 @cute.kernel
 def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRstd: cute.Tensor, mMean,
-                    eps: cute.Float32, cfg: Constexpr, rms: Constexpr, stages: Constexpr):
+                    eps: cute.Float32, cfg: Constexpr, rms: Constexpr, walk: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
     peers = cluster_peers(cfg)
     rows = mX.shape[0]
     outputs = (mY, mResOut, mRstd, mMean)
-    if cute.const_expr(stages > 0):
-        # Each CTA (cluster) walks every groups-th block of rows (RING_BLOCKS of them), x and the
-        # residual staged `stages - 1` blocks ahead by cp.async (as the backward's ring).
+    if cute.const_expr(walk > 1):
+        # Each CTA (cluster) walks every groups-th block of rows, the next block's x (and
+        # residual) fetched into registers before this one's reductions: its loads are in
+        # flight through them.
         group, groups = cta_group(cfg)
         blocks = (rows + cfg.rows - 1) // cfg.rows
-        sX, sR = _open_ring(cute.SmemAllocator(), mX, mRes, stages, group, groups, blocks, cfg, lane, row_in_cta)
-        k = 0                                       # blocks done: the ring's slot
+        ahead_x = cute.make_rmem_tensor((cfg.vec, cfg.vectors), mX.element_type)
+        ahead_r = cute.make_rmem_tensor((cfg.vec, cfg.vectors), mRes.element_type) \
+            if cute.const_expr(mRes is not None) else None
+        _fetch_rows(mX, mRes, ahead_x, ahead_r, clamp_row(group * cfg.rows + row_in_cta, rows), cfg, lane)
+        k = 0                                       # blocks done
         for block in range(group, blocks, groups):
-            _stage_block(mX, mRes, sX, sR, block + (stages - 1) * groups, (k + stages - 1) % stages, blocks, cfg,
-                         lane, row_in_cta)
-            cute.arch.cp_async_commit_group()
-            cute.arch.cp_async_wait_group(stages - 1)
-            x = _slot_values(sX, k % stages, cfg, lane, row_in_cta)
-            res = _slot_values(sR, k % stages, cfg, lane, row_in_cta)
+            x = ahead_x.load().to(cute.Float32)
+            res = ahead_r.load().to(cute.Float32) if cute.const_expr(mRes is not None) else None
+            _fetch_rows(mX, mRes, ahead_x, ahead_r, clamp_row((block + groups) * cfg.rows + row_in_cta, rows), cfg,
+                        lane)
             _normalize_row(x, res, block * cfg.rows + row_in_cta, rows, mW, mB, outputs, eps, cfg, rms, lane,
-                           row_in_cta, peers, 2 * k)   # (row_reduce's slots: LayerNorm's two reductions)
+                           row_in_cta, peers, k * (1 if cute.const_expr(rms) else 2))   # (steps: a reduction each)
             k = k + 1
-        cute.arch.cp_async_wait_group(0)
     else:                                           # one block of rows per CTA (cluster), no loop
         src = clamp_row(row, rows)
         res = load_row(mRes, src, lane, cfg) if cute.const_expr(mRes is not None) else None
         _normalize_row(load_row(mX, src, lane, cfg), res, row, rows, mW, mB, outputs, eps, cfg, rms, lane, row_in_cta,
                        peers, 0 if cute.const_expr(peers is not None) else None)
+
+
+@cute.jit
+def _fetch_rows(mX, mRes, ahead_x, ahead_r, row, cfg: Constexpr, lane):
+    """Starts loading row `row` of x (and of the residual, unless None) into registers."""
+    fetch_row(mX, row, lane, cfg, ahead_x)
+    if cute.const_expr(mRes is not None):
+        fetch_row(mRes, row, lane, cfg, ahead_r)
 
 
 @cute.jit
@@ -320,11 +338,10 @@ def _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg: Conste
 
 
 @cute.jit
-def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, cfg: Constexpr, rms: Constexpr):
-    stages = forward_ring(cfg, rms, x.element_type.width // 8, 0 if res is None else res.element_type.width // 8)
-    _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, stages).launch(
-        grid=launch_grid(x.shape[0], cfg, RING_BLOCKS if stages else 1), block=(cfg.threads, 1, 1),
-        cluster=launch_cluster(cfg))
+def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, cfg: Constexpr, rms: Constexpr, walk: Constexpr):
+    """`walk`: forward_plan's blocks of rows per CTA (cluster)."""
+    _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, walk).launch(
+        grid=launch_grid(x.shape[0], cfg, walk), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg))
 
 
 @cute.jit
@@ -426,9 +443,12 @@ def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: fl
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     mean = None if rms else torch.empty(m, dtype=torch.float32, device=x.device)
     if m:
-        cfg = _config(n, (x2, res2, w, b, y, res_out), forward_values(n, rms, residual is not None))
+        tensors = (x2, res2, w, b, y, res_out)
+        size = max(t.element_size() for t in tensors if t is not None)
+        values, walk = forward_plan(n, size, rms, residual is not None)
+        cfg = _config(n, tensors, values)
         _forward(dynamic_rows(x2), dynamic_rows(res2), w, b, dynamic_rows(y), dynamic_rows(res_out), dynamic_rows(rstd),
-                 dynamic_rows(mean), eps, cfg, rms)
+                 dynamic_rows(mean), eps, cfg, rms, walk)
     shape = x.shape
     return y.view(shape), None if res_out is None else res_out.view(shape), rstd, mean
 

@@ -198,8 +198,18 @@ def clamp_row(row, rows):
 def load_row(t: cute.Tensor, row, lane, cfg: RowConfig, fill=0.0):
     """This thread's values of row `row` as Float32 (a TensorSSA of vec * vectors); values
     past N read as `fill`."""
-    src = thread_vectors(t, row, lane, cfg)
     frag = cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type)
+    fetch_row(t, row, lane, cfg, frag, fill)
+    return frag.load().to(cute.Float32)
+
+
+@cute.jit
+def fetch_row(t: cute.Tensor, row, lane, cfg: RowConfig, frag: cute.Tensor, fill=0.0) -> None:
+    """Loads this thread's elements of row `row` of `t` into `frag`, a (vec, vectors) register
+    fragment of t's type, `fill` past N. A kernel that walks rows fetches the next row before
+    the current one's reductions: the loads stay in flight through them (registers hold the
+    raw elements, half a Float32 row for 16-bit types)."""
+    src = thread_vectors(t, row, lane, cfg)
     for i in cute.range_constexpr(cfg.vectors):
         if cute.const_expr(cfg.guarded(i)):
             frag[(None, i)].fill(fill)
@@ -207,7 +217,6 @@ def load_row(t: cute.Tensor, row, lane, cfg: RowConfig, fill=0.0):
                 frag[(None, i)].store(src[(None, i)].load())
         else:
             frag[(None, i)].store(src[(None, i)].load())
-    return frag.load().to(cute.Float32)
 
 
 # -- rows staged through shared memory (cp.async) -------------------------------------------------

@@ -75,7 +75,7 @@ def test_cluster_norms_trade_partial_sums_through_distributed_shared_memory(rms)
     assert (fwd_cfg.cluster, bwd_cfg.cluster) == (2, 8)
     mean = None if rms else dynamic_rows(stat)
     fwd = cute.compile(norms._forward, dynamic_rows(x), None, w, None if rms else w, dynamic_rows(x), None,
-                       dynamic_rows(stat), mean, 1e-6, fwd_cfg, rms, options={"arch": "sm_90a"})
+                       dynamic_rows(stat), mean, 1e-6, fwd_cfg, rms, 1, options={"arch": "sm_90a"})
     part = torch.empty(4, 65536)
     bwd = cute.compile(norms._backward, dynamic_rows(x), w, dynamic_rows(x), dynamic_rows(stat), mean, dynamic_rows(x),
                        dynamic_rows(part), None if rms else dynamic_rows(part), w, None if rms else w, 1, bwd_cfg,
@@ -118,31 +118,45 @@ def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     assert "ex2.approx" in ptx and "max.f32" in ptx and "shfl.sync.bfly" in ptx
     w, rstd = torch.empty(4096, dtype=dtype), torch.empty(96)
     ptx = cute.compile(norms._forward, dynamic_rows(x), None, w, None, dynamic_rows(x), None, dynamic_rows(rstd),
-                       None, 1e-6, norms._config(4096, (x, w), norms.FORWARD_VALUES), True).__ptx__
+                       None, 1e-6, norms._config(4096, (x, w), norms.FORWARD_VALUES), True, 1).__ptx__
     assert f"ld.global.{vec}" in _accesses(ptx) and "rsqrt.approx" in ptx
 
 
 @pytest.mark.parametrize("residual", [False, True])
-def test_layer_norm_stages_rows_ahead_at_16384_columns(residual):
-    """One 16384-column row per 512-thread CTA: LayerNorm's forward walks RING_BLOCKS rows per
-    CTA, x (and the residual) copied into a shared-memory ring by cp.async blocks ahead of its
-    two reductions; RMSNorm, whose one reduction leaves registers for two CTAs per SM, reads a
-    row at a time from global memory (no loop, no ring)."""
-    x, w, stat = torch.empty(64, 16384, dtype=torch.bfloat16), torch.empty(16384, dtype=torch.bfloat16), torch.empty(64)
-    res = dynamic_rows(x) if residual else None
-    kernels = {}
-    for rms in (False, True):
-        cfg = norms._config(16384, (x, w), norms.forward_values(16384, rms))
-        stages = norms.forward_ring(cfg, rms, 2, 2 if residual else 0)
-        assert (stages >= 2) == (not rms)
-        kernels[rms] = cute.compile(norms._forward, dynamic_rows(x), res, w, None if rms else w, dynamic_rows(x), res,
-                                    dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, cfg, rms,
-                                    options={"arch": "sm_90a"})
-        assert all(k.get("spill_stores") == 0 for k in kernels[rms].kernels)
-    ring, plain = kernels[False].__ptx__, kernels[True].__ptx__
-    assert "cp.async.cg.shared.global" in ring and "cp.async.cg.shared.global" not in plain
-    assert re.search(r"cp\.async\.wait_group\s+[1-9];", ring)
-    assert "ld.global.v4.b32" in _accesses(plain) and "st.global.v4.b32" in _accesses(ring)
+def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
+    """16384-column rows: LayerNorm's bf16 forward walks blocks of rows, each thread loading its
+    part of the next row (and residual) into registers before the current row's reductions, so
+    its rows are loaded twice in the code (before the loop and in it) and nothing goes through
+    shared memory; the fp32 one with a residual copies rows into a shared-memory ring by
+    cp.async blocks ahead (forward_ring); the bf16 RMSNorm without a residual reads one row per
+    CTA (two CTAs per SM)."""
+    def compiled(dtype, rms):
+        x, w = torch.empty(64, 16384, dtype=dtype), torch.empty(16384, dtype=dtype)
+        stat = torch.empty(64)
+        res = dynamic_rows(x) if residual else None
+        values, walk = norms.forward_plan(16384, x.element_size(), rms, residual)
+        cfg = norms._config(16384, (x, w), values)
+        kernel = cute.compile(norms._forward, dynamic_rows(x), res, w, None if rms else w, dynamic_rows(x), res,
+                              dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, cfg, rms, walk,
+                              options={"arch": "sm_90a"})
+        assert all(k.get("spill_stores") == 0 for k in kernel.kernels)
+        return cfg, walk, kernel.__ptx__
+    inputs = 2 if residual else 1
+    cfg, walk, ptx = compiled(torch.bfloat16, False)
+    assert walk > 1 and "cp.async" not in ptx
+    # (the weight and bias are read once per row, in the loop)
+    assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == (2 * inputs + 2) * cfg.vectors
+    cfg, walk, ptx = compiled(torch.bfloat16, True)
+    assert (walk > 1) == residual and "cp.async" not in ptx
+    assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == ((2 if residual else 1) * inputs + 1) * cfg.vectors
+
+
+def test_forward_plans_walk_long_rows():
+    """forward_plan: the last table entry reached applies; short rows keep one block per CTA."""
+    assert norms.forward_plan(4096, 2, True, False) == (norms.FORWARD_VALUES, 1)
+    assert norms.forward_plan(16384, 2, False, False) == (64, 8)
+    assert norms.forward_plan(131072, 2, False, False) == (32, 8)
+    assert norms.forward_plan(131072, 4, False, True) == (norms.forward_values(131072, False, True), 1)
 
 
 def test_rows_too_long_for_registers_are_read_in_chunks_16_bytes_at_a_time():
@@ -226,8 +240,8 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("rms,weight,bias,residual", NORM_CASES)
 # Long rows split over clusters (kernels/row_reduce.py); 300 rows of 16384 walk the forward's
-# and the backward's shared-memory rings over several blocks (both slot sets); at 200000 the
-# eighth CTA holds only columns past N.
+# blocks (fetching rows ahead) and the backward's shared-memory ring over several blocks (both
+# slot sets); at 200000 the eighth CTA holds only columns past N.
 @pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (256, 4096), (9, 8192), (3, 32768), (300, 16384), (5, 65536),
                                  (2, 200000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
@@ -263,6 +277,30 @@ def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
         _check(dw, leaves[1].grad, dtype, "dweight")
     if bias:
         _check(db, leaves[-1].grad, dtype, "dbias")
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rms", [True, False])
+@pytest.mark.parametrize("m,n", [(300, 16384), (130, 20000), (70, 40000), (9, 65536), (5, 131072)])
+def test_norm_forwards_walking_rows_with_a_residual_of_their_dtype(m, n, rms, dtype):
+    """forward_plan's walks (the next rows fetched ahead; one CTA or a cluster per block; 300
+    rows: each of 38 groups walks 8 blocks, both slot sets), with and without a residual of
+    the input's dtype, every element against float64."""
+    seed = m + n * 7 + rms
+    x = _rand((m, n), seed, dtype, scale=3.0) + 1.5
+    w, b = _rand((n,), seed + 1, dtype), None if rms else _rand((n,), seed + 2, dtype)
+    r = _rand((m, n), seed + 3, dtype)
+    for residual in (None, r):
+        _poison_allocator()
+        y, r_out, rstd, _ = norms.norm_forward(x, w, b, residual, eps=1e-5, rms=rms)
+        xs = x.double() + (0 if residual is None else r.double())
+        if residual is not None:
+            _check(r_out, xs, dtype, "residual out")
+        want = F.rms_norm(xs, (n,), w.double(), 1e-5) if rms else F.layer_norm(xs, (n,), w.double(), b.double(), 1e-5)
+        _check(y, want, dtype, "y")
+        var = xs.pow(2).mean(-1) if rms else xs.var(-1, unbiased=False)
+        _check(rstd, torch.rsqrt(var + 1e-5), torch.float32, "rstd")
 
 
 @needs_gpu
@@ -366,12 +404,12 @@ def run_small():
         out, _, rstd, mean = norms.norm_forward(x, w, None if rms else b, eps=1e-5, rms=rms)
         norms.norm_backward(x, w, out, rstd, mean, weight_grad=True, bias_grad=not rms)
         out, _, rstd, mean = norms.norm_forward(long, wl, None if rms else wl, eps=1e-5, rms=rms)
-        if not rms:     # (with a residual: LayerNorm's ring over clusters)
-            norms.norm_forward(long, wl, wl, residual=out, eps=1e-5, rms=rms)
+        norms.norm_forward(long, wl, None if rms else wl, residual=out, eps=1e-5, rms=rms)
         norms.norm_backward(long, wl, out, rstd, mean, weight_grad=True, bias_grad=not rms)
-    ahead = _rand((300, 12000), 8, torch.bfloat16)          # LayerNorm forward staging rows ahead
-    norms.norm_forward(ahead, None, None, eps=1e-5, rms=False)
-    norms.norm_forward(ahead, None, None, residual=ahead, eps=1e-5, rms=False)
+    ahead = _rand((300, 20000), 8, torch.bfloat16)          # forwards walking rows, one CTA per block
+    for rms in (True, False):
+        norms.norm_forward(ahead, None, None, residual=ahead, eps=1e-5, rms=rms)
+    norms.norm_forward(ahead[:40].float(), None, None, eps=1e-5, rms=False)
     target = torch.randint(0, 9000, (40,), generator=torch.Generator().manual_seed(4)).cuda()
     logits = _rand((40, 9000), 5, torch.bfloat16)
     _, lse = cross_entropy.cross_entropy_forward(logits, target)
