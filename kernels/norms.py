@@ -60,19 +60,29 @@ BACKWARD_BYTES, BACKWARD_STAGES, BACKWARD_SMEM = 64, 4, 232448 - 2048
 
 
 # Forwards that walk blocks of rows, each fetching the next block into registers ahead of its
-# reductions (no ring): (element size, rms, residual) -> [(from N, values per thread, blocks
-# walked), ...], the last entry whose N is reached applies. Measured on an H200 (fraction of
-# copy, bf16 / fp32; benchmarks/RESULTS.md): a thread that holds a row's part and fetches the
-# next keeps one CTA per SM busy through its reductions, where one row per CTA needed two
-# CTAs per SM to overlap them, which long rows (and rows with a residual) leave no room for.
+# reductions: (element size, rms, residual) -> [(from N, values per thread, blocks walked),
+# ...], the last entry whose N is reached applies. A thread that holds its part of a row and
+# fetches the next keeps one CTA per SM busy through its reductions, where one row per CTA
+# needs two CTAs per SM to overlap them, and long rows (or rows with a residual) leave no room
+# for two. The faster the memory, the more it matters: measured fraction of copy, H200 / H100,
+# before -> after (benchmarks/RESULTS.md); an entry that cost the H100 over 2 % for less than
+# 10 % on the H200 was left out.
 FORWARD_WALKS = {
-    (2, True, False): [(32768, 64, 8)],     # 0.90 / 0.80 / 0.78 -> 0.92 / 0.92 / 0.88 at 32768 / 65536 / 131072
-    (2, True, True): [(16384, 32, 4)],      # 0.78 / 0.95 / 0.77 / 0.75 -> 0.96 / 0.95 / 0.94 / 0.90 at 16384 .. 131072
-    (2, False, False): [(16384, 64, 8), (65536, 32, 8)],    # 0.80 / 0.79 / 0.68 / 0.64 -> 0.87 / 0.89 / 0.74 / 0.72
-    (2, False, True): [(16384, 32, 8)],     # 0.92 / 0.78 / 0.72 / 0.74 -> 0.92 / 0.93 / 0.90 / 0.89
-    (4, True, False): [(65536, 32, 8)],     # 0.77 / 0.75 -> 0.95 / 0.93 at 65536 / 131072
-    (4, True, True): [(32768, 16, 8), (131072, 32, 1)],     # 0.94 / 0.91 -> 0.96 / 0.95 at 32768 / 65536
-    (4, False, False): [(16384, 32, 8)],    # 0.88 / 0.88 / 0.87 / 0.80 -> 0.95 / 0.94 / 0.92 / 0.87
+    # 65536, 131072: 0.82 -> 0.93 / 0.98 -> 0.95; 0.78 -> 0.89 / 0.95 -> 0.93
+    (2, True, False): [(65536, 64, 8)],
+    # 16384, 65536, 131072: 0.78 -> 0.95 / 0.94 -> 0.98; 0.77 -> 0.94 / 0.96 -> 0.97; 0.76 -> 0.90 / 0.94 -> 0.96
+    (2, True, True): [(16384, 32, 4)],
+    # 16384 .. 131072: 0.81 / 0.79 / 0.68 / 0.64 -> 0.88 / 0.89 / 0.74 / 0.72 (H200), 0.92 / 0.93 / 0.84 / 0.79
+    # -> 0.95 / 0.93 / 0.88 / 0.86 (H100)
+    (2, False, False): [(16384, 64, 8), (65536, 32, 8)],
+    # 32768 .. 131072: 0.78 / 0.72 / 0.73 -> 0.94 / 0.90 / 0.87 (H200), 0.86 / 0.84 / 0.86 -> 0.95 / 0.95 / 0.94
+    (2, False, True): [(16384, 32, 8)],
+    # 65536, 131072: 0.78 -> 0.96 / 0.95 -> 0.96; 0.76 -> 0.93 / 0.91 -> 0.96
+    (4, True, False): [(65536, 32, 8)],
+    # 32768: 0.94 -> 0.96 / 0.95 -> 0.97 (65536 on: 0.91 -> 0.95 on the H200, 1.00 -> 0.96 on the H100)
+    (4, True, True): [(32768, 16, 8), (65536, 32, 1)],
+    # 16384 .. 131072: 0.89 / 0.88 / 0.86 / 0.79 -> 0.95 / 0.95 / 0.90 / 0.87 (H200), within 1.5 % on the H100
+    (4, False, False): [(16384, 32, 8)],
 }
 
 
