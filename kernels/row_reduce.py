@@ -292,7 +292,7 @@ def store_row(t: cute.Tensor, row, lane, cfg: RowConfig, values) -> None:
 
 
 @cute.jit
-def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, step=None, peers=None):
+def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, step=None, peers=None, cluster_wide: bool = True):
     """`value` (one Float32 per thread, or a tuple of them) folded with `op` over the threads of
     each row; every thread of the row gets the result (a tuple for a tuple: several values
     share one trip through shared memory and one barrier). Each call takes its own
@@ -300,7 +300,8 @@ def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, step=None, peers=Non
     a loop passes `step`, the iteration's count: it alternates two sets of slots, so that an
     iteration's writes cannot overtake a slower warp still reading the previous one's.
     Under a cluster, `peers` is the kernel's cluster_peers() and `step` counts the kernel's
-    reductions (0, 1, ... in the order every thread makes them)."""
+    reductions (0, 1, ... in the order every thread makes them); with `cluster_wide` False
+    the fold stops at this CTA's part of the row (no exchange: cluster_exchange may follow)."""
     combine = cute.arch.fmax if op == "max" else (lambda a, b: a + b)
     values = value if isinstance(value, tuple) else (value,)
     sets = 1 if cute.const_expr(step is None) else 2
@@ -316,24 +317,35 @@ def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, step=None, peers=Non
                 partial[(row_in_cta, local // 32, k, at)] = values[k]
         cute.arch.sync_threads()
         values = _fold_slots(partial, row_in_cta, warps, len(values), at, combine)
-    if cute.const_expr(cfg.cluster > 1):
-        _require_cluster_args(cfg, step, peers, len(values))
-        # Set `at` of the slots and its barrier, whose phase parity flips every other step.
-        # Lane r of each row sends the CTA's values to CTA r. A fast CTA cannot overwrite a set
-        # a peer still reads: it needs the peer's next values first, which the peer sends
-        # after the CTA-wide barrier above, so after all its threads read this set.
-        bar = peers.bars + at
-        tidx, _, _ = cute.arch.thread_idx()
-        if tidx == 0:
-            cute.arch.mbarrier_arrive_and_expect_tx(bar, cfg.rows * cfg.cluster * len(values) * 4)
-        if local < cfg.cluster:
-            rank = cta_rank(cfg)
-            for k in cute.range_constexpr(len(values)):
-                slot = peers.slots.iterator + peers.slots.layout((row_in_cta, rank, k, at))
-                cute.arch.store_shared_remote(values[k], slot, bar, local)
-        cute.arch.mbarrier_wait(bar, (step // 2) % 2)
-        values = _fold_slots(peers.slots, row_in_cta, cfg.cluster, len(values), at, combine)
+    if cute.const_expr(cfg.cluster > 1 and cluster_wide):
+        slots, at = cluster_exchange(values, cfg, lane, row_in_cta, step, peers)
+        values = _fold_slots(slots, row_in_cta, cfg.cluster, len(values), at, combine)
     return values if isinstance(value, tuple) else values[0]
+
+
+@cute.jit
+def cluster_exchange(values: tuple, cfg: RowConfig, lane, row_in_cta, step, peers):
+    """Every CTA's `values` (each already folded over its part of the row, the same in all its
+    threads of the row) in every CTA of the cluster: (slots, set), CTA r's value k of the row
+    at slots[(row_in_cta, r, k, set)]. `step` counts the kernel's exchanges as row_reduce's.
+    Set `at` of the slots and its barrier, whose phase parity flips every other step: lane r
+    of each row sends the CTA's values to CTA r. A fast CTA cannot overwrite a set a peer
+    still reads: it needs the peer's next values first, which the peer sends after its
+    CTA-wide barrier of the next fold, so after all its threads read this set."""
+    _require_cluster_args(cfg, step, peers, len(values))
+    at = step % 2
+    bar = peers.bars + at
+    tidx, _, _ = cute.arch.thread_idx()
+    local = lane % cfg.threads_per_row
+    if tidx == 0:
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, cfg.rows * cfg.cluster * len(values) * 4)
+    if local < cfg.cluster:
+        rank = cta_rank(cfg)
+        for k in cute.range_constexpr(len(values)):
+            slot = peers.slots.iterator + peers.slots.layout((row_in_cta, rank, k, at))
+            cute.arch.store_shared_remote(values[k], slot, bar, local)
+    cute.arch.mbarrier_wait(bar, (step // 2) % 2)
+    return peers.slots, at
 
 
 def _require_cluster_args(cfg: RowConfig, step, peers, values: int) -> None:

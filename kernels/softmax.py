@@ -14,7 +14,8 @@ Backward, from the forward's output y and the incoming gradient dy:
 Statistics are Float32 whatever the input type (bfloat16, float16, float32).
 
 Rows over row_reduce.MAX_N elements do not fit a CTA's registers: up to REGISTER_N they are
-split over a cluster of CTAs (kernels/row_reduce.py), still one pass. Longer rows are read in
+split over a cluster of CTAs (kernels/row_reduce.py), still one pass; the forward's CTAs
+trade their parts' max and sum of exponentials once and combine them (_cluster_max_sum). Longer rows are read in
 chunks (kernels/row_chunks.py), the forward's log-sum-exp online in one pass and the output in
 a second (two reads and one write), the backward's sum in one pass and dx in a second (four
 reads and one write).
@@ -30,8 +31,8 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .row_chunks import chunk_config, chunks, load_chunk, online_logsumexp, store_chunk
-from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, dynamic_rows, fold, launch_cluster,
-                         launch_grid, load_row, row_config, row_reduce, store_row, thread_place)
+from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_exchange, cluster_peers, dynamic_rows,
+                         fold, launch_cluster, launch_grid, load_row, row_config, row_reduce, store_row, thread_place)
 
 LOG2_E = math.log2(math.e)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
@@ -49,19 +50,43 @@ def values_per_thread(n: int) -> int:
 def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
     peers = cluster_peers(cfg)
-    first, second = (0, 1) if cute.const_expr(peers is not None) else (None, None)   # steps under a cluster
     rows = mX.shape[0]
-    src = clamp_row(row, rows)
-    x = load_row(mX, src, lane, cfg, fill=-math.inf)
-    m = row_reduce(fold(x, "max"), "max", cfg, lane, row_in_cta, first, peers)
-    e = cute.math.exp2(x * LOG2_E - m * LOG2_E)
-    s = row_reduce(fold(e, "sum"), "sum", cfg, lane, row_in_cta, second, peers)
+    x = load_row(mX, clamp_row(row, rows), lane, cfg, fill=-math.inf)
+    if cute.const_expr(peers is not None):
+        m, s, e = _cluster_max_sum(x, cfg, lane, row_in_cta, peers)
+    else:
+        m = row_reduce(fold(x, "max"), "max", cfg, lane, row_in_cta)
+        e = cute.math.exp2(x * LOG2_E - m * LOG2_E)
+        s = row_reduce(fold(e, "sum"), "sum", cfg, lane, row_in_cta)
     if cute.const_expr(log):
         y = x - (m + cute.math.log(s))
     else:
         y = e * (1.0 / s)
     if row < rows:
         store_row(mY, row, lane, cfg, y)
+
+
+@cute.jit
+def _cluster_max_sum(x, cfg: Constexpr, lane, row_in_cta, peers):
+    """(max, sum of exp(x - max), exp(x - max)) of a row split over a cluster, with one trip
+    through distributed shared memory (two would put two cluster round trips on each row's
+    path): each CTA folds its own part's max, then its exponentials about that max, and sends
+    both; every CTA combines the parts (s = sum of s_r * exp(m_r - m)) and rescales its own
+    exponentials. A part whose columns are all -inf takes its exponentials about 0 (all 0) and
+    sends its max as -inf, which weighs its sum (0) by 0 whatever the row's max."""
+    local = row_reduce(fold(x, "max"), "max", cfg, lane, row_in_cta, 0, peers, cluster_wide=False)
+    e = cute.math.exp2(x * LOG2_E - cute.where(local == -math.inf, 0.0, local) * LOG2_E)
+    total = row_reduce(fold(e, "sum"), "sum", cfg, lane, row_in_cta, 1, peers, cluster_wide=False)
+    slots, at = cluster_exchange((local, total), cfg, lane, row_in_cta, 0, peers)
+    parts = [r for r in range(cfg.cluster) if cfg.n - r * cfg.part > 0]     # the CTAs holding columns
+    m = slots[(row_in_cta, parts[0], 0, at)]
+    for r in cute.range_constexpr(1, len(parts)):
+        m = cute.arch.fmax(m, slots[(row_in_cta, parts[r], 0, at)])
+    s = 0.0
+    for r in cute.range_constexpr(len(parts)):
+        part_max, part_sum = slots[(row_in_cta, parts[r], 0, at)], slots[(row_in_cta, parts[r], 1, at)]
+        s = s + part_sum * cute.math.exp2((part_max - m) * LOG2_E)
+    return m, s, e * cute.math.exp2((local - m) * LOG2_E)
 
 
 @cute.kernel

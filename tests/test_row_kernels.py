@@ -100,12 +100,14 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
     cfg = softmax._config(x, x)
     assert cfg.cluster == 8 and cfg.vectors * cfg.vec == 32
     rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
-    for kernel in (cute.compile(softmax._forward, rows, rows, cfg, log, options=hopper),
-                   cute.compile(softmax._backward, rows, rows, rows, cfg, log, options=hopper)):
+    fwd = cute.compile(softmax._forward, rows, rows, cfg, log, options=hopper)
+    for kernel in (fwd, cute.compile(softmax._backward, rows, rows, rows, cfg, log, options=hopper)):
         ptx = kernel.__ptx__
         assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32" in ptx
         assert {a for a in _accesses(ptx) if ".v" in a} == {"ld.global.v4.b32", "st.global.v4.b32"}
         assert all(k.get("spill_stores") == 0 and k.get("cluster_dims") == [8, 1, 1] for k in kernel.kernels)
+    # The forward's one trip through distributed shared memory per row: one mbarrier wait.
+    assert fwd.__ptx__.count("mbarrier.try_wait") == 1
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -225,6 +227,27 @@ def test_softmax_forward_and_backward(m, n, log, dtype):
 
 
 @needs_gpu
+@pytest.mark.parametrize("n", [40000, 131072])
+def test_softmax_over_a_cluster_masks_whole_parts_of_rows(n):
+    """A causal-style mask over rows split across a cluster: some CTAs' parts are all -inf,
+    others partly; the parts' (max, sum) combine to torch's softmax, the masked columns
+    exactly 0 (log_softmax: -inf), also in a row whose values are all near -1000."""
+    m = 6
+    x = _rand((m, n), n, torch.bfloat16, scale=30.0)
+    x[0] -= 1000.0                                          # exp(0 - max) of a masked part would overflow
+    for r in range(m):
+        x[r, (r + 1) * n // (m + 1):] = -math.inf         # row r keeps its first (r + 1) / (m + 1)
+    for log in (False, True):
+        _poison_allocator()
+        y = softmax.softmax(x, log=log)
+        want = (torch.log_softmax if log else torch.softmax)(x.double(), -1)
+        masked = torch.isinf(x.cpu())
+        got = y.double().cpu()
+        assert (got[masked] == (-math.inf if log else 0.0)).all()
+        _check(got.masked_fill(masked, 0.0), want.cpu().masked_fill(masked, 0.0), torch.bfloat16, "unmasked")
+
+
+@needs_gpu
 def test_softmax_reads_strided_rows_and_any_leading_shape():
     wide = _rand((4, 50, 1024), 3, torch.bfloat16)
     x = wide[..., :1000]                                  # rows 2048 bytes apart, 2000 bytes long
@@ -277,6 +300,22 @@ def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
         _check(dw, leaves[1].grad, dtype, "dweight")
     if bias:
         _check(db, leaves[-1].grad, dtype, "dbias")
+
+
+@needs_gpu
+@pytest.mark.parametrize("n", [65536, 200000])
+def test_layer_norm_over_a_cluster_keeps_rows_far_from_zero_exact(n):
+    """Rows at 1000 + N(0, 1) (fp32) split over 2 and 8 CTAs: the two-pass variance (the mean
+    traded first, then the squares about it) keeps fp32 precision (E[x^2] - mean^2 would lose
+    it: 1e6 - 1e6)."""
+    x = _rand((3, n), n, torch.float32) + 1000.0
+    _poison_allocator()
+    y, _, rstd, mean = norms.norm_forward(x, None, None, None, eps=1e-5, rms=False)
+    xd = x.double()
+    _check(mean, xd.mean(-1), torch.float32, "mean")
+    _check(rstd, torch.rsqrt(xd.var(-1, unbiased=False) + 1e-5), torch.float32, "rstd")
+    # y = (x - mean) * rstd inherits x's own rounding at 1000 (an ulp of 6e-5), whatever the sums.
+    torch.testing.assert_close(y.double().cpu(), F.layer_norm(xd, (n,), eps=1e-5).cpu(), rtol=0, atol=2e-4)
 
 
 @needs_gpu
