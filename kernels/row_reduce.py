@@ -141,32 +141,35 @@ def thread_place(cfg: RowConfig):
 
 
 class ClusterPeers(NamedTuple):
-    """A cluster kernel's exchange buffers for row_reduce: slots (rows, CTAs, values, 2 sets)
+    """A cluster kernel's exchange buffers for row_reduce: slots (rows, CTAs, values, sets)
     and one mbarrier per set."""
     slots: cute.Tensor
     bars: cute.Pointer
+    sets: int
 
 
 MAX_VALUES_PER_REDUCTION = 2
 
 
 @cute.jit
-def cluster_peers(cfg: RowConfig):
+def cluster_peers(cfg: RowConfig, sets: int = 2):
     """The exchange buffers row_reduce needs under a cluster (None without one), ready: a kernel
     calls it at its start, before any reduction. Waits for every CTA of the cluster to start
-    (no CTA may store into a peer's shared memory before)."""
+    (no CTA may store into a peer's shared memory before). `sets` of slots: 2 where each
+    exchange is received before the next is sent, 4 where sends run one exchange ahead
+    (cluster_send)."""
     if cute.const_expr(cfg.cluster == 1):
         return None
-    slots = cute.arch.alloc_smem(cute.Float32, (cfg.rows, cfg.cluster, MAX_VALUES_PER_REDUCTION, 2))
-    bars = cute.arch.alloc_smem(cute.Int64, (2,), alignment=8).iterator
+    slots = cute.arch.alloc_smem(cute.Float32, (cfg.rows, cfg.cluster, MAX_VALUES_PER_REDUCTION, sets))
+    bars = cute.arch.alloc_smem(cute.Int64, (sets,), alignment=8).iterator
     tidx, _, _ = cute.arch.thread_idx()
     if tidx == 0:
-        cute.arch.mbarrier_init(bars, 1)
-        cute.arch.mbarrier_init(bars + 1, 1)
+        for s in cute.range_constexpr(sets):
+            cute.arch.mbarrier_init(bars + s, 1)
     cute.arch.mbarrier_init_fence()
     cute.arch.cluster_arrive_relaxed()
     cute.arch.cluster_wait()
-    return ClusterPeers(slots, bars)
+    return ClusterPeers(slots, bars, sets)
 
 
 def _column(lane, i: int, cfg: RowConfig):
@@ -327,13 +330,23 @@ def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, step=None, peers=Non
 def cluster_exchange(values: tuple, cfg: RowConfig, lane, row_in_cta, step, peers):
     """Every CTA's `values` (each already folded over its part of the row, the same in all its
     threads of the row) in every CTA of the cluster: (slots, set), CTA r's value k of the row
-    at slots[(row_in_cta, r, k, set)]. `step` counts the kernel's exchanges as row_reduce's.
-    Set `at` of the slots and its barrier, whose phase parity flips every other step: lane r
-    of each row sends the CTA's values to CTA r. A fast CTA cannot overwrite a set a peer
-    still reads: it needs the peer's next values first, which the peer sends after its
-    CTA-wide barrier of the next fold, so after all its threads read this set."""
+    at slots[(row_in_cta, r, k, set)]. `step` counts the kernel's exchanges as row_reduce's."""
+    cluster_send(values, cfg, lane, row_in_cta, step, peers)
+    return cluster_receive(cfg, step, peers)
+
+
+@cute.jit
+def cluster_send(values: tuple, cfg: RowConfig, lane, row_in_cta, step, peers) -> None:
+    """Starts exchange `step`: lane r of each row sends this CTA's values to CTA r, into set
+    step % sets of the slots, counted on that set's mbarrier (which this CTA arms for its own
+    incoming bytes). A fast CTA cannot overwrite a set a peer still reads. With two sets, each
+    exchange received before the next is sent: a CTA needs the peer's next values first, which
+    the peer sends after its CTA-wide barrier of the next fold, so after all its threads read
+    this set. With four, sends one exchange ahead of receives: a CTA sends exchange j after
+    receiving j - 2, which the peer sent after receiving j - 4 (and its next barrier), so set
+    j % 4 is free again."""
     _require_cluster_args(cfg, step, peers, len(values))
-    at = step % 2
+    at = step % peers.sets
     bar = peers.bars + at
     tidx, _, _ = cute.arch.thread_idx()
     local = lane % cfg.threads_per_row
@@ -344,7 +357,15 @@ def cluster_exchange(values: tuple, cfg: RowConfig, lane, row_in_cta, step, peer
         for k in cute.range_constexpr(len(values)):
             slot = peers.slots.iterator + peers.slots.layout((row_in_cta, rank, k, at))
             cute.arch.store_shared_remote(values[k], slot, bar, local)
-    cute.arch.mbarrier_wait(bar, (step // 2) % 2)
+
+
+@cute.jit
+def cluster_receive(cfg: RowConfig, step, peers):
+    """Waits for exchange `step` (cluster_send) from every CTA: (slots, set) as
+    cluster_exchange. Each set's barrier completes a phase per use: its parity flips every
+    `sets` steps."""
+    at = step % peers.sets
+    cute.arch.mbarrier_wait(peers.bars + at, (step // peers.sets) % 2)
     return peers.slots, at
 
 

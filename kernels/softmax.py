@@ -15,7 +15,8 @@ Statistics are Float32 whatever the input type (bfloat16, float16, float32).
 
 Rows over row_reduce.MAX_N elements do not fit a CTA's registers: up to REGISTER_N they are
 split over a cluster of CTAs (kernels/row_reduce.py), still one pass; the forward's CTAs
-trade their parts' max and sum of exponentials once and combine them (_cluster_max_sum). Longer rows are read in
+trade their parts' max and sum of exponentials once per row and combine them, and for 16-bit
+rows each cluster walks several rows with that trip pipelined (_walk_cluster_rows). Longer rows are read in
 chunks (kernels/row_chunks.py), the forward's log-sum-exp online in one pass and the output in
 a second (two reads and one write), the backward's sum in one pass and dx in a second (four
 reads and one write).
@@ -31,12 +32,15 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .row_chunks import chunk_config, chunks, load_chunk, online_logsumexp, store_chunk
-from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_exchange, cluster_peers, dynamic_rows,
-                         fold, launch_cluster, launch_grid, load_row, row_config, row_reduce, store_row, thread_place)
+from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive, cluster_send,
+                         cta_group, dynamic_rows, fetch_row, fold, launch_cluster, launch_grid, load_row, row_config,
+                         row_reduce, store_row, thread_place)
 
 LOG2_E = math.log2(math.e)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
+# Rows each cluster walks forward (_walk_cluster_rows).
+CLUSTER_WALK = 8
 
 
 def values_per_thread(n: int) -> int:
@@ -49,44 +53,107 @@ def values_per_thread(n: int) -> int:
 @cute.kernel
 def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
-    peers = cluster_peers(cfg)
-    rows = mX.shape[0]
-    x = load_row(mX, clamp_row(row, rows), lane, cfg, fill=-math.inf)
-    if cute.const_expr(peers is not None):
-        m, s, e = _cluster_max_sum(x, cfg, lane, row_in_cta, peers)
+    if cute.const_expr(pipelined(cfg, mX.element_type.width)):
+        _walk_cluster_rows(mX, mY, cfg, log, lane)
     else:
-        m = row_reduce(fold(x, "max"), "max", cfg, lane, row_in_cta)
-        e = cute.math.exp2(x * LOG2_E - m * LOG2_E)
-        s = row_reduce(fold(e, "sum"), "sum", cfg, lane, row_in_cta)
-    if cute.const_expr(log):
-        y = x - (m + cute.math.log(s))
-    else:
-        y = e * (1.0 / s)
-    if row < rows:
-        store_row(mY, row, lane, cfg, y)
+        peers = cluster_peers(cfg)
+        rows = mX.shape[0]
+        x = load_row(mX, clamp_row(row, rows), lane, cfg, fill=-math.inf)
+        if cute.const_expr(peers is not None):      # one exchange: each part's max and sum
+            local, e, total = _part_statistics(x, cfg, lane, peers, 0)
+            cluster_send((local, total), cfg, lane, 0, 0, peers)
+            m, s = _combine_parts(cfg, peers, 0)
+            y = _output(x if cute.const_expr(log) else e, local, m, s, log)
+        else:
+            m = row_reduce(fold(x, "max"), "max", cfg, lane, row_in_cta)
+            e = cute.math.exp2(x * LOG2_E - m * LOG2_E)
+            s = row_reduce(fold(e, "sum"), "sum", cfg, lane, row_in_cta)
+            y = _output(x if cute.const_expr(log) else e, m, m, s, log)
+        if row < rows:
+            store_row(mY, row, lane, cfg, y)
+
+
+def pipelined(cfg: RowConfig, bits: int) -> bool:
+    """Whether the forward walks rows over a cluster with its exchanges pipelined
+    (_walk_cluster_rows): rows of 16-bit elements split over a cluster whose threads hold up
+    to 32 values each (up to 131072 columns). Longer rows, or Float32 ones, would spill the
+    two rows' registers; Float32 rows, twice the bytes per exchange, reach 0.97-0.99 of copy
+    without (H200)."""
+    return cfg.cluster > 1 and cfg.vectors * cfg.vec <= 32 and bits <= 16
 
 
 @cute.jit
-def _cluster_max_sum(x, cfg: Constexpr, lane, row_in_cta, peers):
-    """(max, sum of exp(x - max), exp(x - max)) of a row split over a cluster, with one trip
-    through distributed shared memory (two would put two cluster round trips on each row's
-    path): each CTA folds its own part's max, then its exponentials about that max, and sends
-    both; every CTA combines the parts (s = sum of s_r * exp(m_r - m)) and rescales its own
-    exponentials. A part whose columns are all -inf takes its exponentials about 0 (all 0) and
-    sends its max as -inf, which weighs its sum (0) by 0 whatever the row's max."""
-    local = row_reduce(fold(x, "max"), "max", cfg, lane, row_in_cta, 0, peers, cluster_wide=False)
+def _walk_cluster_rows(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr, lane):
+    """Rows split over a cluster (one row per cluster at a time), each cluster walking every
+    groups-th row. A row's parts trade their max and sum of exponentials once; that trip
+    waits for the cluster's slowest CTA, so it is pipelined: a CTA starts the next row (its
+    part's statistics, their send) before it receives this row's, and the row after next is
+    already loading into registers."""
+    peers = cluster_peers(cfg, sets=4)      # (sends one exchange ahead of receives)
+    group, groups = cta_group(cfg)
+    rows = mX.shape[0]
+    ahead = cute.make_rmem_tensor((cfg.vec, cfg.vectors), mX.element_type)
+    held = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
+    held_next = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
+    fetch_row(mX, group, lane, cfg, ahead, -math.inf)
+    local = _start_row(mX, group + groups, rows, ahead, held, cfg, log, lane, peers, 0)
+    k = 0                                           # rows done: their exchanges' steps
+    for row in range(group, rows, groups):
+        local_next = local
+        if row + groups < rows:
+            local_next = _start_row(mX, row + 2 * groups, rows, ahead, held_next, cfg, log, lane, peers, k + 1)
+        m, s = _combine_parts(cfg, peers, k)
+        store_row(mY, row, lane, cfg, _output(held.load(), local, m, s, log))
+        held.store(held_next.load())
+        local = local_next
+        k = k + 1
+
+
+@cute.jit
+def _start_row(mX, following, rows, ahead, held, cfg: Constexpr, log: Constexpr, lane, peers, step):
+    """Takes a row from `ahead`, starts loading row `following` there, and sends this CTA's
+    part's statistics (exchange `step`); `held` gets what the output needs (x for
+    log_softmax, the exponentials for softmax). Returns the part's max."""
+    x = ahead.load().to(cute.Float32)
+    fetch_row(mX, clamp_row(following, rows), lane, cfg, ahead, -math.inf)
+    local, e, total = _part_statistics(x, cfg, lane, peers, step)
+    held.store(x if cute.const_expr(log) else e)
+    cluster_send((local, total), cfg, lane, 0, step, peers)
+    return local
+
+
+@cute.jit
+def _part_statistics(x, cfg: Constexpr, lane, peers, step):
+    """(max, exponentials about it, their sum) of this CTA's part of a row (row_reduce steps
+    2 step and 2 step + 1). A part whose columns are all -inf takes its exponentials about 0
+    (all 0) and keeps its max -inf, which weighs its sum (0) by 0 whatever the row's max."""
+    local = row_reduce(fold(x, "max"), "max", cfg, lane, 0, 2 * step, peers, cluster_wide=False)
     e = cute.math.exp2(x * LOG2_E - cute.where(local == -math.inf, 0.0, local) * LOG2_E)
-    total = row_reduce(fold(e, "sum"), "sum", cfg, lane, row_in_cta, 1, peers, cluster_wide=False)
-    slots, at = cluster_exchange((local, total), cfg, lane, row_in_cta, 0, peers)
+    total = row_reduce(fold(e, "sum"), "sum", cfg, lane, 0, 2 * step + 1, peers, cluster_wide=False)
+    return local, e, total
+
+
+@cute.jit
+def _combine_parts(cfg: Constexpr, peers, step):
+    """Receives exchange `step`, every part's (max, sum), and combines them: the row's max m
+    and s = sum of s_r * exp(m_r - m)."""
+    slots, at = cluster_receive(cfg, step, peers)
     parts = [r for r in range(cfg.cluster) if cfg.n - r * cfg.part > 0]     # the CTAs holding columns
-    m = slots[(row_in_cta, parts[0], 0, at)]
+    m = slots[(0, parts[0], 0, at)]
     for r in cute.range_constexpr(1, len(parts)):
-        m = cute.arch.fmax(m, slots[(row_in_cta, parts[r], 0, at)])
+        m = cute.arch.fmax(m, slots[(0, parts[r], 0, at)])
     s = 0.0
     for r in cute.range_constexpr(len(parts)):
-        part_max, part_sum = slots[(row_in_cta, parts[r], 0, at)], slots[(row_in_cta, parts[r], 1, at)]
-        s = s + part_sum * cute.math.exp2((part_max - m) * LOG2_E)
-    return m, s, e * cute.math.exp2((local - m) * LOG2_E)
+        s = s + slots[(0, parts[r], 1, at)] * cute.math.exp2((slots[(0, parts[r], 0, at)] - m) * LOG2_E)
+    return m, s
+
+
+def _output(held, local, m, s, log: bool):
+    """The row's output from `held` (x for log_softmax: x - (m + log s); for softmax the
+    exponentials about `local`, rescaled by exp(local - m) / s)."""
+    if log:
+        return held - (m + cute.math.log(s))
+    return held * (cute.math.exp2((local - m) * LOG2_E) / s)
 
 
 @cute.kernel
@@ -157,7 +224,8 @@ def _long_backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, cfg: Conste
 
 @cute.jit
 def _forward(x: cute.Tensor, y: cute.Tensor, cfg: Constexpr, log: Constexpr):
-    _forward_kernel(x, y, cfg, log).launch(grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1),
+    walk = CLUSTER_WALK if cute.const_expr(pipelined(cfg, x.element_type.width)) else 1
+    _forward_kernel(x, y, cfg, log).launch(grid=launch_grid(x.shape[0], cfg, walk), block=(cfg.threads, 1, 1),
                                            cluster=launch_cluster(cfg))
 
 
