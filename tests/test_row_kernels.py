@@ -106,9 +106,10 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
         assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32" in ptx
         assert {a for a in _accesses(ptx) if ".v" in a} == {"ld.global.v4.b32", "st.global.v4.b32"}
         assert all(k.get("spill_stores") == 0 and k.get("cluster_dims") == [8, 1, 1] for k in kernel.kernels)
-    # The forward's one trip through distributed shared memory per row (one mbarrier wait),
-    # pipelined: sends run one row ahead of receives, over four sets of slots and barriers.
-    assert fwd.__ptx__.count("mbarrier.try_wait") == 1 and fwd.__ptx__.count("mbarrier.init") == 4
+    # The forward's one trip through distributed shared memory per row (one mbarrier wait);
+    # log_softmax's pipelined: sends run one row ahead of receives, over four sets of slots.
+    assert fwd.__ptx__.count("mbarrier.try_wait") == 1
+    assert fwd.__ptx__.count("mbarrier.init") == (4 if log else 2)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
