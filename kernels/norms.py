@@ -45,9 +45,10 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .column_sums import launch_sum_partials
-from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_staged, cluster_peers, column_mask,
-                         cta_group, dynamic_rows, fetch_row, fold, launch_cluster, launch_grid, load_row, row_config,
-                         row_reduce, stage_row, stage_vectors, store_row, thread_place)
+from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_staged, cluster_peers,
+                         cluster_reduce_received, cluster_send, column_mask, cta_group, dynamic_rows, fetch_row, fold,
+                         launch_cluster, launch_grid, load_row, row_config, row_reduce, stage_row, stage_vectors,
+                         store_row, thread_place)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -193,7 +194,8 @@ def _normalize_row(x, res, row, rows, mW, mB, outputs, eps, cfg: Constexpr, rms:
 def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, mMean, mDX: cute.Tensor,
                      mDWPartial, mDBPartial, cfg: Constexpr, stages: Constexpr):
     _, lane, row_in_cta = thread_place(cfg)
-    peers = cluster_peers(cfg)
+    # (the pipelined walk trades one row ahead: four sets of exchange slots)
+    peers = cluster_peers(cfg, sets=4 if cute.const_expr(pipelined_backward(cfg, stages)) else 2)
     group, groups = cta_group(cfg)
     rows = mX.shape[0]
     blocks = (rows + cfg.rows - 1) // cfg.rows
@@ -217,45 +219,39 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
     db = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
     dw.fill(0.0)
     db.fill(0.0)
-    # The row statistics are read one block ahead, in registers.
-    following = clamp_row(group * cfg.rows + row_in_cta, rows)
-    rstd_next = mRstd[following]
-    mean_next = mMean[following] if cute.const_expr(mMean is not None) else 0.0
-    step = 0                                        # blocks done: the ring's slot, row_reduce's slot set
-    for block in range(group, blocks, groups):
-        slot = step % stages if cute.const_expr(stages > 0) else 0
-        if cute.const_expr(stages > 0):
-            _stage_block(mX, mDY, sX, sDY, block + (stages - 1) * groups, (step + stages - 1) % stages, blocks,
-                         cfg, lane, row_in_cta)
-            cute.arch.cp_async_commit_group()
-        row = block * cfg.rows + row_in_cta
-        rstd, mean = rstd_next, mean_next
-        following = clamp_row(row + groups * cfg.rows, rows)
+    rings = (sX, sDY, sW)
+    grads = (mDX, dw, db, mDWPartial is not None, mDBPartial is not None)
+    layer = mMean is not None
+    if cute.const_expr(pipelined_backward(cfg, stages)):
+        _walk_cluster_rows_backward(mX, mW, mDY, mRstd, mMean, rings, grads, cfg, stages, lane, peers)
+    else:
+        # The row statistics are read one block ahead, in registers.
+        following = clamp_row(group * cfg.rows + row_in_cta, rows)
         rstd_next = mRstd[following]
-        if cute.const_expr(mMean is not None):
-            mean_next = mMean[following]
-        if cute.const_expr(stages > 0):
-            cute.arch.cp_async_wait_group(stages - 1)   # this block's copies (and older) have landed
-        # Two passes over the row (the second reads it again rather than keep x, dy and w live
-        # across the reduction): the sums, then dx, dw and db.
-        x_hat, dy, g = _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg, lane, row_in_cta)
-        if cute.const_expr(mMean is not None):     # both sums in one trip through shared memory
-            c1, c2 = row_reduce((fold(g * x_hat, "sum"), fold(g, "sum")), "sum", cfg, lane, row_in_cta, step,
-                                peers)
-            c1, c2 = c1 * (1.0 / cfg.n), c2 * (1.0 / cfg.n)
-        else:
-            c1 = row_reduce(fold(g * x_hat, "sum"), "sum", cfg, lane, row_in_cta, step, peers) * (1.0 / cfg.n)
-            c2 = 0.0
-        if cute.const_expr(cfg.threads_per_row <= 32):
-            cute.arch.sync_warp()   # (shuffles alone would let the compiler keep the first pass's loads)
-        x_hat, dy, g = _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg, lane, row_in_cta)
-        if row < rows:
-            store_row(mDX, row, lane, cfg, (g - c2 - x_hat * c1) * rstd)
-            if cute.const_expr(mDWPartial is not None):
-                dw.store(dw.load() + dy * x_hat)
-            if cute.const_expr(mDBPartial is not None):
-                db.store(db.load() + dy)
-        step = step + 1
+        mean_next = mMean[following] if cute.const_expr(layer) else 0.0
+        step = 0                                    # blocks done: the ring's slot, row_reduce's slot set
+        for block in range(group, blocks, groups):
+            slot = step % stages if cute.const_expr(stages > 0) else 0
+            if cute.const_expr(stages > 0):
+                _stage_block(mX, mDY, sX, sDY, block + (stages - 1) * groups, (step + stages - 1) % stages, blocks,
+                             cfg, lane, row_in_cta)
+                cute.arch.cp_async_commit_group()
+            row = block * cfg.rows + row_in_cta
+            rstd, mean = rstd_next, mean_next
+            following = clamp_row(row + groups * cfg.rows, rows)
+            rstd_next = mRstd[following]
+            if cute.const_expr(layer):
+                mean_next = mMean[following]
+            if cute.const_expr(stages > 0):
+                cute.arch.cp_async_wait_group(stages - 1)   # this block's copies (and older) have landed
+            # Two passes over the row (the second reads it again rather than keep x, dy and w live
+            # across the reduction): the sums, then dx, dw and db.
+            sums = _row_sums(mX, mDY, mW, rings, row, slot, mean, rstd, cfg, layer, lane, row_in_cta)
+            c1, c2 = _means(row_reduce(sums, "sum", cfg, lane, row_in_cta, step, peers), cfg)
+            if cute.const_expr(cfg.threads_per_row <= 32):
+                cute.arch.sync_warp()   # (shuffles alone would let the compiler keep the first pass's loads)
+            _finish_row(mX, mDY, mW, rings, grads, row, rows, slot, mean, rstd, c1, c2, cfg, lane, row_in_cta)
+            step = step + 1
     if cute.const_expr(stages > 0):
         cute.arch.cp_async_wait_group(0)
     if cute.const_expr(cfg.rows == 1):
@@ -271,6 +267,88 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
             _sum_rows(mDWPartial, sX, dw.load(), group, cfg, lane, row_in_cta)
         if cute.const_expr(mDBPartial is not None):
             _sum_rows(mDBPartial, sDY, db.load(), group, cfg, lane, row_in_cta)
+
+
+def pipelined_backward(cfg, stages: int) -> bool:
+    """Whether the backward walks rows over a cluster with each row's exchange pipelined
+    (_walk_cluster_rows_backward): rows split over a cluster, with a ring of 3 blocks or more
+    (the row being finished, the next one being summed, one landing)."""
+    return cfg.cluster > 1 and stages >= 3
+
+
+@cute.jit
+def _walk_cluster_rows_backward(mX, mW, mDY, mRstd, mMean, rings, grads, cfg: Constexpr, stages: Constexpr, lane,
+                                peers):
+    """The backward's walk over rows split across a cluster (one row per cluster at a time,
+    every groups-th one). A row's sums trade between the cluster's CTAs, a trip that waits for
+    the slowest CTA; so each CTA sums and sends the next row before it receives this row's
+    sums and writes its dx (sends one exchange ahead: four slot sets), its ring two rows ahead
+    of the sums."""
+    sX, sDY, _ = rings
+    group, groups = cta_group(cfg)
+    rows = mX.shape[0]
+    layer = mMean is not None
+    cute.arch.cp_async_wait_group(stages - 2)       # the first row has landed
+    rstd, mean = mRstd[group], mMean[group] if cute.const_expr(layer) else 0.0
+    following = clamp_row(group + groups, rows)
+    rstd_next, mean_next = mRstd[following], mMean[following] if cute.const_expr(layer) else 0.0
+    _send_sums(mX, mDY, mW, rings, group, 0, mean, rstd, cfg, layer, lane, peers, 0)
+    step = 0                                        # rows done: the ring's slot, the exchanges' step
+    for row in range(group, rows, groups):
+        _stage_block(mX, mDY, sX, sDY, row + (stages - 1) * groups, (step + stages - 1) % stages, rows, cfg, lane, 0)
+        cute.arch.cp_async_commit_group()
+        cute.arch.cp_async_wait_group(stages - 2)   # the next row (and older) have landed
+        if row + groups < rows:
+            _send_sums(mX, mDY, mW, rings, row + groups, (step + 1) % stages, mean_next, rstd_next, cfg, layer, lane,
+                       peers, step + 1)
+        sums = cluster_reduce_received(2 if cute.const_expr(layer) else 1, "sum", cfg, 0, step, peers)
+        c1, c2 = _means(sums, cfg)
+        _finish_row(mX, mDY, mW, rings, grads, row, rows, step % stages, mean, rstd, c1, c2, cfg, lane, 0)
+        rstd, mean = rstd_next, mean_next
+        following = clamp_row(row + 2 * groups, rows)
+        rstd_next = mRstd[following]
+        if cute.const_expr(layer):
+            mean_next = mMean[following]
+        step = step + 1
+
+
+@cute.jit
+def _send_sums(mX, mDY, mW, rings, row, slot, mean, rstd, cfg: Constexpr, layer: Constexpr, lane, peers, step):
+    """This CTA's part of row `row`'s sums (_row_sums, from ring slot `slot`), folded over its
+    threads and sent to every CTA of the cluster (exchange `step`)."""
+    sums = _row_sums(mX, mDY, mW, rings, row, slot, mean, rstd, cfg, layer, lane, 0)
+    cluster_send(row_reduce(sums, "sum", cfg, lane, 0, step, peers, cluster_wide=False), cfg, lane, 0, step, peers)
+
+
+@cute.jit
+def _row_sums(mX, mDY, mW, rings, row, slot, mean, rstd, cfg: Constexpr, layer: Constexpr, lane, row_in_cta):
+    """This thread's sums of row `row`: (g * x_hat,) and, for LayerNorm, g's too (both take
+    one trip through shared memory)."""
+    sX, sDY, sW = rings
+    x_hat, _, g = _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg, lane, row_in_cta)
+    if cute.const_expr(layer):
+        return (fold(g * x_hat, "sum"), fold(g, "sum"))
+    return (fold(g * x_hat, "sum"),)
+
+
+def _means(sums: tuple, cfg) -> tuple:
+    """(mean of g * x_hat, mean of g or 0.0) from a row's sums."""
+    return sums[0] * (1.0 / cfg.n), sums[1] * (1.0 / cfg.n) if len(sums) > 1 else 0.0
+
+
+@cute.jit
+def _finish_row(mX, mDY, mW, rings, grads, row, rows, slot, mean, rstd, c1, c2, cfg: Constexpr, lane, row_in_cta):
+    """The second pass over row `row` (read again, not kept live through the reduction): dx
+    stored, dy * x_hat and dy added to the dw and db partials (`grads`)."""
+    sX, sDY, sW = rings
+    mDX, dw, db, want_dw, want_db = grads
+    x_hat, dy, g = _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg, lane, row_in_cta)
+    if row < rows:
+        store_row(mDX, row, lane, cfg, (g - c2 - x_hat * c1) * rstd)
+        if cute.const_expr(want_dw):
+            dw.store(dw.load() + dy * x_hat)
+        if cute.const_expr(want_db):
+            db.store(db.load() + dy)
 
 
 @cute.jit

@@ -369,6 +369,16 @@ def cluster_receive(cfg: RowConfig, step, peers):
     return peers.slots, at
 
 
+@cute.jit
+def cluster_reduce_received(count: int, op, cfg: RowConfig, row_in_cta, step, peers) -> tuple:
+    """The other half of row_reduce under a cluster when the send ran ahead (row_reduce with
+    cluster_wide=False, then cluster_send): receives exchange `step` and folds each of its
+    `count` values over the CTAs in rank order (the same result in every CTA)."""
+    combine = cute.arch.fmax if op == "max" else (lambda a, b: a + b)
+    slots, at = cluster_receive(cfg, step, peers)
+    return _fold_slots(slots, row_in_cta, cfg.cluster, count, at, combine)
+
+
 def _require_cluster_args(cfg: RowConfig, step, peers, values: int) -> None:
     if peers is None or step is None:
         raise ValueError("row_reduce under a cluster needs the kernel's cluster_peers(cfg) and its reduction step")

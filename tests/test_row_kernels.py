@@ -88,10 +88,13 @@ def test_cluster_norms_trade_partial_sums_through_distributed_shared_memory(rms)
         assert ptx.count("barrier.cluster.arrive") == 1 and ptx.count("barrier.cluster.wait") == 1
         assert "ld.global.v4.b32" in _accesses(ptx)
         assert all(k.get("spill_stores") == 0 for k in kernel.kernels), kernel.kernels
-    # The backward stages x and dy in shared memory, 16 bytes per cp.async, blocks of rows ahead.
+    # The backward stages x and dy in shared memory, 16 bytes per cp.async, blocks of rows ahead,
+    # and sums each row a row ahead of finishing it (its exchange pipelined over four slot sets):
+    # it waits for the ring's next row, not just this one.
     stages, _ = norms.backward_ring(bwd_cfg, 2, 2, 2)
-    assert stages >= 2 and "cp.async.cg.shared.global" in bwd.__ptx__
-    assert re.search(rf"cp\.async\.wait_group\s+{stages - 1};", bwd.__ptx__)
+    assert stages >= 3 and norms.pipelined_backward(bwd_cfg, stages) and "cp.async.cg.shared.global" in bwd.__ptx__
+    assert re.search(rf"cp\.async\.wait_group\s+{stages - 2};", bwd.__ptx__)
+    assert bwd.__ptx__.count("mbarrier.init") == 4
 
 
 @pytest.mark.parametrize("log", [False, True])
