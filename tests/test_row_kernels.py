@@ -150,8 +150,8 @@ def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
         return cfg, walk, kernel.__ptx__
     inputs = 2 if residual else 1
     cfg, walk, ptx = compiled(torch.bfloat16, False)
-    assert walk > 1 and "cp.async" not in ptx
-    # (the weight and bias are read once per row, in the loop)
+    assert walk > 1 and "cp.async" not in ptx and "ld.shared.v4.b32" in ptx     # (the staged weight and bias)
+    # (the weight and bias are read once, into shared memory)
     assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == (2 * inputs + 2) * cfg.vectors
     cfg, walk, ptx = compiled(torch.bfloat16, True)
     assert (walk > 1) == residual and "cp.async" not in ptx
