@@ -47,6 +47,7 @@ const Loaded &load() {
     resolve(library, "cuModuleUnload", d.cuModuleUnload, missing);
     resolve(library, "cuModuleGetFunction", d.cuModuleGetFunction, missing);
     resolve(library, "cuFuncSetAttribute", d.cuFuncSetAttribute, missing);
+    resolve(library, "cuFuncGetAttribute", d.cuFuncGetAttribute, missing);
     resolve(library, "cuLaunchKernel", d.cuLaunchKernel, missing);
     resolve(library, "cuLaunchKernelEx", d.cuLaunchKernelEx, missing);
     resolve(library, "cuOccupancyMaxActiveClusters", d.cuOccupancyMaxActiveClusters, missing);

@@ -23,6 +23,7 @@ struct Driver {
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
   CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
+  CUresult (*cuFuncGetAttribute)(int *, CUfunction_attribute, CUfunction);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void **, void **);
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);

@@ -108,7 +108,13 @@ LoadedArtifact::PerContext &LoadedArtifact::loadedIn(void *context) {
     d.check(d.cuModuleGetFunction(&function, byName.at(kernel.module), kernel.name.c_str()),
             "finding kernel '" + kernel.name + "' in gpu.module @" + kernel.module);
     loaded->functions.push_back(function);
-    loaded->smemLimit.push_back(kDefaultSmemLimit);
+    // Static and dynamic shared memory share the default 48 KB: past what the static part
+    // leaves, the dynamic part needs the attribute raised (49152 dynamic bytes beside a few
+    // static ones failed to launch).
+    int staticSmem = 0;
+    d.check(d.cuFuncGetAttribute(&staticSmem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function),
+            "reading the static shared memory of kernel '" + kernel.name + "'");
+    loaded->smemLimit.push_back(kDefaultSmemLimit - staticSmem);
   }
   return *contexts.emplace(context, std::move(loaded)).first->second;
 }
