@@ -304,7 +304,7 @@ def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, step=None, peers=Non
     iteration's writes cannot overtake a slower warp still reading the previous one's.
     Under a cluster, `peers` is the kernel's cluster_peers() and `step` counts the kernel's
     reductions (0, 1, ... in the order every thread makes them); with `cluster_wide` False
-    the fold stops at this CTA's part of the row (no exchange: cluster_exchange may follow)."""
+    the fold stops at this CTA's part of the row (no exchange: cluster_send may follow)."""
     combine = cute.arch.fmax if op == "max" else (lambda a, b: a + b)
     values = value if isinstance(value, tuple) else (value,)
     sets = 1 if cute.const_expr(step is None) else 2

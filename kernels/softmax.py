@@ -16,10 +16,10 @@ Statistics are Float32 whatever the input type (bfloat16, float16, float32).
 Rows over row_reduce.MAX_N elements do not fit a CTA's registers: up to REGISTER_N they are
 split over a cluster of CTAs (kernels/row_reduce.py), still one pass; the forward's CTAs
 trade their parts' max and sum of exponentials once per row and combine them; for 16-bit
-log_softmax each cluster walks several rows with that trip pipelined (_walk_cluster_rows). Longer rows are read in
-chunks (kernels/row_chunks.py), the forward's log-sum-exp online in one pass and the output in
-a second (two reads and one write), the backward's sum in one pass and dx in a second (four
-reads and one write).
+log_softmax each cluster walks several rows with that trip pipelined (_walk_cluster_rows).
+Longer rows are read in chunks (kernels/row_chunks.py), the forward's log-sum-exp online in
+one pass and the output in a second (two reads and one write), the backward's sum in one pass
+and dx in a second (four reads and one write).
 """
 
 from __future__ import annotations

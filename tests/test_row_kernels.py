@@ -115,6 +115,27 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
     assert fwd.__ptx__.count("mbarrier.init") == (4 if log else 2)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_cluster_rows_pipeline_their_exchanges_within_the_register_budget(dtype):
+    """Over a cluster, 16-bit log_softmax and the norm backward trade one row ahead (four slot
+    sets and barriers) without spilling; fp32 log_softmax, whose two rows would spill, keeps
+    one row per CTA (two sets)."""
+    x, w, stat = torch.empty(8, 65536, dtype=dtype), torch.empty(65536, dtype=dtype), torch.empty(8)
+    rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
+    cfg = softmax._config(x, x)
+    fwd = cute.compile(softmax._forward, rows, rows, cfg, True, options=hopper)
+    assert softmax.pipelined(cfg, x.element_size() * 8, True) == (dtype == torch.float16)
+    assert fwd.__ptx__.count("mbarrier.init") == (4 if dtype == torch.float16 else 2)
+    bwd_cfg = norms.backward_config(65536, (x, x, w, x))
+    stages, _ = norms.backward_ring(bwd_cfg, x.element_size(), x.element_size(), w.element_size())
+    assert norms.pipelined_backward(bwd_cfg, stages)
+    part = dynamic_rows(torch.empty(4, 65536))
+    bwd = cute.compile(norms._backward, rows, w, rows, dynamic_rows(stat), dynamic_rows(stat), rows, part, part, w, w,
+                       1, bwd_cfg, options=hopper)
+    assert bwd.__ptx__.count("mbarrier.init") == 4
+    assert all(k.get("spill_stores") == 0 for k in fwd.kernels + bwd.kernels)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     x = torch.empty(96, 4096, dtype=dtype)
