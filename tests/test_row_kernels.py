@@ -179,6 +179,26 @@ def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
     assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == ((2 if residual else 1) * inputs + 1) * cfg.vectors
 
 
+@pytest.mark.parametrize("key", sorted(norms.FORWARD_WALKS),
+                         ids=lambda k: f"{8 * k[0]}bit-{'rms' if k[1] else 'layer'}{'-residual' if k[2] else ''}")
+def test_every_walking_forward_plan_compiles_without_spilling(key):
+    """Each walk forward_plan ships (element size, RMSNorm, residual) from 2048 to 131072
+    columns fits its registers: a walk holds the next rows beside the current ones, and a spill
+    would cost more than the walk wins."""
+    size, rms, residual = key
+    dtype = {2: torch.bfloat16, 4: torch.float32}[size]
+    for n in (2048, 4096, 8192, 16384, 32768, 65536, 131072):
+        values, walk = norms.forward_plan(n, size, rms, residual)
+        if walk == 1:
+            continue
+        x, w, stat = torch.empty(64, n, dtype=dtype), torch.empty(n, dtype=dtype), torch.empty(64)
+        res = dynamic_rows(x) if residual else None
+        kernel = cute.compile(norms._forward, dynamic_rows(x), res, w, None if rms else w, dynamic_rows(x), res,
+                              dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6,
+                              norms._config(n, (x, w), values), rms, walk, options={"arch": "sm_90a"})
+        assert all(k.get("spill_stores") == 0 for k in kernel.kernels), (n, values, walk, kernel.kernels)
+
+
 def test_forward_plans_walk_long_rows():
     """forward_plan: the last table entry reached applies; short rows keep one block per CTA."""
     assert norms.forward_plan(4096, 2, True, False) == (norms.FORWARD_VALUES, 1)
