@@ -251,11 +251,7 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
         sX, sDY = _open_ring(smem, mX, mDY, stages, group, groups, blocks, cfg, lane, row_in_cta)
         # The weight, once per CTA (the first row's threads copy it for all rows).
         if cute.const_expr(mW is not None):
-            sW = smem.allocate_tensor(mW.element_type, cute.make_layout(cfg.part), 16)
-            if row_in_cta == 0:
-                w_vectors = stage_vectors(sW, lane, cfg)
-                clear_staged(w_vectors, lane, cfg)
-                w_vectors.store(load_row(mW, 0, lane, cfg).to(mW.element_type))
+            sW = _stage_parameter(smem, mW, cfg, lane, row_in_cta)
             cute.arch.sync_threads()
     dw = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
     db = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
@@ -459,11 +455,7 @@ def _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg: Conste
     else:
         src = clamp_row(row, mX.shape[0])
         x, dy = load_row(mX, src, lane, cfg), load_row(mDY, src, lane, cfg)
-    g = dy
-    if cute.const_expr(sW is not None):
-        g = dy * stage_vectors(sW, lane, cfg).load().to(cute.Float32)
-    elif cute.const_expr(mW is not None):
-        g = dy * load_row(mW, 0, lane, cfg)
+    g = dy * _parameter(mW, sW, cfg, lane) if cute.const_expr(mW is not None) else dy
     return (x - mean) * rstd, dy, g
 
 

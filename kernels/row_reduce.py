@@ -321,18 +321,9 @@ def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, step=None, peers=Non
         cute.arch.sync_threads()
         values = _fold_slots(partial, row_in_cta, warps, len(values), at, combine)
     if cute.const_expr(cfg.cluster > 1 and cluster_wide):
-        slots, at = cluster_exchange(values, cfg, lane, row_in_cta, step, peers)
-        values = _fold_slots(slots, row_in_cta, cfg.cluster, len(values), at, combine)
+        cluster_send(values, cfg, lane, row_in_cta, step, peers)
+        values = cluster_reduce_received(len(values), op, cfg, row_in_cta, step, peers)
     return values if isinstance(value, tuple) else values[0]
-
-
-@cute.jit
-def cluster_exchange(values: tuple, cfg: RowConfig, lane, row_in_cta, step, peers):
-    """Every CTA's `values` (each already folded over its part of the row, the same in all its
-    threads of the row) in every CTA of the cluster: (slots, set), CTA r's value k of the row
-    at slots[(row_in_cta, r, k, set)]. `step` counts the kernel's exchanges as row_reduce's."""
-    cluster_send(values, cfg, lane, row_in_cta, step, peers)
-    return cluster_receive(cfg, step, peers)
 
 
 @cute.jit
@@ -361,9 +352,9 @@ def cluster_send(values: tuple, cfg: RowConfig, lane, row_in_cta, step, peers) -
 
 @cute.jit
 def cluster_receive(cfg: RowConfig, step, peers):
-    """Waits for exchange `step` (cluster_send) from every CTA: (slots, set) as
-    cluster_exchange. Each set's barrier completes a phase per use: its parity flips every
-    `sets` steps."""
+    """Waits for exchange `step` (cluster_send) from every CTA: (slots, set), CTA r's value k
+    of the row at slots[(row_in_cta, r, k, set)]. Each set's barrier completes a phase per use:
+    its parity flips every `sets` steps."""
     at = step % peers.sets
     cute.arch.mbarrier_wait(peers.bars + at, (step // peers.sets) % 2)
     return peers.slots, at
