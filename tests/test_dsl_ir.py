@@ -427,6 +427,22 @@ def test_fma_and_min_max_over_tensor_ssa_compile():
     assert "fma.rn.f32" in cute.compile(host, x, x, x).__ptx__
 
 
+@cute.kernel
+def _tanh_both_ways(x: cute.Tensor, out: cute.Tensor):
+    v = x.load()
+    out.store(cute.math.tanh(v) + cute.math.tanh(v, fastmath=True))
+
+
+def test_tanh_with_fastmath_is_the_hardware_approximation():
+    """tanh(fastmath=True) is tanh.approx.f32 (one MUFU instruction), plain tanh libdevice's."""
+    x = x_(4)
+    host = cute.jit(lambda a, b: _tanh_both_ways(a, b).launch(grid=(1, 1, 1), block=(1, 1, 1)), preprocess=False)
+    ptx = cute.compile(host, x, x).__ptx__
+    assert ptx.count("tanh.approx.f32") == 4
+    assert "__nv_tanhf" not in ptx and ptx.count("ex2.approx") >= 4   # libdevice's tanhf, inlined
+    assert cute.math.tanh(0.5, fastmath=True) == cute.math.tanh(0.5)   # Python numbers fold exactly
+
+
 def test_printf_ends_with_a_newline_unless_told_otherwise():
     @cute.kernel
     def kernel(x: cute.Tensor):

@@ -4,6 +4,7 @@ and TMA boxes of all four layouts, the register budget (ptxas, no spills), the e
 into the kernel. GPU tier: shapes with tails in M, N and K, bf16 and fp16, every layout, a fused
 epilogue, against float64 rounded to the output type, every element; compute-sanitizer."""
 
+import math
 import re
 
 import pytest
@@ -177,6 +178,30 @@ def test_an_odd_width_tile_fuses_inputs_and_two_outputs_over_batches(tile_n):
 def test_a_fused_epilogue_matches_torch():
     _check(520, 296, 448, torch.bfloat16, lambda acc: cute.where(acc > 0.0, acc, 0.0) * 2.0,
            lambda x: torch.relu(x) * 2.0, seed=3)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("activation", ["gelu_tanh", "silu", "sigmoid", "gelu"])
+def test_fast_epilogue_activations_are_within_bfloat16_tolerance_of_exact(activation):
+    """A 16-bit output takes the fast forms (tanh.approx, see pointwise/emit.py's _FAST): every
+    bfloat16 accumulator value in [-40, 40] (acc = a's first column times b's first row of ones,
+    exact) gives a result within torch.testing's bfloat16 tolerance of the exact value."""
+    bits = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    v = bits[bits.float().isfinite() & (bits.float().abs() <= 40)]
+    a = torch.zeros(v.numel(), 16, dtype=torch.bfloat16)
+    a[:, 0] = v
+    b = torch.zeros(16, 16, dtype=torch.bfloat16)
+    b[0] = 1
+    c = torch.full((v.numel(), 16), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm(a.cuda(), b.cuda(), c, f"{activation}(acc)")
+    x = v.double()
+    exact = {"gelu_tanh": x * torch.sigmoid(2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)),
+             "silu": x * torch.sigmoid(x), "sigmoid": torch.sigmoid(x),
+             "gelu": x * 0.5 * torch.erfc(-x / math.sqrt(2))}[activation]
+    got = c.cpu().double()
+    for column in range(16):
+        torch.testing.assert_close(got[:, column], exact, rtol=1.6e-2, atol=1e-5)
 
 
 def run_small():
