@@ -20,6 +20,7 @@ from cute_torch.pointwise.expr import ExpressionError, parse
 MAX_OUTPUTS = 4
 GROUP_M = 8                      # tile rows per rasterization group
 _GATED = re.compile(r"\b(gate|up)\b")
+_CALL = re.compile(r"\b[A-Za-z_]\w*\s*\(")
 
 
 def swizzled(rows: int, cols: int, stages: int | None = None, cols_contiguous: bool = True, elem_bytes: int = 2):
@@ -63,6 +64,12 @@ def is_gated(epilogues) -> bool:
         raise ExpressionError("a gated GEMM's epilogues are all expressions over gate and up (each output column "
                               f"combines one column pair), got {epilogues}")
     return any(flags)
+
+
+def calls_function(epilogues) -> bool:
+    """Whether an expression epilogue calls a function: gelu_tanh(acc + x0) does, acc * 0.5
+    does not (Gemm.cpp's callsFunction)."""
+    return any(isinstance(e, str) and _CALL.search(e) is not None for e in epilogues)
 
 
 def accumulators_as_inputs(expr: str, n: int) -> str:

@@ -50,8 +50,8 @@ import torch
 
 import cute_torch as cute
 from cute_torch import Constexpr
-from cute_torch.kernels.gemm_common import (epilogue_values, is_gated, k_major_view, problem, swizzled,
-                                            tile_of)
+from cute_torch.kernels.gemm_common import (calls_function, epilogue_values, is_gated, k_major_view, problem,
+                                            swizzled, tile_of)
 
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
 
@@ -174,16 +174,19 @@ def k_major_b(b: torch.Tensor) -> bool:
 
 
 def choose_schedule(k: int, tile_n: int, outputs: int, staged: tuple, gated: bool = False,
-                    fp8: bool = False) -> str:
-    """Ping-pong where its overlap pays: the epilogue moves at least twice the output's bytes (a
-    staged (M, N) input, or a second output) and K is at most 2048, so that the epilogue is a
-    large part of a tile's time; cooperative otherwise, and wherever choose_tile_n picked less
-    than 256 columns (few tiles: ping-pong's 128 x 128 tiles leave a warpgroup idle). On an
-    H100 (scratch-style probe, 2026-11-25) ping-pong / cooperative: bias + residual 0.89-0.95
-    at M = 2048-8192, N = 2048-4096, K = 1024-2048, two outputs with gelu_tanh 0.89-0.97; a
-    plain or bias-only GEMM 1.00-1.18 and K = 8192 1.04-1.09 stay cooperative. 8-bit operands
-    and gated GEMMs stay cooperative too (not measured with ping-pong)."""
-    heavy = outputs >= 2 or any(staged)
+                    fp8: bool = False, fused: bool = False) -> str:
+    """Ping-pong where its overlap pays: the epilogue has work to hide behind the other
+    warpgroup's main loop (a second output, a staged (M, N) input, or `fused`: a broadcast
+    input such as a bias, or a function call such as gelu_tanh) and K is at most 2048, so that
+    the epilogue is a large part of a tile's time; cooperative otherwise, and wherever
+    choose_tile_n picked less than 256 columns (few tiles: ping-pong's 128 x 128 tiles leave a
+    warpgroup idle). Ping-pong / cooperative on an H100 (scratch-style probe, 2026-11-26, M, N,
+    K from 2048 x 8192 x 2048 to 8192 x 8192 x 2048 and 8192 x 4096 x 1024): bias + gelu_tanh
+    0.94-0.99, bias + silu 0.92-0.97, pre-activation and gelu_tanh 0.90-0.99, a bias alone
+    0.94-1.01 (1.01 and 1.015 at the two narrowest), a plain GEMM 0.96-1.08; bias + residual
+    0.89-0.95 (2026-11-25). K = 4096-8192 stays cooperative (plain 1.02-1.09, fused 0.97-1.05);
+    8-bit operands and gated GEMMs too (not measured with ping-pong)."""
+    heavy = outputs >= 2 or any(staged) or fused
     return "pingpong" if heavy and k <= 2048 and tile_n == 256 and not (gated or fp8) else "cooperative"
 
 
@@ -676,7 +679,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
         tile_n = choose_tile_n(shape[-2], b.shape[-1], shape[0] if batched else 1, sms, gated,
                                k_major_b(b) and not cluster and a.element_size() == 2)
         if schedule is None and not cluster:
-            schedule = choose_schedule(a.shape[-1], tile_n, len(outs), staged, gated, a.element_size() == 1)
+            fused = calls_function(epilogues) or any(0 in x.stride() for x in tensors[len(outs):])
+            schedule = choose_schedule(a.shape[-1], tile_n, len(outs), staged, gated, a.element_size() == 1, fused)
         tile_n = 128 if schedule == "pingpong" else tile_n
     pingpong = schedule == "pingpong"
     if not (isinstance(tile_n, int) and 64 <= tile_n <= 256 and tile_n % 16 == 0) or (pingpong and tile_n != 128):

@@ -221,8 +221,8 @@ def test_the_cpp_views_are_the_python_ones():
 def test_the_cpp_variant_choice_is_the_python_one():
     """cute::gemm_choice (Gemm.cpp's chooseTileN and chooseSchedule, what cute::gemm runs)
     against host_arguments' Config (choose_tile_n, choose_schedule, staged_inputs): ping-pong
-    with a staged residual, a second output, and the cases that stay cooperative (K past 2048,
-    a residual TMA cannot address or that is not 16-bit, few tiles)."""
+    with a staged residual, a second output or a broadcast input, and the cases that stay
+    cooperative (K past 2048, a residual TMA cannot address or that is not 16-bit, few tiles)."""
     from cute_torch.kernels.gemm_sm90 import host_arguments
     g = torch.Generator().manual_seed(9)
 
@@ -234,6 +234,8 @@ def test_the_cpp_variant_choice_is_the_python_one():
         (randn(2048, 2056), randn(2056, 2048), [bias, randn(2048, 2048)], 1, "256"),       # K = 2056
         (randn(2048, 1024), randn(1024, 2048), [], 2, "128p"),                           # two outputs
         (a, b, [bias], 2, "128p0"),
+        (a, b, [bias], 1, "128p0"),                                                      # a broadcast input
+        (a, b, [randn(2048, 1)], 1, "128p0"),                                            # per-row scales
         (a, b, [randn(2048, 2056)[:, :2048]], 1, "128p1"),                               # row stride 2056
         (a, b, [randn(2048, 2050)[:, :2048]], 1, "256"),                                 # 2050: not TMA's
         (a, b, [randn(2048, 2048, dtype=torch.float32)], 1, "256"),                      # fp32: not staged

@@ -466,13 +466,14 @@ def test_several_outputs_come_from_one_gemm_with_the_stages_that_fit():
 
 
 def test_ping_pong_is_chosen_where_the_epilogue_moves_as_many_bytes_as_the_output():
-    """choose_schedule (mirrored by Gemm.cpp's chooseSchedule): ping-pong for a staged residual
-    or a second output at K <= 2048 on 256-wide problems; host_arguments applies it when neither
-    the tile nor the schedule is given."""
+    """choose_schedule (mirrored by Gemm.cpp's chooseSchedule): ping-pong for a staged residual,
+    a second output, a broadcast input or a function call at K <= 2048 on 256-wide problems;
+    host_arguments applies it when neither the tile nor the schedule is given."""
     from cute_torch.kernels.gemm_sm90 import choose_schedule
     assert choose_schedule(2048, 256, 1, (False, True)) == "pingpong"          # bias + residual
     assert choose_schedule(2048, 256, 2, (False,)) == "pingpong"               # pre-activation + GELU
-    assert choose_schedule(2048, 256, 1, (False,)) == "cooperative"            # a bias alone
+    assert choose_schedule(2048, 256, 1, (False,), fused=True) == "pingpong"   # a bias, or gelu_tanh(acc)
+    assert choose_schedule(2048, 256, 1, ()) == "cooperative"                  # plain, or acc * 0.5
     assert choose_schedule(8192, 256, 1, (False, True)) == "cooperative"       # a long main loop
     assert choose_schedule(2048, 192, 2, ()) == "cooperative"                  # about one wave of tiles
     assert choose_schedule(2048, 256, 2, (), gated=True) == choose_schedule(2048, 256, 2, (), fp8=True) == "cooperative"
@@ -483,7 +484,9 @@ def test_ping_pong_is_chosen_where_the_epilogue_moves_as_many_bytes_as_the_outpu
     config = host_arguments(a, w.t(), c, "acc + x0 + x1", (bias, residual))[3]
     assert (config.tile_n, config.pingpong, config.staged) == (128, True, (False, True))
     assert host_arguments(a, w.t(), c, "acc + x0 + x1", (bias, residual), tile_n=256)[3].pingpong is False
-    assert host_arguments(a, w.t(), c, "acc + x0", (bias,))[3][:2] == (256, False)
+    assert host_arguments(a, w.t(), c, "acc + x0", (bias,))[3][:2] == (128, True)
+    assert host_arguments(a, w.t(), c, "gelu_tanh(acc)")[3][:2] == (128, True)
+    assert host_arguments(a, w.t(), c, "acc * 0.5")[3][:2] == (256, False)
 
 
 def test_small_problems_get_narrower_tiles():

@@ -245,15 +245,19 @@ bool stagedInput(const View &v) {
 }
 
 /// "" for the cooperative schedule, else "p" and a 0/1 per epilogue input (staged or not):
-/// ping-pong where the epilogue moves at least twice the output's bytes (a staged input or a
-/// second output), K is at most 2048 and 256-wide tiles were chosen (kernels/gemm_sm90.py's
-/// choose_schedule, with the measurements).
+/// ping-pong where the epilogue has work to hide (a second output, a staged input, a
+/// broadcast input such as a bias, or a function call: `calls`), K is at most 2048 and
+/// 256-wide tiles were chosen (kernels/gemm_sm90.py's choose_schedule, with the measurements).
 std::string chooseSchedule(const std::vector<View> &views, size_t outputs, int64_t tileN,
-                           bool gated, bool fp8) {
+                           bool calls, bool gated, bool fp8) {
   std::string flags;
-  for (size_t i = 2 + outputs; i < views.size(); ++i)
+  bool broadcast = false;
+  for (size_t i = 2 + outputs; i < views.size(); ++i) {
     flags += stagedInput(views[i]) ? '1' : '0';
-  const bool heavy = outputs >= 2 || flags.find('1') != std::string::npos;
+    for (int d = 0; d < views[i].rank; ++d)
+      broadcast = broadcast || views[i].strides[d] == 0;
+  }
+  const bool heavy = outputs >= 2 || calls || broadcast || flags.find('1') != std::string::npos;
   const int64_t k = views[0].sizes[1];
   return heavy && k <= 2048 && tileN == 256 && !gated && !fp8 ? "p" + flags : "";
 }
@@ -365,6 +369,23 @@ bool namesGateOrUp(const std::string &expr) {
     if (name == "gate" || name == "up")
       return true;
     i = j;
+  }
+  return false;
+}
+
+/// Whether an expression calls a function (an identifier followed by "("): gelu_tanh(acc + x0)
+/// does, acc * 0.5 does not (kernels/gemm_common.py's calls_function).
+bool callsFunction(const std::string &expr) {
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < expr.size(); ++i) {
+    if (!word(expr[i]) || std::isdigit(static_cast<unsigned char>(expr[i])))
+      continue;
+    while (i < expr.size() && word(expr[i]))
+      ++i;
+    while (i < expr.size() && expr[i] == ' ')
+      ++i;
+    if (i < expr.size() && expr[i] == '(')
+      return true;
   }
   return false;
 }
@@ -485,8 +506,8 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
 
 /// The tile columns and the schedule ("" cooperative, or chooseSchedule's "p..." with 128) of
 /// a planned call.
-std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, bool gated,
-                                              bool ampere, int64_t sms) {
+std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, bool calls,
+                                              bool gated, bool ampere, int64_t sms) {
   const std::vector<View> &views = plan.views;
   const int64_t accColumns = gated ? 2 * views[2].sizes[1] : views[2].sizes[1];
   if (ampere)
@@ -494,7 +515,7 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
   const int64_t tileN = chooseTileN(views[2].sizes[0], accColumns, plan.batches, sms, gated,
                                     isKMajor(views[1]) && !isFp8(views[0].tensor.scalar_type()));
   std::string schedule =
-      chooseSchedule(views, outputs, tileN, gated, isFp8(views[0].tensor.scalar_type()));
+      chooseSchedule(views, outputs, tileN, calls, gated, isFp8(views[0].tensor.scalar_type()));
   return {schedule.empty() ? tileN : 128, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
 }
 
@@ -513,7 +534,9 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
   if (plan.views.empty())
     return plan.outs;
   const std::vector<View> &views = plan.views;
-  const auto [tileN, schedule] = chooseVariant(plan, epilogues.size(), gated, ampere, facts.sms);
+  const bool calls = std::any_of(epilogues.begin(), epilogues.end(), callsFunction);
+  const auto [tileN, schedule] =
+      chooseVariant(plan, epilogues.size(), calls, gated, ampere, facts.sms);
   const std::string joined = joinExprs(epilogues);
   std::string key = joined + '\x1f' + static_cast<char>('0' + device) +
                     static_cast<char>('0' + tileN / 64) + static_cast<char>('0' + epilogues.size());
@@ -571,7 +594,7 @@ std::string gemmChoice(const at::Tensor &a, const at::Tensor &b, at::TensorList 
   if (plan.views.empty())
     return "";
   const auto [tileN, schedule] =
-      chooseVariant(plan, static_cast<size_t>(outputs), false, false, sms);
+      chooseVariant(plan, static_cast<size_t>(outputs), false, false, false, sms);
   return std::to_string(tileN) + schedule;
 }
 
