@@ -148,37 +148,49 @@ def fp16(args) -> list:
     return square(args, torch.half, KERNELS[:1], " fp16")
 
 
-def fused(args, m=8192, n=8192, k=4096) -> None:
-    """linear + bias + GELU(tanh) and linear + bias + residual, bf16: ours (one GEMM, the epilogue
-    fused) against our plain GEMM, eager and Inductor, all checked against eager."""
+FUSED_SHAPES = [(8192, 8192, 2048), (8192, 8192, 4096), (8192, 2048, 8192)]
+
+
+def fused(args) -> None:
+    """linear + bias + GELU(tanh), linear + bias + residual and linear + bias, bf16: ours (one
+    GEMM, the epilogue fused, the schedule gemm() chooses) against our best plain GEMM
+    (cooperative or ping-pong), cuBLASLt's own bias + GELU epilogue (torch._addmm_activation),
+    eager and Inductor, all checked against eager."""
     from cute_torch.kernels.gemm_sm90 import gemm
     F = torch.nn.functional
-    x = torch.randn(m, k, device="cuda").bfloat16()
-    w = torch.randn(n, k, device="cuda").bfloat16() / k ** 0.5
-    bias = torch.randn(n, device="cuda").bfloat16()
-    residual = torch.randn(m, n, device="cuda").bfloat16()
-    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    plain = kernel_ms(lambda: gemm(x, w.t(), c), args.repeats)
-    plain_pp = kernel_ms(lambda: gemm(x, w.t(), c, schedule="pingpong"), args.repeats)
-    cases = [("linear+bias+gelu_tanh", "gelu_tanh(acc + x0)", (bias,),
-              lambda x, w, bias, r: F.gelu(F.linear(x, w, bias), approximate="tanh")),
-             ("linear+bias+residual", "acc + x0 + x1", (bias, residual),
-              lambda x, w, bias, r: F.linear(x, w, bias) + r)]
-    print(f"\nfused epilogues, M={m} N={n} K={k}, bf16; GPU ms (all kernels of a call), median of {args.repeats}")
-    print(f"{'case':24} {'schedule':>11} {'ours fused':>10} {'ours plain':>10} {'eager':>8} {'Inductor':>9} "
-          f"{'vs plain':>9} {'vs eager':>9} {'vs Inductor':>11} {'max err':>8}")
-    for name, expr, inputs, eager in cases:
-        reference = eager(x, w, bias, residual)
-        eager_ms = kernel_ms(lambda: eager(x, w, bias, residual), args.repeats)
-        compiled = torch.compile(eager)
-        compiled(x, w, bias, residual)
-        inductor = kernel_ms(lambda: compiled(x, w, bias, residual), args.repeats)
-        for schedule, base in (("cooperative", plain), ("pingpong", plain_pp)):
+    print(f"\nfused epilogues, bf16; GPU ms (all kernels of a call), median of {args.repeats}; 'vs plain': ours "
+          "fused over our faster plain GEMM (cooperative or ping-pong)")
+    print(f"{'case':24} {'M':>5} {'N':>5} {'K':>5} {'ours fused':>10} {'ours plain':>10} {'cuBLASLt':>9} "
+          f"{'eager':>8} {'Inductor':>9} {'vs plain':>9} {'vs cuBLASLt':>11} {'vs Inductor':>11} {'max err':>8}")
+    for m, n, k in FUSED_SHAPES:
+        x = torch.randn(m, k, device="cuda").bfloat16()
+        w = torch.randn(n, k, device="cuda").bfloat16() / k ** 0.5
+        bias = torch.randn(n, device="cuda").bfloat16()
+        residual = torch.randn(m, n, device="cuda").bfloat16()
+        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        plain = min(kernel_ms(lambda: gemm(x, w.t(), c, schedule=s), args.repeats) for s in ("cooperative", "pingpong"))
+        cases = [("linear+bias+gelu_tanh", "gelu_tanh(acc + x0)", (bias,),
+                  lambda x, w, bias, r: F.gelu(F.linear(x, w, bias), approximate="tanh"),
+                  lambda: torch._addmm_activation(bias, x, w.t(), use_gelu=True)),
+                 ("linear+bias+residual", "acc + x0 + x1", (bias, residual),
+                  lambda x, w, bias, r: F.linear(x, w, bias) + r, None),
+                 ("linear+bias", "acc + x0", (bias,), lambda x, w, bias, r: F.linear(x, w, bias),
+                  lambda: F.linear(x, w, bias))]
+        for name, expr, inputs, eager, cublaslt in cases:
+            reference = eager(x, w, bias, residual)
+            eager_ms = kernel_ms(lambda: eager(x, w, bias, residual), args.repeats)
+            compiled = torch.compile(eager)
+            compiled(x, w, bias, residual)
+            inductor = kernel_ms(lambda: compiled(x, w, bias, residual), args.repeats)
+            try:
+                lt = kernel_ms(cublaslt, args.repeats) if cublaslt else float("nan")
+            except RuntimeError:              # a torch build without cuBLASLt's epilogue
+                lt = float("nan")
             c.fill_(float("nan"))
-            ours = kernel_ms(lambda: gemm(x, w.t(), c, expr, inputs, schedule=schedule), args.repeats)
+            ours = kernel_ms(lambda: gemm(x, w.t(), c, expr, inputs), args.repeats)
             err = _error(c, reference)
-            print(f"{name:24} {schedule:>11} {ours:10.3f} {base:10.3f} {eager_ms:8.3f} {inductor:9.3f} "
-                  f"{ours / base:9.3f} {eager_ms / ours:9.2f} {inductor / ours:11.2f} {err:8.1e}"
+            print(f"{name:24} {m:5} {n:5} {k:5} {ours:10.3f} {plain:10.3f} {lt:9.3f} {eager_ms:8.3f} {inductor:9.3f} "
+                  f"{ours / plain:9.3f} {lt / ours:11.2f} {inductor / ours:11.2f} {err:8.1e}"
                   f"{'  WRONG' if err > 2e-2 else ''}", flush=True)
 
 
