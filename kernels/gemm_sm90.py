@@ -93,8 +93,9 @@ class Config(NamedTuple):
     columns, row by row) instead of along M, for N much larger than M; clusters of two CTAs on
     vertically adjacent tiles, which share their B tiles (each loads half and multicasts it to
     both: half the B traffic through L2); per epilogue input, whether it is staged: a whole
-    (M, N) input that ping-pong reads by TMA into shared memory, a tile at a time, and from there
-    by ldmatrix in the accumulators' order (staged_inputs)."""
+    (M, N) input read by TMA into shared memory, a tile at a time, and from there by ldmatrix in
+    the accumulators' order (staged_inputs; ping-pong loads it as an epilogue starts, the
+    cooperative schedule as the tile's main loop starts)."""
     tile_n: int = 256
     pingpong: bool = False
     raster_n: bool = False
@@ -109,20 +110,22 @@ def _stages(outputs, tile_n: int, pingpong: bool = False, gated: bool = False, s
     16-bit outputs."""
     widths = (2,) * outputs if isinstance(outputs, int) else tuple(outputs)
     out_cols = tile_n // 2 if gated else tile_n
-    box_n = epi_n(len(widths), out_cols, max(widths))
+    box_n = epi_n(len(widths), out_cols, max(widths), narrow=staged > 0 and not pingpong)
     epilogue = sum(out_buffers(out_cols, box_n) * BM * box_n * w for w in widths) + staged * BM * out_cols * 2
     most = PINGPONG_STAGES if pingpong else MAX_STAGES
     return min(most, (SMEM_BYTES - epilogue - 1024) // ((BM + tile_n) * BK * 2))
 
 
-def epi_n(outputs: int, out_cols: int = 256, widest: int = 2) -> int:
+def epi_n(outputs: int, out_cols: int = 256, widest: int = 2, narrow: bool = False) -> int:
     """Columns of an output box, for tiles of `out_cols` output columns: 64 (128 bytes of a
     16-bit row), or 32 with several outputs, whose buffers would otherwise take an operand stage
     (two outputs at 256 wide: 4 stages instead of 3), with an fp32 output (whose 32 columns are
-    128 bytes) and for 192-column tiles (an even number of boxes per tile: box s goes through
-    buffer s % 2); never more than the tile has (a gated 64-wide tile: 32), and a divisor of
-    the tile's columns (16 for 144: 32-byte rows, swizzled by 32 bytes)."""
-    wide = outputs == 1 and widest == 2 and out_cols != 192
+    128 bytes), for 192-column tiles (an even number of boxes per tile: box s goes through
+    buffer s % 2) and with `narrow` (a cooperative tile's staged input takes 64 KB: 3 stages
+    fit beside it with 32-column output boxes, 2 with 64); never more than the tile has (a
+    gated 64-wide tile: 32), and a divisor of the tile's columns (16 for 144: 32-byte rows,
+    swizzled by 32 bytes)."""
+    wide = outputs == 1 and widest == 2 and out_cols != 192 and not narrow
     box = min(out_cols, EPI_N if wide else EPI_N // 2)
     while out_cols % box:
         box //= 2
@@ -251,6 +254,19 @@ def _release(pipe, state, lane, cm: Constexpr):
         pipe.consumer_release(state)
 
 
+@cute.jit
+def _load_staged(tma_rs, sRs, gRs, bar, m, n, l, boxes: Constexpr, ctid):
+    """The first consumer thread loads tile (m, n, l) of each staged input into its shared tile,
+    `boxes` TMA boxes each, counted by `bar`. Every consumer's ldmatrix reads of the previous
+    tile there are done (a barrier since): a proxy fence orders them before the TMA writes."""
+    if ctid == 0:
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, sum(r.size_in_bytes for r in tma_rs) * boxes)
+        for tma_r, sR, gR in zip(tma_rs, sRs, gRs):
+            for s in cute.range_constexpr(boxes):
+                cute.copy(tma_r, _tile(gR, m, n * boxes + s, l), sR[None, None, s], tma_bar_ptr=bar)
+
+
 def _tile(tiles, i, j, l):
     """One tile of a (rows, cols, tiles_i, tiles_j[, L]) coordinate tensor."""
     return tiles[(None, None, i, j) + ((l,) if len(tiles.shape) == 5 else ())]
@@ -279,13 +295,15 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
     sA = smem.allocate_tensor(tma_a.dtype, swizzled(BM, bk, stages, k_major[0], tma_a.dtype.width // 8), 1024)
     sB = smem.allocate_tensor(tma_b.dtype, swizzled(BN, bk, stages, k_major[1], tma_b.dtype.width // 8), 1024)
     widths = tuple(t.width // 8 for t in out_types)
-    box_n = epi_n(len(out_types), out_n, max(widths))
+    box_n = epi_n(len(out_types), out_n, max(widths), narrow=bool(tma_rs) and not pingpong)
     buffers = out_buffers(out_n, box_n)
     sCs = [smem.allocate_tensor(t, swizzled(BM, box_n, buffers, elem_bytes=w), 1024)   # per output
            for t, w in zip(out_types, widths)]
-    # Staged inputs: each a whole output tile (boxes of 128 x box_n), filled by TMA at the start of
-    # an epilogue (ping-pong: the warpgroups take turns with them as with the output buffers) and
-    # read by ldmatrix; one barrier counts the bytes.
+    # Staged inputs: each a whole output tile (boxes of 128 x box_n), filled by TMA (_load_staged)
+    # at the start of an epilogue (ping-pong: the warpgroups take turns with them as with the
+    # output buffers) or of the tile's main loop (cooperative: the previous epilogue's reads are
+    # done, and the load has the main loop's time to land) and read by ldmatrix; one barrier
+    # counts the bytes.
     staged = config.staged if cute.const_expr(bool(config.staged)) else (False,) * len(inputs)
     sRs = [smem.allocate_tensor(r.dtype, swizzled(BM, box_n, out_n // box_n), 1024) for r in tma_rs]
     bars = smem.allocate_tensor(cute.Int64, cute.make_layout(2 * stages + (1 if tma_rs else 0)), 8)
@@ -394,6 +412,8 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
                 # (mbarrier phases are told apart by their parity only).
                 if tile_id != first:
                     cute.arch.barrier(barrier_id=ORDER_BARRIER + owner, number_of_threads=2 * 128)
+            if cute.const_expr(bool(tma_rs) and not pingpong):
+                _load_staged(tma_rs, sRs, gRs, staged_bar, m, n, l, boxes, ctid)
             for kt in range(k_tiles):
                 pipe.consumer_wait(state)
                 warpgroup.fence()
@@ -430,16 +450,13 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
                 if tile_id != first:
                     cute.arch.barrier(barrier_id=BUFFERS_BARRIER + owner, number_of_threads=2 * 128)
             if cute.const_expr(bool(tma_rs)):
-                # The staged inputs' tile, now that their buffers are this warpgroup's (the other's
-                # ldmatrix reads are done: a proxy fence orders them before the TMA writes). The
-                # CTA's epilogues alternate between the owners, so this one waits on parity `owner`.
-                if ctid == 0:
-                    cute.arch.fence_proxy("async.shared", space="cta")
-                    cute.arch.mbarrier_arrive_and_expect_tx(staged_bar, sum(r.size_in_bytes for r in tma_rs) * boxes)
-                    for tma_r, sR, gR in zip(tma_rs, sRs, gRs):
-                        for s in cute.range_constexpr(boxes):
-                            cute.copy(tma_r, _tile(gR, m, n * boxes + s, l), sR[None, None, s], tma_bar_ptr=staged_bar)
-                cute.arch.mbarrier_wait(staged_bar, owner)
+                if cute.const_expr(pingpong):
+                    # The staged inputs' tile, now that their buffers are this warpgroup's. The CTA's
+                    # epilogues alternate between the owners, so this one waits on parity `owner`.
+                    _load_staged(tma_rs, sRs, gRs, staged_bar, m, n, l, boxes, ctid)
+                    cute.arch.mbarrier_wait(staged_bar, owner)
+                else:                                     # one load per tile of this CTA
+                    cute.arch.mbarrier_wait(staged_bar, (tile_id - first) // step % 2)
             # The epilogue: fused math in registers, 16-bit values to shared memory, TMA out.
             for s in cute.range_constexpr(boxes):
                 # Buffer s % 2 is free once the store issued from it two boxes ago has read it (with
@@ -513,7 +530,8 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     gated = is_gated(epilogues)
     out_n = BN // 2 if gated else BN
     widths = tuple(out.element_type.width // 8 for out in outs)
-    box_n = epi_n(len(outs), out_n, max(widths))
+    staged = config.staged or (False,) * len(inputs)
+    box_n = epi_n(len(outs), out_n, max(widths), narrow=any(staged) and not pingpong)
     stores = [cpasync.make_tiled_tma_atom(store, out, swizzled(BM, box_n, elem_bytes=w), (BM, box_n))
               for out, w in zip(outs, widths)]
     tma_cs, mC = tuple(atom for atom, _ in stores), stores[0][1]   # one coordinate tensor serves all
@@ -526,7 +544,6 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     out_types = tuple(out.element_type for out in outs)
     stsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), t), out_mma)
                   if t.width == 16 else None for t in out_types)
-    staged = config.staged or (False,) * len(inputs)
     loads = [cpasync.make_tiled_tma_atom(load, x, swizzled(BM, box_n), (BM, box_n))
              for x, st in zip(inputs, staged) if st]
     tma_rs, mRs = tuple(atom for atom, _ in loads), tuple(coords for _, coords in loads)
@@ -695,6 +712,10 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
         raise ValueError(f"gemm: raster is 'm' or 'n', got {raster!r}")
     if cluster and pingpong:
         raise ValueError("gemm: clusters are for the cooperative schedule")
-    config = Config(tile_n, pingpong, raster == "n", bool(cluster), staged if pingpong and any(staged) else ())
+    if any(staged) and not pingpong:     # the cooperative schedule stages where 3 operand stages still fit
+        widths = tuple(out.element_size() for out in outs)
+        fits = tile_n in (128, 256) and _stages(widths, tile_n, False, gated, sum(staged)) >= 3
+        staged = staged if fits and not (gated or cluster) and a.element_size() == 2 else ()
+    config = Config(tile_n, pingpong, raster == "n", bool(cluster), staged if any(staged) else ())
     return (*dynamic[:2], sms, config, epilogues, dtypes, pairs, *dynamic[2:])
 

@@ -221,8 +221,9 @@ def test_the_cpp_views_are_the_python_ones():
 def test_the_cpp_variant_choice_is_the_python_one():
     """cute::gemm_choice (Gemm.cpp's chooseTileN and chooseSchedule, what cute::gemm runs)
     against host_arguments' Config (choose_tile_n, choose_schedule, staged_inputs): ping-pong
-    with a staged residual, a second output or a broadcast input, and the cases that stay
-    cooperative (K past 2048, a residual TMA cannot address or that is not 16-bit, few tiles)."""
+    with a staged residual, a second output or a broadcast input; cooperative past K = 2048,
+    staging a residual where 3 operand stages fit beside it ("c01"), and for a residual TMA
+    cannot address or that is not 16-bit, or few tiles."""
     from cute_torch.kernels.gemm_sm90 import host_arguments
     g = torch.Generator().manual_seed(9)
 
@@ -231,7 +232,8 @@ def test_the_cpp_variant_choice_is_the_python_one():
     a, b, bias = randn(2048, 2048), randn(2048, 2048), randn(2048)
     cases = [                          # (a, b, inputs, outputs, what Gemm.cpp chooses)
         (a, b, [bias, randn(2048, 2048)], 1, "128p01"),
-        (randn(2048, 2056), randn(2056, 2048), [bias, randn(2048, 2048)], 1, "256"),       # K = 2056
+        (randn(2048, 2056), randn(2056, 2048), [bias, randn(2048, 2048)], 1, "256c01"),    # K = 2056: staged
+        (randn(2048, 2056), randn(2056, 2048), [bias, randn(2048, 2048)], 2, "256"),       # no room to stage
         (randn(2048, 1024), randn(1024, 2048), [], 2, "128p"),                           # two outputs
         (a, b, [bias], 2, "128p0"),
         (a, b, [bias], 1, "128p0"),                                                      # a broadcast input
@@ -253,7 +255,8 @@ def test_the_cpp_variant_choice_is_the_python_one():
         exprs = ("acc" + "".join(f" + x{i}" for i in range(len(inputs))),) * outputs
         config = host_arguments(a_, b_, outs, exprs if outputs > 1 else exprs[0], inputs)[3]
         staged = "".join("1" if s else "0" for s in (config.staged or (False,) * len(inputs)))
-        assert f"{config.tile_n}" + ("p" + staged if config.pingpong else "") == want, (a_.shape, want, config)
+        schedule = "p" + staged if config.pingpong else "c" + staged if config.staged else ""
+        assert f"{config.tile_n}{schedule}" == want, (a_.shape, want, config)
 
 
 def _operands(m, n, k, seed, batch=None, dtype=torch.bfloat16):
@@ -350,7 +353,7 @@ def test_operands_tma_cannot_read_in_place_are_copied_not_refused():
 def test_the_op_schedules_like_the_python_gemm(monkeypatch):
     """Gemm.cpp's chooseSchedule is kernels/gemm_sm90.choose_schedule: a K = 2048 GEMM with a
     bias and a residual runs ping-pong with the residual staged, K = 2056 the cooperative
-    kernel; both against float64."""
+    kernel, staging it too; both against float64."""
     from cute_torch.kernels.gemm_sm90 import choose_schedule, choose_tile_n
     seen, build = [], gemm_build.build
     monkeypatch.setattr(gemm_build, "build", lambda *args, **kw: seen.append((args[3], args[6])) or build(*args, **kw))
@@ -364,8 +367,8 @@ def test_the_op_schedules_like_the_python_gemm(monkeypatch):
                a.double() @ b.double() + bias.double() + residual.double() * 0.375)
         tile_n = choose_tile_n(2048, 2048, 1, sms)
         pingpong = choose_schedule(k, tile_n, 1, (False, True)) == "pingpong"
-        want.append((128, "p01") if pingpong else (tile_n, ""))
-    assert seen == want and want[0] == (128, "p01") and want[1][1] == ""
+        want.append((128, "p01") if pingpong else (tile_n, "c01"))
+    assert seen == want and want[0] == (128, "p01") and want[1][1] == "c01"
 
 
 @pytest.mark.gpu

@@ -70,8 +70,10 @@ def test_a_batched_gemm_uses_three_dimensional_boxes():
 
 def test_an_expression_epilogue_reads_its_inputs_at_each_accumulator():
     a, b = _operands(300, 520, 448, torch.bfloat16)
-    c, bias, residual = torch.empty(300, 520).bfloat16(), torch.randn(520), torch.randn(300, 520).bfloat16()
+    # The residual's row stride (522: even, 1044 bytes) is not TMA's, so it is not staged.
+    c, bias, residual = torch.empty(300, 520).bfloat16(), torch.randn(520), torch.randn(300, 522).bfloat16()[:, :520]
     args = host_arguments(a, b, c, "gelu(acc + x0) + x1", (bias, residual), tile_n=256)
+    assert args[3].staged == ()
     ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
     # Each thread reads its 128 accumulators' residual (bf16) elements two adjacent columns per load,
     # and the bias (fp32) once per column pair of each 16-column group (the broadcast stride stays
@@ -211,6 +213,7 @@ def run_small():
     _few_ctas(3, "pingpong")
     _few_ctas(4, "cooperative", cluster=True)
     _staged_check(300, 520, 448, seed=1)
+    _staged_check(300, 520, 448, seed=2, tile_n=256)       # the cooperative schedule's staging
     test_fp32_outputs_match_matmul(256, None)
     test_gated_epilogues_match_torch(128, "pingpong")
 
@@ -399,14 +402,30 @@ def test_ping_pong_stages_a_residual_and_reads_it_by_ldmatrix():
     assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 5  # A, B (2 boxes), the residual's 2
     assert ptx.count("ld.global.b32") == 28 and "ld.global.b16" not in ptx     # the bias's column pairs only
     assert kernel.metadata["kernels"][0]["spill_stores"] == 0
-    # Not staged: the cooperative schedule, an odd row stride (TMA cannot address it), fp32.
-    assert host_arguments(a, b, c, "acc + x0", (residual,))[3].staged == ()
+    # Not staged: a 192-wide cooperative tile, an odd row stride (TMA cannot address it), fp32.
+    assert host_arguments(a, b, c, "acc + x0", (residual,), tile_n=192)[3].staged == ()
     odd = torch.randn(304, 521).bfloat16()[:, :520]
     assert host_arguments(a, b, c, "acc + x0", (odd,), schedule="pingpong")[3].staged == ()
     assert host_arguments(a, b, c, "acc + x0", (residual.float(),), schedule="pingpong")[3].staged == ()
 
 
-def _staged_check(m, n, k, batches=None, outputs=1, seed=0):
+def test_the_cooperative_schedule_stages_a_residual_where_three_stages_fit():
+    """A cooperative 128 x 256 tile stages a 16-bit residual (64 KB) beside 3 operand stages, its
+    output leaving in 32-column boxes; a second output leaves room for 2 only: not staged then
+    (128-wide tiles are)."""
+    a, b = _operands(304, 520, 448, torch.bfloat16)
+    c, bias, residual = torch.empty(304, 520).bfloat16(), torch.randn(520).bfloat16(), torch.randn(304, 520).bfloat16()
+    args = host_arguments(a, b, c, "acc + x0 + x1", (bias, residual), tile_n=256)
+    assert (args[3].pingpong, args[3].staged) == (False, (False, True))
+    assert _stages(1, 256, staged=1) == 3 and epi_n(1, 256, narrow=True) == 32
+    kernel = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"})
+    assert kernel.__ptx__.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 16   # 256 columns / 16
+    assert kernel.metadata["kernels"][0]["spill_stores"] == 0
+    assert host_arguments(a, b, (c, c), ("acc + x1", "acc"), (bias, residual), tile_n=256)[3].staged == ()
+    assert host_arguments(a, b, (c, c), ("acc + x1", "acc"), (bias, residual), tile_n=128)[3].staged == (False, True)
+
+
+def _staged_check(m, n, k, batches=None, outputs=1, seed=0, **variant):
     g = torch.Generator().manual_seed(seed)
     lead = (batches,) if batches else ()
     a = torch.randn(*lead, m, k, generator=g).bfloat16().cuda()
@@ -416,7 +435,7 @@ def _staged_check(m, n, k, batches=None, outputs=1, seed=0):
     outs = tuple(torch.full((*lead, m, n), float("nan"), dtype=torch.bfloat16, device="cuda") for _ in range(outputs))
     epilogues = ("acc + x0 + x1", "relu(acc + x1)")[:outputs]
     gemm(a, b, outs if outputs > 1 else outs[0], epilogues if outputs > 1 else epilogues[0], (bias, residual),
-         schedule="pingpong")
+         **(variant or {"schedule": "pingpong"}))
     torch.cuda.synchronize()
     acc = a.double() @ b.double()
     wants = (acc + bias.double() + residual.double(), torch.relu(acc + residual.double()))
@@ -427,14 +446,16 @@ def _staged_check(m, n, k, batches=None, outputs=1, seed=0):
 @pytest.mark.gpu
 @needs_sm90a
 @pytest.mark.parametrize("m,n,k", [(128, 128, 64), (300, 520, 448), (1024, 768, 1000), (1000, 1032, 2056)])
-def test_a_staged_residual_matches_torch(m, n, k):
-    _staged_check(m, n, k, seed=m + n)
+@pytest.mark.parametrize("variant", [{"schedule": "pingpong"}, {"tile_n": 256}, {"tile_n": 128}])
+def test_a_staged_residual_matches_torch(m, n, k, variant):
+    _staged_check(m, n, k, seed=m + n, **variant)
 
 
 @pytest.mark.gpu
 @needs_sm90a
-def test_a_staged_residual_with_two_outputs_and_batches_matches_torch():
-    _staged_check(300, 264, 320, batches=3, outputs=2, seed=5)
+@pytest.mark.parametrize("variant", [{"schedule": "pingpong"}, {"tile_n": 128}])
+def test_a_staged_residual_with_two_outputs_and_batches_matches_torch(variant):
+    _staged_check(300, 264, 320, batches=3, outputs=2, seed=5, **variant)
 
 
 @pytest.mark.parametrize("tiles_m,tiles_n,batches", [(1, 1, 1), (7, 3, 1), (8, 8, 2), (17, 5, 3), (33, 1, 1)])

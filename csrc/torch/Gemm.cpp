@@ -244,10 +244,24 @@ bool stagedInput(const View &v) {
   return true;
 }
 
-/// "" for the cooperative schedule, else "p" and a 0/1 per epilogue input (staged or not):
-/// ping-pong where the epilogue has work to hide (a second output, a staged input, a
-/// broadcast input such as a bias, or a function call: `calls`), K is at most 2048 and
-/// 256-wide tiles were chosen (kernels/gemm_sm90.py's choose_schedule, with the measurements).
+/// Whether the cooperative schedule's `tileN`-wide tiles keep 3 operand stages beside
+/// `staged` whole input tiles and the outputs' 32-column boxes (kernels/gemm_sm90.py's
+/// _stages and host_arguments).
+bool cooperativeStages(const std::vector<View> &views, size_t outputs, int64_t tileN,
+                       size_t staged) {
+  constexpr int64_t kSmemBytes = 227 * 1024, kRows = 128, kDepth = 64, kBox = 32;
+  int64_t epilogue = static_cast<int64_t>(staged) * kRows * tileN * 2;
+  for (size_t i = 2; i < 2 + outputs; ++i)
+    epilogue += 2 * kRows * kBox * views[i].tensor.element_size();
+  return (tileN == 128 || tileN == 256) &&
+         (kSmemBytes - epilogue - 1024) / ((kRows + tileN) * kDepth * 2) >= 3;
+}
+
+/// "" for the cooperative schedule, else "p" (ping-pong) or "c" (cooperative, staging a whole
+/// input) and a 0/1 per epilogue input (staged or not): ping-pong where the epilogue has work
+/// to hide (a second output, a staged input, a broadcast input such as a bias, or a function
+/// call: `calls`), K is at most 2048 and 256-wide tiles were chosen (kernels/gemm_sm90.py's
+/// choose_schedule, with the measurements).
 std::string chooseSchedule(const std::vector<View> &views, size_t outputs, int64_t tileN,
                            bool calls, bool gated, bool fp8) {
   std::string flags;
@@ -259,7 +273,11 @@ std::string chooseSchedule(const std::vector<View> &views, size_t outputs, int64
   }
   const bool heavy = outputs >= 2 || calls || broadcast || flags.find('1') != std::string::npos;
   const int64_t k = views[0].sizes[1];
-  return heavy && k <= 2048 && tileN == 256 && !gated && !fp8 ? "p" + flags : "";
+  if (heavy && k <= 2048 && tileN == 256 && !gated && !fp8)
+    return "p" + flags;
+  const size_t staged = std::count(flags.begin(), flags.end(), '1');
+  return staged && !gated && !fp8 && cooperativeStages(views, outputs, tileN, staged) ? "c" + flags
+                                                                                      : "";
 }
 
 /// The Ampere kernels' tile columns: 256 unless 128 x 256 tiles would leave more than half the
@@ -516,7 +534,8 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
                                     isKMajor(views[1]) && !isFp8(views[0].tensor.scalar_type()));
   std::string schedule =
       chooseSchedule(views, outputs, tileN, calls, gated, isFp8(views[0].tensor.scalar_type()));
-  return {schedule.empty() ? tileN : 128, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
+  const bool pingpong = !schedule.empty() && schedule[0] == 'p';
+  return {pingpong ? 128 : tileN, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
 }
 
 std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
