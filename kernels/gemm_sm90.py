@@ -31,7 +31,9 @@ last wave ends first, such as 144 at 1536^3: 132 tiles for 132 SMs: choose_tile_
     sends the box out with a TMA store, and the next box fills the other buffer while that store
     reads; the next tile's k-loop starts while the last stores drain. An expression's inputs
     are read a box ahead of their math, two adjacent columns per load where the strides allow
-    (the first box while the tile's last wgmmas run);
+    (the first box while the tile's last wgmmas run), except a whole 16-bit (M, N) input such
+    as a residual, whose tile arrives by TMA into shared memory while the main loop runs and
+    is read by ldmatrix (staged_inputs; 3 operand stages then, and 32-column boxes);
   * tiles are visited batch by batch, in groups of GROUP_M tile rows (grouped rasterization) so
     that CTAs running at the same time share A and B tiles in L2;
   * with `cluster=True`, clusters of two CTAs take vertically adjacent tiles, which need the same
