@@ -104,6 +104,12 @@ class Config(NamedTuple):
     cluster: bool = False
     staged: tuple = ()          # per epilogue input: read through shared memory (TMA, ldmatrix)
 
+    @property
+    def narrow_boxes(self) -> bool:
+        """Whether the outputs leave in 32-column boxes to make room for a cooperative tile's
+        staged inputs (epi_n's `narrow`)."""
+        return any(self.staged) and not self.pingpong
+
 
 def _stages(outputs, tile_n: int, pingpong: bool = False, gated: bool = False, staged: int = 0) -> int:
     """Operand stages that fit beside the outputs' buffers (out_buffers 128 x epi_n boxes per
@@ -297,7 +303,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
     sA = smem.allocate_tensor(tma_a.dtype, swizzled(BM, bk, stages, k_major[0], tma_a.dtype.width // 8), 1024)
     sB = smem.allocate_tensor(tma_b.dtype, swizzled(BN, bk, stages, k_major[1], tma_b.dtype.width // 8), 1024)
     widths = tuple(t.width // 8 for t in out_types)
-    box_n = epi_n(len(out_types), out_n, max(widths), narrow=bool(tma_rs) and not pingpong)
+    box_n = epi_n(len(out_types), out_n, max(widths), narrow=config.narrow_boxes)
     buffers = out_buffers(out_n, box_n)
     sCs = [smem.allocate_tensor(t, swizzled(BM, box_n, buffers, elem_bytes=w), 1024)   # per output
            for t, w in zip(out_types, widths)]
@@ -532,8 +538,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     gated = is_gated(epilogues)
     out_n = BN // 2 if gated else BN
     widths = tuple(out.element_type.width // 8 for out in outs)
-    staged = config.staged or (False,) * len(inputs)
-    box_n = epi_n(len(outs), out_n, max(widths), narrow=any(staged) and not pingpong)
+    box_n = epi_n(len(outs), out_n, max(widths), narrow=config.narrow_boxes)
     stores = [cpasync.make_tiled_tma_atom(store, out, swizzled(BM, box_n, elem_bytes=w), (BM, box_n))
               for out, w in zip(outs, widths)]
     tma_cs, mC = tuple(atom for atom, _ in stores), stores[0][1]   # one coordinate tensor serves all
@@ -546,6 +551,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     out_types = tuple(out.element_type for out in outs)
     stsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), t), out_mma)
                   if t.width == 16 else None for t in out_types)
+    staged = config.staged or (False,) * len(inputs)
     loads = [cpasync.make_tiled_tma_atom(load, x, swizzled(BM, box_n), (BM, box_n))
              for x, st in zip(inputs, staged) if st]
     tma_rs, mRs = tuple(atom for atom, _ in loads), tuple(coords for _, coords in loads)

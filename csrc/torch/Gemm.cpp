@@ -522,8 +522,8 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
   return plan;
 }
 
-/// The tile columns and the schedule ("" cooperative, or chooseSchedule's "p..." with 128) of
-/// a planned call.
+/// The tile columns and the schedule ("" cooperative, or chooseSchedule's "c..." or "p...",
+/// the latter with 128) of a planned call.
 std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, bool calls,
                                               bool gated, bool ampere, int64_t sms) {
   const std::vector<View> &views = plan.views;

@@ -46,8 +46,9 @@ def build(epilogues: str, outputs: int, views: str, tile_n: int, device: int, fa
           schedule: str = "", arch: str | None = None):
     """(host entry address, runtime address, *recipe, the compiled function that keeps both
     alive) for cute::gemm's C++ cache. `family` picks the kernels (90 or 80); `schedule` is
-    Gemm.cpp's chooseSchedule: "" cooperative, else "p" and per epilogue input whether
-    ping-pong stages it ("p01"); `arch` (tests without a GPU) overrides the device's."""
+    Gemm.cpp's chooseSchedule: "" cooperative, else "p" (ping-pong) or "c" (cooperative) and
+    per epilogue input whether it is staged ("p01", "c01"); `arch` (tests without a GPU)
+    overrides the device's."""
     args = [_view(text, device) for text in views.split("|")]
     exprs = tuple(epilogues.split(SEPARATOR))
     if len(exprs) != outputs:
