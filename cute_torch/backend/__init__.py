@@ -36,6 +36,7 @@ from .report import emit, graph_text
 from .rewrite import BackendError, apply
 from .rows import fuse_rows
 from .torch_calls import replace_calls
+from .views import reinterpret_views
 
 __all__ = ["BackendError", "Options", "aot_backend", "cute_backend", "decompositions", "rewrite_graph"]
 
@@ -76,10 +77,12 @@ def _run_pointwise(expr: str, inputs: list, dtype):
 
 
 def _runtime_forward(gm: fx.GraphModule):
-    """The rewritten graph as fallback="aten" runs it: single-output kernels through the short
-    entry, and the generated forward called directly (not through nn.Module.__call__), below
-    autograd. AOTAutograd differentiates around the graph, so no op in it needs its autograd
-    kernel, which for our ops (torch.library.register_autograd) is Python run on every call."""
+    """The rewritten graph as fallback="aten" runs it: views of static shape as one cheap call
+    (views.py), single-output kernels through the short entry, and the generated forward called
+    directly (not through nn.Module.__call__), below autograd. AOTAutograd differentiates around
+    the graph, so no op in it needs its autograd kernel, which for our ops
+    (torch.library.register_autograd) is Python run on every call."""
+    reinterpret_views(gm)
     for node in gm.graph.nodes:
         if node.target is torch.ops.cute.pointwise.default:
             node.target = _run_pointwise
