@@ -31,7 +31,8 @@ def _smem_layout(dtype_bytes, tile=(TILE, 64), bits=3):
 
 
 @cute.kernel
-def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile: cute.Constexpr, bits: cute.Constexpr):
+def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile: cute.Constexpr, bits: cute.Constexpr,
+                   policy: cute.Constexpr = None):
     tm, tn = tile
     sT = cute.arch.alloc_smem(cute.BFloat16, _smem_layout(2, tile, bits), alignment=1024)
     bar = cute.arch.alloc_smem(cute.Int64, (1,))
@@ -47,7 +48,7 @@ def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile: cute.Con
         cpasync.prefetch_descriptor(load_atom)
         cute.prefetch(load_atom, gS)                       # into L2 (a hint; the load follows at once)
         cute.arch.mbarrier_arrive_and_expect_tx(bar.iterator, load_atom.size_in_bytes)
-        cute.copy(load_atom, gS, sT, tma_bar_ptr=bar.iterator)
+        cute.copy(load_atom, gS, sT, tma_bar_ptr=bar.iterator, cache_policy=policy)
     cute.arch.mbarrier_wait(bar.iterator, 0)
     for i in cute.range_constexpr(tm * tn // 128):
         r, c = (tid + 128 * i) // tn, (tid + 128 * i) % tn
@@ -61,12 +62,13 @@ def _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile: cute.Con
 
 
 @cute.jit
-def _tma_host(src: cute.Tensor, dst: cute.Tensor, tile: cute.Constexpr = (TILE, 64), bits: cute.Constexpr = 3):
+def _tma_host(src: cute.Tensor, dst: cute.Tensor, tile: cute.Constexpr = (TILE, 64), bits: cute.Constexpr = 3,
+              policy: cute.Constexpr = None):
     layout = _smem_layout(2, tile, bits)
     load_atom, src_coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), src, layout, tile)
     store_atom, dst_coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), dst, layout, tile)
     m, n = cute.size(src, mode=[0]), cute.size(src, mode=[1])
-    _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile, bits).launch(
+    _tma_roundtrip(load_atom, store_atom, src_coords, dst_coords, tile, bits, policy).launch(
         grid=(cute.ceil_div(m, tile[0]), cute.ceil_div(n, tile[1]), 1), block=(128, 1, 1))
 
 
@@ -92,6 +94,38 @@ def test_tma_copies_reach_ptx_with_a_grid_constant_descriptor():
                         "cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read 0"):
         assert instruction in ptx, instruction
     assert ".param .align 64 .b8" in ptx
+
+
+@pytest.mark.parametrize("policy,value", [(cute.nvgpu.CacheEvictionPriority.EVICT_FIRST, 0x12F0000000000000),
+                                          (cute.nvgpu.CacheEvictionPriority.EVICT_LAST, 0x14F0000000000000),
+                                          (0x1000000000000000, 0x1000000000000000)])
+def test_a_tma_load_takes_an_l2_cache_policy(policy, value):
+    """cache_policy= (CuTe DSL's keyword): the load carries .L2::cache_hint with the 64-bit policy;
+    the store and the loads without one do not."""
+    src = torch.randn(200, 136).bfloat16()
+    ptx = cute.compile(_tma_host, src, torch.empty_like(src), (TILE, 64), 3, policy, options={"arch": "sm_90a"}).__ptx__
+    hinted = [line for line in ptx.splitlines() if ".L2::cache_hint" in line]
+    assert len(hinted) == 1 and "cp.async.bulk.tensor.2d.shared::cluster.global" in hinted[0]
+    assert hinted[0].rstrip(";").split(",")[-1].strip() in (str(value), str(value - (1 << 64)), hex(value))
+    plain = cute.compile(_tma_host, src, torch.empty_like(src), options={"arch": "sm_90a"}).__ptx__
+    assert ".L2::cache_hint" not in plain
+
+
+def test_a_cache_policy_goes_with_a_tma_load_only():
+    @cute.kernel
+    def store_with_a_policy(atom, coords):
+        sT = cute.arch.alloc_smem(cute.BFloat16, _smem_layout(2), alignment=1024)
+        cute.copy(atom, sT, cute.local_tile(coords, (TILE, 64), (0, 0)),
+                  cache_policy=cute.nvgpu.CacheEvictionPriority.EVICT_FIRST)
+
+    @cute.jit
+    def host(dst: cute.Tensor):
+        atom, coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), dst, _smem_layout(2), (TILE, 64))
+        store_with_a_policy(atom, coords).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+    with pytest.raises(DSLError, match="cache_policy= goes with a TMA load") as err:
+        cute.compile(host, torch.zeros(128, 64).bfloat16(), options={"arch": "sm_90a"})
+    assert "test_tma.py" in str(err.value)
 
 
 def test_prefetch_takes_a_tma_load_atom():
@@ -136,11 +170,11 @@ def test_tma_errors_name_the_problem_at_the_users_line():
     assert "is not made of TMA boxes" in str(err.value) and "test_tma.py" in str(err.value)
 
 
-def run_round_trip(shape=(200, 136), tile=(TILE, 64), bits=3):
+def run_round_trip(shape=(200, 136), tile=(TILE, 64), bits=3, policy=None):
     g = torch.Generator().manual_seed(5)
     src = torch.randn(*shape, generator=g).bfloat16().cuda()
     dst = torch.full_like(src, float("nan"))
-    _tma_host(src, dst, tile, bits)
+    _tma_host(src, dst, tile, bits, policy)
     torch.cuda.synchronize()
     assert torch.equal(dst.cpu(), _expected(src, tile))
 
@@ -153,6 +187,12 @@ def run_round_trip(shape=(200, 136), tile=(TILE, 64), bits=3):
 def test_tma_round_trip_of_every_tile(shape, tile, bits):
     """Every swizzle mode (128/64/32 bytes, none), tails in both modes, and a tile of 4 boxes."""
     run_round_trip(shape, tile, bits)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_a_tma_load_with_an_evict_first_policy_moves_the_same_data():
+    run_round_trip(policy=cute.nvgpu.CacheEvictionPriority.EVICT_FIRST)
 
 
 @pytest.mark.parametrize("tile,bits,boxes", [((64, 32), 2, 1), ((64, 64), 2, 2), ((64, 16), 1, 1), ((64, 64), 0, 1)])

@@ -4,5 +4,6 @@ names. `warp` holds the Ampere-style warp MMA (mma.sync), `warpgroup` Hopper's w
 
 from ..tiled_copy import CopyUniversalOp
 from . import cpasync, warp, warpgroup
+from .cpasync import CacheEvictionPriority
 
-__all__ = ["CopyUniversalOp", "cpasync", "warp", "warpgroup"]
+__all__ = ["CacheEvictionPriority", "CopyUniversalOp", "cpasync", "warp", "warpgroup"]

@@ -36,6 +36,8 @@ modes).
 
 from __future__ import annotations
 
+import enum
+
 from .. import ir
 from ..diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
 from ..identity import IdentityTensor, make_identity_tensor
@@ -360,10 +362,34 @@ def _offset_pointer(tile: Tensor) -> ir.Value:
                 f"{tile.dtype.mlir}", "!llvm.ptr<3>")
 
 
-def tma_copy(atom: TmaAtom, src, dst, tma_bar_ptr=None, mcast_mask=None) -> None:
-    """cute.copy with a TMA atom: G2S needs `tma_bar_ptr` (the mbarrier that counts the bytes);
+class CacheEvictionPriority(enum.Enum):
+    """CuTe DSL's L2 eviction priorities for a TMA load's `cache_policy=`: the 64-bit cache
+    policies CUTLASS's SM90 TMA copies pass with `.L2::cache_hint` (EVICT_FIRST for data read
+    once, such as a GEMM's residual, so that it does not push the operands' tiles out of L2)."""
+    EVICT_NORMAL = 0x1000000000000000
+    EVICT_FIRST = 0x12F0000000000000
+    EVICT_LAST = 0x14F0000000000000
+
+
+def _cache_hint(cache_policy) -> str:
+    """The load's `l2_cache_hint` operand text: a policy as a signed i64 (a run-time value too)."""
+    if cache_policy is None:
+        return ""
+    value = cache_policy.value if isinstance(cache_policy, CacheEvictionPriority) else cache_policy
+    if isinstance(value, int):
+        policy = Int64(value - (1 << 64) if value >= 1 << 63 else value)
+    else:
+        policy = convert(as_numeric(value, Int64), Int64)
+    return f" l2_cache_hint = {policy.ir.name}"
+
+
+def tma_copy(atom: TmaAtom, src, dst, tma_bar_ptr=None, mcast_mask=None, cache_policy=None) -> None:
+    """cute.copy with a TMA atom: G2S needs `tma_bar_ptr` (the mbarrier that counts the bytes)
+    and takes `cache_policy=` (a CacheEvictionPriority, or a 64-bit policy value) as an L2 hint;
     issue it from one thread."""
     b = ir.require("device", "a TMA copy")
+    if cache_policy is not None and atom.op.direction != "G2S":
+        raise DSLError(ARGUMENT_MISMATCH, "cache_policy= goes with a TMA load", user_location())
     multicast = isinstance(atom.op, CopyBulkTensorTileG2SMulticastOp)
     if (mcast_mask is not None) != multicast:
         raise DSLError(ARGUMENT_MISMATCH, "mcast_mask= goes with a CopyBulkTensorTileG2SMulticastOp atom, and such "
@@ -379,9 +405,10 @@ def tma_copy(atom: TmaAtom, src, dst, tma_bar_ptr=None, mcast_mask=None) -> None
             m = convert(as_numeric(mcast_mask, Int16), Int16) if not isinstance(mcast_mask, int) else \
                 Int16(mcast_mask - (1 << 16) if mcast_mask >= 1 << 15 else mcast_mask)
             mask = f" multicast_mask = {m.ir.name}"
+        hint = _cache_hint(cache_policy)
         for coords, smem in _boxes(atom, origin, base, dst):
             b.emit(f"nvvm.cp.async.bulk.tensor.shared.cluster.global {smem.name}, {atom.desc.name}, {bar.name}, "
-                   f"box[{', '.join(c.name for c in coords)}]{mask} : !llvm.ptr<3>, !llvm.ptr")
+                   f"box[{', '.join(c.name for c in coords)}]{mask}{hint} : !llvm.ptr<3>, !llvm.ptr")
     else:
         origin, base = _box_coordinates(atom, dst), _smem_address(src, "a TMA store")
         for coords, smem in _boxes(atom, origin, base, src):
