@@ -139,7 +139,7 @@ def llm(args, dtype=torch.bfloat16, label="kernels/gemm_sm90") -> list:
         cublas_nn = kernel_ms(lambda: torch.mm(a, b_nn, out=c), args.repeats)
         rows.append(_row(f"{label} NN", m, n, k, lambda a, b, c: gemm(a, b_nn, c), a, w, c, cublas_nn, reference,
                          args.repeats))
-        del a, w, b_nn, c, reference
+        a = w = b_nn = c = reference = None            # the next shape's tensors need the memory
     return rows
 
 

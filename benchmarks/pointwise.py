@@ -71,7 +71,7 @@ def main() -> None:
         want = eager(x.double(), y.double(), z.double()).to(dtype)
         tol = dict(rtol=2e-6, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
         torch.testing.assert_close(got, want, **tol)
-        del x, y, z, out
+        x = y = z = out = None                          # the next dtype's tensors need the memory
 
     a, b = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
     rows = [("torch.add", lambda: torch.add(a, b)),

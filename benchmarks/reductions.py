@@ -139,7 +139,7 @@ def main() -> None:
                           f"{cell(ind_tbs, 8)} {cell(quack_tbs)} {cell(ratio(eager_tbs), 8)} {cell(ratio(ind_tbs))}")
                     if ours_tbs is not None:
                         curves.setdefault((op, dtype_name, direction), []).append((n, ours_tbs / copy_tbs))
-            del x, dy, out
+            x = dy = out = None                         # the next shape's tensors need the memory
             torch.cuda.empty_cache()
     if args.plot:
         plot(curves, args.plot)

@@ -33,7 +33,7 @@ from .dsl.numeric import (BFloat16, Boolean, Float, Float8E4M3FN, Float8E5M2, Fl
                           Int32, Int64, Integer, Numeric, Uint8, Uint16, Uint32, Uint64, assume, full_like, where)
 from .dsl.printing import printf
 from .dsl.layout import (ComposedLayout, Layout, Swizzle, append, blocked_product, ceil_div, coalesce, complement,
-                         composition, cosize, crd2idx, depth, filter, filter_zeros, flat_divide, flat_product,
+                         composition, cosize, depth, filter, filter_zeros, flat_divide, flat_product,
                          flatten, format_layout, get, group_modes, size_in_bytes,
                          idx2crd, left_inverse, local_partition, local_tile, logical_divide, logical_product,
                          make_composed_layout, make_identity_layout, make_layout, make_layout_tv,
