@@ -1,8 +1,8 @@
 """The project's code rules, checked by scripts/test.sh (CI) before the tests:
 
 - no source file over its line cap (1,000 lines of Python, 1,500 of C++), offenders listed;
-- ruff: unused imports, undefined and redefined names, lines over 120 columns (pyproject.toml's
-  [tool.ruff]);
+- ruff: pyflakes (unused imports and variables, undefined and redefined names) and lines over
+  120 columns (pyproject.toml's [tool.ruff]);
 - clang-format (.clang-format, LLVM style): every C++ file formatted.
 
     python scripts/check_rules.py          # exit 1 and a list of what breaks a rule

@@ -108,8 +108,8 @@ def _swizzled_table(out: cute.Tensor, coords: cute.Constexpr):
     # A 128-byte-row fp16 tile (8 x 64) under CuTe DSL's 128-byte swizzle, Sw<3,4,3> on bytes.
     tile = cute.arch.alloc_smem(cute.Float16, cute.make_composed_layout(
         cute.make_swizzle(3, 4, 3), 0, cute.make_layout((8, 64), stride=(64, 1))))
-    for k, (r, c) in enumerate(coords):
-        tile[r, c] = cute.Float16(k)
+    for i, (r, c) in enumerate(coords):
+        tile[r, c] = cute.Float16(i)
 
 
 @cute.jit
