@@ -127,6 +127,12 @@ def test_a_cache_policy_goes_with_a_tma_load_only():
         cute.compile(host, torch.zeros(128, 64).bfloat16(), options={"arch": "sm_90a"})
     assert "test_tma.py" in str(err.value)
 
+    src = torch.randn(200, 136).bfloat16()
+    for bad in ("evict_first", 1.5, -1):
+        with pytest.raises(DSLError, match="cache_policy= takes a cute.nvgpu.CacheEvictionPriority") as err:
+            cute.compile(_tma_host, src, torch.empty_like(src), (TILE, 64), 3, bad, options={"arch": "sm_90a"})
+        assert "test_tma.py" in str(err.value)
+
 
 def test_prefetch_takes_a_tma_load_atom():
     @cute.jit

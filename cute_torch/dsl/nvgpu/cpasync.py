@@ -44,7 +44,7 @@ from ..identity import IdentityTensor, make_identity_tensor
 from ..int_tuple import is_tuple, leaves
 from ..layout import ComposedLayout, Layout, Swizzle, coalesce, logical_divide, make_layout, size, slice_and_offset
 from ..numeric import (BFloat16, Float8E4M3FN, Float8E5M2, Float16, Float32, Float64, Int8, Int16, Int32, Int64,
-                       Numeric, Uint8, as_numeric, convert)
+                       Integer, Numeric, Uint8, as_numeric, convert)
 from ..pointer import byte_width, shared_pointer
 from ..tensor import Tensor, domain_offset
 from ..tiled_copy import CopyG2SOp  # noqa: F401 - cp.async lives in this namespace in CuTe DSL
@@ -376,10 +376,13 @@ def _cache_hint(cache_policy) -> str:
     if cache_policy is None:
         return ""
     value = cache_policy.value if isinstance(cache_policy, CacheEvictionPriority) else cache_policy
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64:
         policy = Int64(value - (1 << 64) if value >= 1 << 63 else value)
+    elif isinstance(value, Integer):
+        policy = convert(value, Int64)
     else:
-        policy = convert(as_numeric(value, Int64), Int64)
+        raise DSLError(ARGUMENT_MISMATCH, "cache_policy= takes a cute.nvgpu.CacheEvictionPriority or a 64-bit "
+                       f"cache policy (an integer), got {cache_policy!r}", user_location())
     return f" l2_cache_hint = {policy.ir.name}"
 
 
