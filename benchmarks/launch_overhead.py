@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
 import cute_torch as cute  # noqa: E402
+from timing import per_call_us  # noqa: E402
 
 
 @cute.kernel
@@ -40,20 +39,6 @@ def add_kernel(a, b, c):
 @cute.jit
 def add(a, b, c):
     add_kernel(a, b, c).launch(grid=((cute.size(c) + 255) // 256, 1, 1), block=(256, 1, 1))
-
-
-def per_call_us(fn, calls: int, repeats: int, sync=torch.cuda.synchronize) -> float:
-    for _ in range(100):
-        fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(samples)
 
 
 def host_only(args) -> None:

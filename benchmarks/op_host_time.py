@@ -4,8 +4,8 @@ around them, below autograd as the backend runs its graphs (issue 17).
     python benchmarks/op_host_time.py [--calls 100] [--repeats 7]
 
 Small tensors (64 x 2048 bf16, a 2048-wide weight) so that the GPU never limits: each row is the
-median over `repeats` of (wall time of `calls` back-to-back calls) / calls, synchronized between
-repeats. The view rows are what backend/views.py trades: an ATen view op through the dispatcher
+median over `repeats` of (wall time of `calls` back-to-back calls and a synchronize) / calls
+(timing.per_call_us). The view rows are what backend/views.py trades: an ATen view op through the dispatcher
 against `_reinterpret_tensor` (what Inductor's generated code and the backend's ATen graphs call
 for a view of static shape). The cute rows are the C++ ops with their Python entry
 (torch.ops.cute.X.default, as the graphs call them) and, for pointwise, the short C entry.
@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -25,6 +23,7 @@ import torch  # noqa: E402
 from torch._C._dynamo.guards import _empty_strided_cuda, _reinterpret_tensor  # noqa: E402
 
 import cute_torch.ops  # noqa: E402
+from timing import per_call_us  # noqa: E402
 
 
 def _cases() -> dict:
@@ -68,17 +67,7 @@ def main() -> None:
           f"{args.repeats} x {args.calls} calls")
     with torch._C._AutoDispatchBelowAutograd():
         for name, fn in _cases().items():
-            for _ in range(20):
-                fn()
-            torch.cuda.synchronize()
-            per_call = []
-            for _ in range(args.repeats):
-                start = time.perf_counter()
-                for _ in range(args.calls):
-                    fn()
-                per_call.append((time.perf_counter() - start) / args.calls * 1e6)
-                torch.cuda.synchronize()
-            print(f"| {name} | {statistics.median(per_call):.2f} |", flush=True)
+            print(f"| {name} | {per_call_us(fn, args.calls, args.repeats):.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Shared by the benchmark scripts: GPU time of a call, as METHOD.md asks (median of CUDA-event
-timings after warm-up)."""
+timings after warm-up), and host time per call."""
 
 import statistics
+import time
 
 import torch
 
@@ -48,3 +49,19 @@ def kernel_ms(fn, repeats: int, copies: bool = False) -> float:
     per_call = len(kernels) // repeats
     return statistics.median(sum(e.duration_ns() for e in kernels[i:i + per_call]) / 1e6
                              for i in range(0, len(kernels), per_call))
+
+
+def per_call_us(fn, calls: int, repeats: int, sync=torch.cuda.synchronize) -> float:
+    """Median over `repeats` of the wall time of `calls` back-to-back calls and a `sync`, per
+    call, in us: the host time of a call where the GPU keeps up."""
+    for _ in range(100):
+        fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
