@@ -8,7 +8,8 @@ median over `repeats` of (wall time of `calls` back-to-back calls and a synchron
 (timing.per_call_us). The view rows are what backend/views.py trades: an ATen view op through the dispatcher
 against `_reinterpret_tensor` (what Inductor's generated code and the backend's ATen graphs call
 for a view of static shape). The cute rows are the C++ ops with their Python entry
-(torch.ops.cute.X.default, as the graphs call them) and, for pointwise, the short C entry.
+(torch.ops.cute.X.default) and through their short C entries (registration.short_call, what the
+backend's graphs and cute_torch.ops call).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def _cases() -> dict:
     bias = torch.randn(2048, device="cuda", generator=g).to(bf)
     wt, x3 = weight.permute(1, 0), x.view(8, 8, 2048)
     fast = cute_torch.ops.registration.fast_pointwise
+    short = cute_torch.ops.registration.short_call
     return {
         "aten.view.default": lambda: aten.view.default(x, [8, 8, 2048]),
         "aten.permute.default": lambda: aten.permute.default(weight, [1, 0]),
@@ -53,6 +55,13 @@ def _cases() -> dict:
         "cute.pointwise, short C entry": lambda: fast("(x0 + x1)", (x, x), bf),
         "cute.pointwise.multi": lambda: cute.pointwise.multi(["(x0 + x1)", "(x0 * x1)"], [x, x], [bf, bf]),
         "cute.column_sum": lambda: cute.column_sum.default(x),
+        "cute.gemm (bias), short entry": lambda: short(cute.gemm.default)(x, wt, "(acc + x0)", [bias], bf),
+        "cute.gemm.multi, short entry": lambda: short(cute.gemm.multi)(x, wt, ["gelu_tanh((acc + x0))", "(acc + x0)"],
+                                                                         [bias], [bf, bf]),
+        "cute.layer_norm, short entry": lambda: short(cute.layer_norm.default)(x, w, None, None, 1e-6, True),
+        "cute.pointwise.multi, short entry": lambda: short(cute.pointwise.multi)(["(x0 + x1)", "(x0 * x1)"], [x, x],
+                                                                                 [bf, bf]),
+        "cute.column_sum, short entry": lambda: short(cute.column_sum.default)(x),
         "aten.mean.default": lambda: aten.mean.default(x),
         "aten.add.Tensor": lambda: aten.add.Tensor(x, x),
     }

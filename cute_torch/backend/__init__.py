@@ -78,7 +78,7 @@ def _run_pointwise(expr: str, inputs: list, dtype):
 
 def _runtime_forward(gm: fx.GraphModule):
     """The rewritten graph as fallback="aten" runs it: views of static shape as one cheap call
-    (views.py), single-output kernels through the short entry, and the generated forward called
+    (views.py), the cute ops through their short C entries, and the generated forward called
     directly (not through nn.Module.__call__), below autograd. AOTAutograd differentiates around
     the graph, so no op in it needs its autograd kernel, which for our ops
     (torch.library.register_autograd) is Python run on every call."""
@@ -86,6 +86,8 @@ def _runtime_forward(gm: fx.GraphModule):
     for node in gm.graph.nodes:
         if node.target is torch.ops.cute.pointwise.default:
             node.target = _run_pointwise
+        elif isinstance(node.target, torch._ops.OpOverload) and node.target.namespace == "cute" and not node.kwargs:
+            node.target = cute_torch.ops.registration.short_call(node.target)
     gm.recompile()
     if isinstance(gm, _LazyGraphModule):
         gm.real_recompile()

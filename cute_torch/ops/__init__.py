@@ -45,7 +45,7 @@ def pointwise(expr: str, *inputs: torch.Tensor, out_dtype: torch.dtype | None = 
 def pointwise_multi(exprs: list, *inputs: torch.Tensor, out_dtypes: list | None = None) -> list:
     """torch.ops.cute.pointwise.multi(exprs, list(inputs), out_dtypes): several expressions over
     the same inputs in one kernel, one output tensor each (all of the broadcast shape)."""
-    return torch.ops.cute.pointwise.multi(list(exprs), list(inputs), out_dtypes)
+    return registration.call(torch.ops.cute.pointwise.multi, list(exprs), list(inputs), out_dtypes)
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, epilogue: str = "acc", *inputs: torch.Tensor,
@@ -53,13 +53,13 @@ def gemm(a: torch.Tensor, b: torch.Tensor, epilogue: str = "acc", *inputs: torch
     """torch.ops.cute.gemm(a, b, epilogue, list(inputs), out_dtype): epilogue(a @ b) in one
     kernel (the library's Hopper GEMM, or its Ampere one before Hopper: docs/gemm.md), `epilogue`
     over `acc` and x0..xN; float8 operands (Hopper) give bfloat16 unless `out_dtype` says."""
-    return torch.ops.cute.gemm(a, b, epilogue, list(inputs), out_dtype)
+    return registration.call(torch.ops.cute.gemm.default, a, b, epilogue, list(inputs), out_dtype)
 
 
 def gemm_multi(a: torch.Tensor, b: torch.Tensor, epilogues: list, *inputs: torch.Tensor,
                out_dtypes: list | None = None) -> list:
     """torch.ops.cute.gemm.multi: one output per epilogue, all from the same accumulators."""
-    return torch.ops.cute.gemm.multi(a, b, list(epilogues), list(inputs), out_dtypes)
+    return registration.call(torch.ops.cute.gemm.multi, a, b, list(epilogues), list(inputs), out_dtypes)
 
 
 def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:

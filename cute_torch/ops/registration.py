@@ -5,6 +5,7 @@ registers the fake (meta) kernels, which need the expression language and so liv
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 
 import torch
@@ -20,6 +21,7 @@ _lock = threading.Lock()
 _loaded = False
 kernel_builds = 0  # kernels the C++ caches asked for (tests check that a new shape builds none)
 fast_pointwise = None  # csrc/torch/PythonEntry.cpp: (expr, tuple, dtype|None) -> Tensor | NotImplemented
+_op_entry = None       # csrc/torch/PythonEntry.cpp: (name, overload) -> the operator's entry, or None
 
 
 def _dtypes(names: str) -> tuple:
@@ -140,7 +142,7 @@ def _gemm_fake(a, b, epilogue: str = "acc", inputs: list = (), out_dtype: torch.
 
 def load() -> None:
     """Makes torch.ops.cute.* usable; idempotent and thread-safe."""
-    global _loaded, fast_pointwise
+    global _loaded, fast_pointwise, _op_entry
     with _lock:
         if _loaded:
             return
@@ -151,6 +153,9 @@ def load() -> None:
         library.cute_torch_set_builder(ctypes.py_object(_builder))
         library.cute_torch_pointwise_entry.restype = ctypes.py_object
         fast_pointwise = library.cute_torch_pointwise_entry()
+        library.cute_torch_op_entry.restype = ctypes.py_object
+        library.cute_torch_op_entry.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        _op_entry = library.cute_torch_op_entry
         torch.library.register_fake("cute::pointwise")(_pointwise_fake)
         torch.library.register_fake("cute::pointwise.multi")(_pointwise_multi_fake)
         torch.library.register_fake("cute::gemm")(_gemm_fake)
@@ -158,3 +163,31 @@ def load() -> None:
         from . import row_ops
         row_ops.register()
         _loaded = True
+
+
+@functools.lru_cache(maxsize=None)
+def short_call(op: torch._ops.OpOverload):
+    """`op` (a torch.ops.cute overload) as a function that takes the short C entry
+    (csrc/torch/PythonEntry.cpp) with positional arguments and torch.ops' route otherwise
+    (keyword arguments, tensor subclasses, torch-function modes): the same dispatcher op either
+    way, about 3 us less host time per call on the short one."""
+    load()
+    name, _, overload = op.name().partition(".")
+    entry = _op_entry(name.encode(), ("" if overload == "default" else overload).encode())
+    if entry is None:
+        return op
+
+    def call(*args, **kwargs):
+        if not kwargs:
+            out = entry(*args)
+            if out is not NotImplemented:
+                return out
+        return op(*args, **kwargs)
+    call.__name__ = call.__qualname__ = f"short_{name.replace('::', '_')}_{overload}"
+    return call
+
+
+def call(op: torch._ops.OpOverload, *args):
+    """op(*args) through short_call's entry, or the op itself while Dynamo traces (which must
+    see the op, not a C function)."""
+    return op(*args) if torch.compiler.is_compiling() else short_call(op)(*args)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from ..kernels.norms import MAX_NORM_N
+from . import registration
 
 # RMSNorm's eps when none is given (torch.rms_norm's: float32's machine epsilon, also for
 # bfloat16 and float16 inputs, which it computes in float32).
@@ -120,31 +121,31 @@ def register() -> None:
 
 def softmax(x: torch.Tensor, log: bool = False) -> torch.Tensor:
     """softmax (log_softmax with `log`) over the last dim, any row length."""
-    return torch.ops.cute.softmax(x, log)
+    return registration.call(torch.ops.cute.softmax.default, x, log)
 
 
 def log_softmax(x: torch.Tensor) -> torch.Tensor:
-    return torch.ops.cute.softmax(x, True)
+    return registration.call(torch.ops.cute.softmax.default, x, True)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6,
              residual: torch.Tensor | None = None):
     """RMSNorm over the last dim: y, or (y, x + residual) with a residual."""
-    y, res_out, _, _ = torch.ops.cute.layer_norm(x, weight, None, residual, eps, True)
+    y, res_out, _, _ = registration.call(torch.ops.cute.layer_norm.default, x, weight, None, residual, eps, True)
     return y if residual is None else (y, res_out)
 
 
 def layer_norm_fn(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                   eps: float = 1e-5, residual: torch.Tensor | None = None):
     """LayerNorm over the last dim: y, or (y, x + residual) with a residual."""
-    y, res_out, _, _ = torch.ops.cute.layer_norm(x, weight, bias, residual, eps, False)
+    y, res_out, _, _ = registration.call(torch.ops.cute.layer_norm.default, x, weight, bias, residual, eps, False)
     return y if residual is None else (y, res_out)
 
 
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
                   label_smoothing: float = 0.0):
     """(loss per row, lse per row), Float32; loss is 0 where target == ignore_index."""
-    return torch.ops.cute.cross_entropy(logits, target, ignore_index, label_smoothing)
+    return registration.call(torch.ops.cute.cross_entropy.default, logits, target, ignore_index, label_smoothing)
 
 
 def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
@@ -153,7 +154,7 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index:
     label smoothing as torch's, in the logits' dtype."""
     if reduction not in ("none", "sum", "mean"):
         raise ValueError(f"reduction is 'none', 'sum' or 'mean', got {reduction!r}")
-    loss, _ = torch.ops.cute.cross_entropy(logits, target, ignore_index, label_smoothing)
+    loss, _ = registration.call(torch.ops.cute.cross_entropy.default, logits, target, ignore_index, label_smoothing)
     if reduction != "none":
         loss = loss.sum() if reduction == "sum" else loss.sum() / (target != ignore_index).sum()
     return loss.to(logits.dtype)           # F.cross_entropy's dtype (computed in float32)
@@ -162,4 +163,4 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index:
 def column_sum(x: torch.Tensor) -> torch.Tensor:
     """x summed over every dim but the last (a bias's gradient), in float32, returned in x's
     dtype: deterministic, and at about copy speed where torch.sum(x, 0) is not."""
-    return torch.ops.cute.column_sum(x)
+    return registration.call(torch.ops.cute.column_sum.default, x)
