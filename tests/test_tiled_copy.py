@@ -108,3 +108,90 @@ def test_predicated_tail_copies_stay_in_bounds_under_memcheck():
     past the tensor)."""
     code, report = run_under_sanitizer("memcheck", "import test_tiled_copy as t; t.run_predicated(100)")
     assert code == 0 and re.search(r"\b0 errors\b", report), report[-3000:]
+
+
+# -- bulk copies (cp.async.bulk, CopyBulkG2SOp) --------------------------------------------------------
+
+ROW = 1024          # bf16 elements of a row: 2 KB, a bulk copy of 512 bytes x 4 (the atom's width)
+
+
+@cute.kernel
+def _bulk_rows(mA: cute.Tensor, out: cute.Tensor, atom: cute.Constexpr):
+    """Each CTA copies row block_idx of mA into shared memory by bulk copies (thread 0) and
+    writes it back out through registers, in two phases of the barrier (rows bid and bid + grid)."""
+    tid = cute.arch.thread_idx()[0]
+    bid = cute.arch.block_idx()[0]
+    grid = cute.arch.grid_dim()[0]
+    sRow = cute.arch.alloc_smem(cute.BFloat16, (ROW,), alignment=128)
+    bar = cute.arch.alloc_smem(cute.Int64, (1,), alignment=8).iterator
+    if tid == 0:
+        cute.arch.mbarrier_init(bar, 1)
+        cute.arch.mbarrier_init_fence()
+    cute.arch.sync_threads()
+    for phase in cute.range_constexpr(2):
+        row = bid + phase * grid
+        if tid == 0:
+            cute.arch.mbarrier_arrive_and_expect_tx(bar, ROW * 2)
+            cute.copy(atom, mA[(row, None)], sRow, mbar_ptr=bar)
+        cute.arch.mbarrier_wait(bar, phase)
+        for i in cute.range_constexpr(ROW // 128):
+            out[(row, i * 128 + tid)] = sRow[i * 128 + tid]
+        cute.arch.sync_threads()              # every read of this row is done before the next load
+
+
+@cute.jit
+def _bulk_host(a: cute.Tensor, out: cute.Tensor):
+    atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyBulkG2SOp(), cute.BFloat16, num_bits_per_copy=512 * 8)
+    _bulk_rows(a, out, atom).launch(grid=(cute.size(a, mode=[0]) // 2, 1, 1), block=(128, 1, 1))
+
+
+def test_bulk_copy_reaches_ptx_as_one_instruction_per_atom():
+    a, out = torch.randn(8, ROW).bfloat16(), torch.empty(8, ROW).bfloat16()
+    ptx = cute.compile(_bulk_host, a, out, options={"arch": "sm_90a"}).__ptx__
+    # four 512-byte atoms per 2 KB row, two rows
+    assert ptx.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes") == 8
+
+
+def test_bulk_copy_misuse_is_an_error_at_the_users_line():
+    @cute.jit
+    def odd_width(a: cute.Tensor):
+        cute.make_copy_atom(cute.nvgpu.cpasync.CopyBulkG2SOp(), cute.BFloat16, num_bits_per_copy=8 * 24)
+
+    with pytest.raises(DSLError) as err:
+        cute.compile(odd_width, torch.zeros(4))
+    assert "multiple of 16 bytes" in str(err.value) and "test_tiled_copy.py" in str(err.value)
+
+    @cute.kernel
+    def no_barrier(mA: cute.Tensor, atom: cute.Constexpr):
+        sRow = cute.arch.alloc_smem(cute.BFloat16, (ROW,), alignment=128)
+        cute.copy(atom, mA[(0, None)], sRow)
+
+    @cute.jit
+    def host(a: cute.Tensor):
+        atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyBulkG2SOp(), cute.BFloat16, num_bits_per_copy=ROW * 16)
+        no_barrier(a, atom).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+    with pytest.raises(DSLError) as err:
+        cute.compile(host, torch.zeros(2, ROW).bfloat16(), options={"arch": "sm_90a"})
+    assert "mbar_ptr=" in str(err.value) and "test_tiled_copy.py" in str(err.value)
+
+
+def run_bulk_rows(rows=64):
+    g = torch.Generator().manual_seed(rows + 1)
+    a = torch.randn(rows, ROW, generator=g).bfloat16().cuda()
+    out = torch.full((rows, ROW), float("nan"), dtype=torch.bfloat16, device="cuda")
+    _bulk_host(a, out)
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), a.cpu())
+
+
+@pytest.mark.gpu
+def test_bulk_copies_complete_on_the_barrier():
+    run_bulk_rows()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_bulk_copies_are_clean_under_compute_sanitizer(tool):
+    code, report = run_under_sanitizer(tool, "import test_tiled_copy as t; t.run_bulk_rows(8)")
+    assert code == 0 and re.search(r"\b0 (errors|hazards)\b", report), report[-3000:]

@@ -40,10 +40,10 @@ def copy(*args, **kwargs) -> None:
             (ldmatrix_c_copy if tiled.reads_shared else stmatrix_copy)(*args)
         return
     if len(args) == 3 and isinstance(args[0], (CopyAtom, TiledCopy)):
-        unknown = set(kwargs) - {"pred"}
+        unknown = set(kwargs) - {"pred", "mbar_ptr"}
         if unknown:
-            raise DSLError(ARGUMENT_MISMATCH, f"copy with a copy atom takes pred=, not {sorted(unknown)}",
-                           user_location())
+            raise DSLError(ARGUMENT_MISMATCH, f"copy with a copy atom takes pred= (or mbar_ptr= for a bulk copy), not "
+                           f"{sorted(unknown)}", user_location())
         if not all(isinstance(a, Tensor) for a in args[1:]):
             raise DSLError(ARGUMENT_MISMATCH, "copy takes (atom, src, dst) tensors", user_location())
         tiled_copy(*args, **kwargs)

@@ -20,6 +20,8 @@ from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
 from .layout import Layout, composition, divisibility, idx2crd, is_tuple, make_layout_tv, rank, size, zipped_divide
 from .numeric import Boolean, Int32, Numeric, as_numeric, convert, where
+from .pointer import shared_pointer
+from .sync import require_arch
 from .tensor import Tensor, byte_width
 
 
@@ -36,6 +38,14 @@ class CopyG2SOp:
         self.cache_mode = cache_mode
 
 
+class CopyBulkG2SOp:
+    """`cp.async.bulk` (sm_90): a contiguous run of `num_bits_per_copy` bits (a multiple of 16
+    bytes) from global to shared memory by the async proxy (the TMA unit) without a tensor map,
+    one thread issuing it; it completes its bytes on the mbarrier that cute.copy's `mbar_ptr=`
+    names (armed with mbarrier_arrive_and_expect_tx). A whole row of a row kernel is one
+    instruction, so a CTA can keep far more bytes in flight than its registers could hold."""
+
+
 class CopyAtom:
     """An op moving `num_bits_per_copy` bits of `dtype` elements per instruction."""
 
@@ -47,6 +57,9 @@ class CopyAtom:
         if isinstance(op, CopyG2SOp) and bits not in (32, 64, 128):
             raise DSLError(ARGUMENT_MISMATCH, f"cp.async copies 4, 8 or 16 bytes, got num_bits_per_copy={bits}",
                            user_location())
+        if isinstance(op, CopyBulkG2SOp) and bits % 128:
+            raise DSLError(ARGUMENT_MISMATCH, f"cp.async.bulk copies a multiple of 16 bytes, got "
+                           f"num_bits_per_copy={bits}", user_location())
         self.op, self.dtype, self.bits = op, dtype, bits
 
     @property
@@ -62,9 +75,10 @@ class CopyAtom:
 def make_copy_atom(op, dtype, num_bits_per_copy: int | None = None) -> CopyAtom:
     from .nvgpu.warp import LdMatrix8x8x16bOp
     from .nvgpu.warpgroup import StMatrix8x8x16bOp
-    if not isinstance(op, (CopyUniversalOp, CopyG2SOp, LdMatrix8x8x16bOp, StMatrix8x8x16bOp)):
+    if not isinstance(op, (CopyUniversalOp, CopyG2SOp, CopyBulkG2SOp, LdMatrix8x8x16bOp, StMatrix8x8x16bOp)):
         raise DSLError(UNSUPPORTED_TYPE, f"make_copy_atom knows CopyUniversalOp, cpasync.CopyG2SOp, "
-                       f"warp.LdMatrix8x8x16bOp and warpgroup.StMatrix8x8x16bOp, got {type(op).__name__}",
+                       f"cpasync.CopyBulkG2SOp, warp.LdMatrix8x8x16bOp and warpgroup.StMatrix8x8x16bOp, got "
+                       f"{type(op).__name__}",
                        user_location())
     if isinstance(op, (LdMatrix8x8x16bOp, StMatrix8x8x16bOp)):
         if dtype.width != 16:
@@ -135,9 +149,16 @@ class ThrCopy:
                                   divisibility(self.thr_idx, thread.shape, thread.stride))
 
 
-def tiled_copy(tiled, src: Tensor, dst: Tensor, pred=None) -> None:
+def tiled_copy(tiled, src: Tensor, dst: Tensor, pred=None, mbar_ptr=None) -> None:
     """cute.copy with a copy atom or tiled copy over (Val, Rest...) partitions."""
     atom = tiled.atom if isinstance(tiled, TiledCopy) else tiled
+    bulk = isinstance(atom.op, CopyBulkG2SOp)
+    if bulk and (mbar_ptr is None or pred is not None):
+        raise DSLError(ARGUMENT_MISMATCH, "a bulk copy (CopyBulkG2SOp) takes mbar_ptr= (the mbarrier that counts its "
+                       "bytes) and no pred=", user_location())
+    if not bulk and mbar_ptr is not None:
+        raise DSLError(ARGUMENT_MISMATCH, f"mbar_ptr= goes with a bulk copy (CopyBulkG2SOp), not {atom}",
+                       user_location())
     if size(src) != size(dst):
         raise DSLError(ARGUMENT_MISMATCH, f"copy of {size(src)} elements ({src.layout}) into {size(dst)} "
                        f"({dst.layout})", user_location())
@@ -154,7 +175,10 @@ def tiled_copy(tiled, src: Tensor, dst: Tensor, pred=None) -> None:
         rest = tuple(_leaves_of(idx2crd(t, rest_shape))) if rest_shape else ()
         flag = None if pred is None else _flag(pred, rest)
         for v in range(0, vals, atom.elements):
-            _issue(atom, src, dst, (v,) + rest, flag)
+            if bulk:
+                _issue_bulk(atom, src, dst, (v,) + rest, mbar_ptr)
+            else:
+                _issue(atom, src, dst, (v,) + rest, flag)
 
 
 def _leaves_of(coord):
@@ -199,6 +223,26 @@ def _issue(atom: CopyAtom, src: Tensor, dst: Tensor, coord, flag) -> None:
         return ()
 
     if_(flag, move, lambda: (), (), (), user_location())
+
+
+def _issue_bulk(atom: CopyAtom, src: Tensor, dst: Tensor, coord, mbar_ptr) -> None:
+    n = atom.elements
+    _check_contiguous(src, coord, n, "source")
+    _check_contiguous(dst, coord, n, "destination")
+    if src.memspace != "gmem" or dst.memspace != "smem" or dst.swizzle is not None:
+        raise DSLError(ARGUMENT_MISMATCH, "a bulk copy (CopyBulkG2SOp) copies global memory into unswizzled shared "
+                       "memory", user_location())
+    b = ir.require("device", "cp.async.bulk")
+    require_arch("sm_90", "cp.async.bulk (CopyBulkG2SOp)")
+    s_addr, d_addr = src._address(coord), dst._address(coord)
+    d32 = b.op(f"llvm.ptrtoint {d_addr.name} : !llvm.ptr<3> to i32", "i32")
+    bar_ptr = shared_pointer(mbar_ptr, "a bulk copy's mbar_ptr").value
+    bar = b.op(f"llvm.ptrtoint {bar_ptr.name} : !llvm.ptr<3> to i32", "i32")
+    size_v = Int32(n * byte_width(atom.dtype))
+    # LLVM 19's NVVM dialect has no op for the non-tensor bulk copy: one instruction of inline PTX.
+    b.emit('llvm.inline_asm has_side_effects "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes '
+           f'[$0], [$1], $2, [$3];", "r,l,r,r" {d32.name}, {s_addr.name}, {size_v.ir.name}, {bar.name} : '
+           f"(i32, {s_addr.type}, i32, i32) -> ()")
 
 
 def _chunk(t: Tensor, coord, n: int) -> Tensor:
