@@ -39,7 +39,10 @@ last wave ends first, such as 144 at 1536^3: 132 tiles for 132 SMs: choose_tile_
   * with `cluster=True`, clusters of two CTAs take vertically adjacent tiles, which need the same
     B tiles: each CTA loads half of B and multicasts it into both, and a stage is free once the
     consumer warps of both CTAs have released it (opt-in: on an H100 it measured the same as
-    without, 0.97-1.02x cuBLAS on square and LLM shapes, so L2 traffic is not what limits it).
+    without, 0.97-1.02x cuBLAS on square and LLM shapes, so L2 traffic is not what limits it; on
+    an H200 it is slower on small problems, 1024^3 with 64-wide tiles 0.79x cuBLAS against 0.86x
+    without, 2048^3 0.95x against 0.98x, and within noise of it at 4096^3 and 8192^3; so are
+    pairs along N sharing A, as cuBLAS's 1x2 clusters do: branch cluster-along-n).
 Shared memory (one output, 256-wide tiles): 4 x 48 KB of operands + 2 x 16 KB of output buffers +
 barriers = 224 KB.
 """
@@ -366,6 +369,12 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
                     else:
                         cute.copy(tma_b, _tile(gB, n, kt, l), sB[None, None, state.index], tma_bar_ptr=bar)
                     state.advance()
+            if cute.const_expr(cm == 2):
+                # Neither CTA leaves while its peer may still release its stages: every stage has
+                # been released by both CTAs' consumers (so every multicast landed, too), as
+                # CUTLASS's load tail does; a cluster barrier at the exit cost 1024^3 (64-wide
+                # tiles) 0.72 -> 0.79 of cuBLAS on an H200.
+                pipe.producer_tail(state)
     else:                                                 # the consumers
         cute.arch.warpgroup_reg_alloc(232)
         owner = warp_group - 1 if cute.const_expr(pingpong) else 0   # which tiles: every owners-th
@@ -513,10 +522,6 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
                     cute.arch.barrier_arrive(barrier_id=BUFFERS_BARRIER + 1 - owner, number_of_threads=2 * 128)
         if ctid == 0:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
-    if cute.const_expr(cm == 2):
-        # Neither CTA leaves while its peer may still multicast into it or release its stages.
-        cute.arch.cluster_arrive()
-        cute.arch.cluster_wait()
 
 
 @cute.jit

@@ -254,7 +254,7 @@ def test_a_cluster_multicasts_half_of_each_b_tile_from_each_cta(b_row_major, box
     assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
                      ".multicast::cluster") == boxes
     assert ptx.count("mbarrier.arrive.shared::cluster.b64") == 2   # releases in the peer
-    assert ptx.count("barrier.cluster.wait") == 2            # barriers exist; nobody leaves early
+    assert ptx.count("barrier.cluster.wait") == 1            # the barriers exist before a peer uses them
     assert kernel.metadata["kernels"][0]["spill_stores"] == 0
     with pytest.raises(ValueError, match="cooperative schedule"):
         host_arguments(a, b, torch.empty(304, 520).bfloat16(), schedule="pingpong", cluster=True)
