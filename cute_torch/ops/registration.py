@@ -170,7 +170,8 @@ def short_call(op: torch._ops.OpOverload):
     """`op` (a torch.ops.cute overload) as a function that takes the short C entry
     (csrc/torch/PythonEntry.cpp) with positional arguments and torch.ops' route otherwise
     (keyword arguments, tensor subclasses, torch-function modes): the same dispatcher op either
-    way, 0.8-7.8 us less host time per call on the short one (H100 machine, op_host_time.py)."""
+    way, 0.2-7.8 us less host time per call on the short one (benchmarks/op_host_time.py on
+    the H100 and H200 machines)."""
     load()
     name, _, overload = op.name().partition(".")
     entry = _op_entry(name.encode(), ("" if overload == "default" else overload).encode())
