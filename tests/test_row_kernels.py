@@ -203,6 +203,9 @@ def test_forward_plans_walk_long_rows():
     """forward_plan: the last table entry reached applies; short rows keep one block per CTA."""
     assert norms.forward_plan(4096, 2, True, False) == (norms.FORWARD_VALUES, 1)
     assert norms.forward_plan(16384, 2, False, False) == (64, 8)
+    assert norms.forward_plan(4096, 2, False, False) == (32, 1)       # measured faster unwalked there
+    assert norms.forward_plan(16384, 2, False, True) == (32, 4)
+    assert norms.forward_plan(65536, 2, False, True) == (32, 8)
     assert norms.forward_plan(131072, 2, False, False) == (32, 8)
     assert norms.forward_plan(131072, 4, False, True) == (norms.forward_values(131072, False, True), 1)
 
