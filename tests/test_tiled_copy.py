@@ -152,6 +152,24 @@ def test_bulk_copy_reaches_ptx_as_one_instruction_per_atom():
     assert ptx.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes") == 8
 
 
+def test_a_copy_atom_takes_one_dimensional_tensors_of_an_integer_shape():
+    """make_layout(n) gives the shape n, not (n,): the copy still indexes it (value, rest...)."""
+    @cute.kernel
+    def one_d(mA: cute.Tensor, atom: cute.Constexpr):
+        sRow = cute.arch.alloc_smem(cute.BFloat16, (ROW,), alignment=128)
+        bar = cute.arch.alloc_smem(cute.Int64, (1,), alignment=8).iterator
+        src = cute.make_tensor(mA[(1, None)].iterator, cute.make_layout(ROW))
+        cute.copy(atom, src, cute.make_tensor(sRow.iterator, cute.make_layout(ROW)), mbar_ptr=bar)
+
+    @cute.jit
+    def host(a: cute.Tensor):
+        atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyBulkG2SOp(), cute.BFloat16, num_bits_per_copy=ROW * 16)
+        one_d(a, atom).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+    ptx = cute.compile(host, torch.zeros(2, ROW).bfloat16(), options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes") == 1
+
+
 def test_bulk_copy_misuse_is_an_error_at_the_users_line():
     @cute.jit
     def odd_width(a: cute.Tensor):

@@ -162,6 +162,7 @@ def tiled_copy(tiled, src: Tensor, dst: Tensor, pred=None, mbar_ptr=None) -> Non
     if size(src) != size(dst):
         raise DSLError(ARGUMENT_MISMATCH, f"copy of {size(src)} elements ({src.layout}) into {size(dst)} "
                        f"({dst.layout})", user_location())
+    src, dst = _with_modes(src), _with_modes(dst)
     if isinstance(atom.op, CopyUniversalOp) and pred is None:
         dst.store(src.load())
         return
@@ -179,6 +180,14 @@ def tiled_copy(tiled, src: Tensor, dst: Tensor, pred=None, mbar_ptr=None) -> Non
                 _issue_bulk(atom, src, dst, (v,) + rest, mbar_ptr)
             else:
                 _issue(atom, src, dst, (v,) + rest, flag)
+
+
+def _with_modes(t: Tensor) -> Tensor:
+    """`t` with a tuple shape (a 1-D tensor of shape n as (n,)), so that the (value, rest...)
+    coordinates below index it."""
+    if is_tuple(t._layout.shape):
+        return t
+    return t.with_layout(Layout((t._layout.shape,), (t._layout.stride,)))
 
 
 def _leaves_of(coord):
