@@ -93,6 +93,7 @@ setup(
     # The kernel library is the top-level kernels/ folder, installed as cute_torch.kernels.
     packages=find_packages(include=["cute_torch", "cute_torch.*"]) + ["cute_torch.kernels"],
     package_dir={"cute_torch.kernels": "kernels"},
+    package_data={"cute_torch.backend": ["gemm_routes.json"]},   # backend/gemm_routes.py's table
     ext_modules=[Extension("cute_torch._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     # torch.compile(backend="cute") without importing cute_torch first.

@@ -45,9 +45,9 @@ def aten_targets(gm):
             and n.target.__name__ != "getitem"]
 
 
-def check_same(fn, *inputs, grad=True, rtol=1.3e-6, atol=1e-5, dynamic=False):
+def check_same(fn, *inputs, grad=True, rtol=1.3e-6, atol=1e-5, dynamic=False, options=CPU):
     """Compiles fn, checks forward values (and gradients) against eager; returns the graphs seen."""
-    compiled, seen = compile_cpu(fn, dynamic=dynamic)
+    compiled, seen = compile_cpu(fn, options, dynamic=dynamic)
     leaves = [x.detach().clone().requires_grad_(grad and x.is_floating_point()) for x in inputs]
     mine = [x.detach().clone().requires_grad_(grad and x.is_floating_point()) for x in inputs]
     expected, got = fn(*leaves), compiled(*mine)

@@ -31,6 +31,7 @@ import cute_torch.ops
 
 from .fusion import find_regions
 from .gemm import fuse_gemms
+from .gemm_routes import route_plain_gemms
 from .options import Options
 from .report import emit, graph_text
 from .rewrite import BackendError, apply
@@ -51,17 +52,17 @@ def _pointwise(gm: fx.GraphModule, fake_mode, options: Options) -> dict:
 # The graph rewrites, in order. A pattern that consumes pointwise ops (a norm) goes before
 # "pointwise", so that the fusion sees only what is left; "gemm" takes the pointwise calls that
 # read a matmul and makes the matmul's epilogue of them.
-REWRITES = [("rows", fuse_rows), ("pointwise", _pointwise), ("gemm", fuse_gemms)]
+REWRITES = [("rows", fuse_rows), ("pointwise", _pointwise), ("gemm", fuse_gemms), ("routes", route_plain_gemms)]
 
 
 def rewrite_graph(gm: fx.GraphModule, example_inputs, options: Options | None = None, name: str = "graph") -> dict:
     """Applies REWRITES to an ATen graph in place; returns what they did: the pointwise regions
     fused and fallen back, the matmuls that took an epilogue ("gemms"), the softmax and norm
-    nodes that became row kernels ("rows")."""
+    nodes that became row kernels ("rows"), the plain matmuls run as cute::gemm ("routed")."""
     options = options or Options()
     before = graph_text(gm) if options.log_graphs or options.debug_dir else ""
     fake_mode = detect_fake_mode(example_inputs)
-    result = {"fused": [], "fallback": [], "gemms": [], "rows": []}
+    result = {"fused": [], "fallback": [], "gemms": [], "rows": [], "routed": []}
     for _, rewrite in REWRITES:
         step = rewrite(gm, fake_mode, options)
         for key in result:

@@ -49,7 +49,7 @@ def _matmul_of(node: fx.Node):
     return None, None
 
 
-def _device_ok(value, options: Options) -> bool:
+def device_ok(value, options: Options) -> bool:
     device = value.device
     if device.type not in options.devices:
         return False
@@ -107,7 +107,7 @@ def _fusible(call: fx.Node, index: int, options: Options, order: dict):
         return None
     outs = fake_value(call)
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-    if any(o is None or o.dtype not in HALF for o in outs) or not _device_ok(values[0], options):
+    if any(o is None or o.dtype not in HALF for o in outs) or not device_ok(values[0], options):
         return None
     if len(outs) + _has_extra(call, mm, view) > MAX_OUTPUTS:
         return None

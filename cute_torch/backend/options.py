@@ -19,6 +19,8 @@ class Options:
     check_builds: bool = True     # build each region's kernel at compile time (fallback on failure)
     gemm: bool = True             # matmuls take their pointwise epilogue (cute::gemm, backend/gemm.py)
     rows: bool = True             # softmax and LayerNorm run the row kernels (backend/rows.py)
+    gemm_routes: str | None = None  # the table of plain matmuls run as cute::gemm (None: the installed
+                                    # backend/gemm_routes.json; "": none, every plain matmul stays ATen)
 
     @classmethod
     def parse(cls, options: dict | None) -> "Options":

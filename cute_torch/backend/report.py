@@ -28,6 +28,8 @@ def summary(name: str, result: dict, gm: fx.GraphModule) -> str:
     gemm_text = f", {gemms} of them into a matmul's epilogue (cute::gemm)" if gemms else ""
     rows = len(result.get("rows", []))
     gemm_text += f", {rows} softmax/norm nodes to row kernels" if rows else ""
+    routed = len(result.get("routed", []))
+    gemm_text += f", {routed} plain matmuls to cute::gemm (gemm_routes.json)" if routed else ""
     return (f"cute backend [{name}]: {nodes} ops fused into {len(fused)} kernels ({multi} multi-output), "
             f"{len(fallback)} regions fell back to ATen{gemm_text}; ATen ops left: {kept_text}")
 
@@ -37,6 +39,7 @@ def regions_text(result: dict) -> str:
     lines += [f"fallback: {describe(r)}: {type(e).__name__}: {e}" for r, e in result["fallback"]]
     lines += [f"gemm: {g}" for g in result.get("gemms", [])]
     lines += [f"rows: {r}" for r in result.get("rows", [])]
+    lines += [f"routed: {r}" for r in result.get("routed", [])]
     return "\n".join(lines) + "\n"
 
 
