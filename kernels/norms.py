@@ -509,17 +509,23 @@ def _config(n: int, tensors, max_values: int) -> object:
     return cfg
 
 
-def backward_config(n: int, tensors) -> RowConfig:
+def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
     """The backward's CTA shape: MAX_THREADS threads (several rows per CTA for short rows),
     each holding BACKWARD_BYTES of each staged row, half that at up to 1024 columns (two warps
     per row beat one: LayerNorm 0.90 of copy against 0.87 at 1024) and where a full one would
     need a cluster of 4 (one of 8 instead: 0.89 / 0.86 against 0.78 / 0.76 at 65536; H100,
-    benchmarks/RESULTS.md)."""
+    benchmarks/RESULTS.md). LayerNorm's (`layer`) over 16-bit rows of 2048 to 8192 columns
+    takes half the threads, and backward_ring half the shared memory, so that two CTAs share
+    an SM (bf16 fraction of copy, H200 / H100: 0.86 / 0.90 -> 0.92 / 0.95 at 2048, 0.89 / 0.93
+    -> 0.92 / 0.99 at 4096, 0.89 / 0.95 -> 0.92 / 0.98 at 8192; RMSNorm's lost 1-2 % so, and
+    Float32 rows 2 % on the H100)."""
     size = max(t.element_size() for t in tensors if t is not None)
     cfg = _config(n, tensors, BACKWARD_BYTES // size)
     if n <= 1024 or cfg.cluster == 4:
         cfg = _config(n, tensors, BACKWARD_BYTES // 2 // size)
-    return replace(cfg, threads=MAX_THREADS)
+    halved = layer and tensors[0].element_size() == 2 and 2048 <= n <= 8192 and cfg.cluster == 1 \
+        and cfg.threads_per_row <= MAX_THREADS // 2
+    return replace(cfg, threads=MAX_THREADS // 2 if halved else MAX_THREADS)
 
 
 def backward_ring(cfg, x_size: int, dy_size: int, w_size: int) -> tuple[int, int]:
@@ -527,7 +533,8 @@ def backward_ring(cfg, x_size: int, dy_size: int, w_size: int) -> tuple[int, int
     it and the staged weight take), from the operands' element sizes (w_size 0: no weight). No
     ring (0) where one block does not fit."""
     block = cfg.rows * cfg.part * (x_size + dy_size)
-    stages = min(BACKWARD_STAGES, (BACKWARD_SMEM - cfg.part * w_size) // block)
+    budget = BACKWARD_SMEM * cfg.threads // MAX_THREADS        # the same per thread at any CTA size
+    stages = min(BACKWARD_STAGES, (budget - cfg.part * w_size) // block)
     if stages == 0:
         return 0, 0
     def padded(nbytes):
@@ -591,7 +598,7 @@ def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor,
     w = _vector(weight, n, "weight")
     m = x2.shape[0]
     dx = torch.empty_like(x2)
-    cfg = backward_config(n, (x2, dy2, w, dx))
+    cfg = backward_config(n, (x2, dy2, w, dx), mean is not None)
     partial = (lambda rows: torch.empty(rows, n, dtype=torch.float32, device=x.device))
     want_dw, want_db = weight_grad and weight is not None, bias_grad
     param = weight.dtype if weight is not None else x.dtype

@@ -570,3 +570,17 @@ def test_a_residual_of_another_shape_is_an_error_before_any_launch():
         norms.norm_forward(x, None, None, torch.zeros(512), rms=True)
     with pytest.raises(ValueError, match="norm_backward: dy"):
         norms.norm_backward(x, None, torch.zeros(4, 512), torch.zeros(8))
+
+
+def test_the_layer_norm_backward_halves_its_ctas_where_two_per_sm_measured_faster():
+    """16-bit LayerNorm rows of 2048 to 8192 columns: 256-thread CTAs with half the shared
+    memory each (two per SM); RMSNorm, Float32 rows and other lengths keep 512 threads."""
+    for n, layer, dtype, threads in ((4096, True, torch.bfloat16, 256), (2048, True, torch.float16, 256),
+                                     (8192, True, torch.bfloat16, 256), (4096, False, torch.bfloat16, 512),
+                                     (4096, True, torch.float32, 512), (1024, True, torch.bfloat16, 512),
+                                     (16384, True, torch.bfloat16, 512)):
+        x = torch.empty(4, n, dtype=dtype)
+        cfg = norms.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x), layer)
+        assert cfg.threads == threads, (n, layer, dtype)
+        stages, smem = norms.backward_ring(cfg, x.element_size(), x.element_size(), x.element_size())
+        assert stages >= 2 and smem <= norms.BACKWARD_SMEM * threads // 512

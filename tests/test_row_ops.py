@@ -237,8 +237,9 @@ def test_the_builder_configures_from_a_description_what_the_kernels_configure_fr
             w = torch.empty(n, dtype=dtype)
             assert norms._config(n, (x, w, y), norms.FORWARD_VALUES) == norms._config(
                 n, (described(x), described(w, "c"), described(y)), norms.FORWARD_VALUES)
-            assert norms.backward_config(n, (x, w, y)) == norms.backward_config(
-                n, (described(x), described(w, "c"), described(y)))
+            for layer in (False, True):
+                assert norms.backward_config(n, (x, w, y), layer) == norms.backward_config(
+                    n, (described(x), described(w, "c"), described(y)), layer)
         assert chunk_config(x, y) == chunk_config(described(x), described(y)), (n, pad, offset, dtype)
 
 
