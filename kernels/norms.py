@@ -512,20 +512,27 @@ def _config(n: int, tensors, max_values: int) -> object:
 def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
     """The backward's CTA shape: MAX_THREADS threads (several rows per CTA for short rows),
     each holding BACKWARD_BYTES of each staged row, half that at up to 1024 columns (two warps
-    per row beat one: LayerNorm 0.90 of copy against 0.87 at 1024) and where a full one would
-    need a cluster of 4 (one of 8 instead: 0.89 / 0.86 against 0.78 / 0.76 at 65536; H100,
-    benchmarks/RESULTS.md). LayerNorm's (`layer`) over 16-bit rows of 2048 to 8192 columns
-    takes half the threads, and backward_ring half the shared memory, so that two CTAs share
-    an SM (bf16 fraction of copy, H200 / H100: 0.86 / 0.90 -> 0.92 / 0.95 at 2048, 0.89 / 0.93
-    -> 0.92 / 0.99 at 4096, 0.89 / 0.95 -> 0.92 / 0.98 at 8192; RMSNorm's lost 1-2 % so, and
-    Float32 rows 2 % on the H100)."""
+    per row beat one: LayerNorm 0.90 of copy against 0.87 at 1024) unless only the full one
+    covers the row without padding (768 bf16 columns: 0.56 of copy with 64 threads per row,
+    one vector in two past N, H200), and where a full one would need a cluster of 4 (one of 8
+    instead: 0.89 / 0.86 against 0.78 / 0.76 at 65536; H100, benchmarks/RESULTS.md).
+    Half the threads, and backward_ring half the shared memory, so that two CTAs share an SM,
+    where that measured faster on both GPUs: LayerNorm's (`layer`) over 16-bit rows of 2048,
+    4096 and 8192 columns (bf16 fraction of copy, H200 / H100: 0.86 / 0.90 -> 0.92 / 0.95 at
+    2048, 0.89 / 0.93 -> 0.92 / 0.99 at 4096, 0.89 / 0.95 -> 0.92 / 0.98 at 8192; RMSNorm's lost
+    1-2 % so), and both norms over Float32 rows of 768 to 1536 columns (RMSNorm / LayerNorm at
+    1024: H200 0.80 / 0.74 -> 0.98 / 0.83, H100 0.90 / 0.87 -> 0.95 / 0.93; at 768 with the
+    unpadded shape: H100 0.84 / 0.82 -> 0.97 / 0.97; shorter rows lost 1-5 %)."""
     size = max(t.element_size() for t in tensors if t is not None)
     cfg = _config(n, tensors, BACKWARD_BYTES // size)
     if n <= 1024 or cfg.cluster == 4:
-        cfg = _config(n, tensors, BACKWARD_BYTES // 2 // size)
-    halved = layer and tensors[0].element_size() == 2 and 2048 <= n <= 8192 and cfg.cluster == 1 \
-        and cfg.threads_per_row <= MAX_THREADS // 2
-    return replace(cfg, threads=MAX_THREADS // 2 if halved else MAX_THREADS)
+        halved = _config(n, tensors, BACKWARD_BYTES // 2 // size)
+        cfg = cfg if halved.padding and not cfg.padding and cfg.cluster == 1 else halved
+    x_size = tensors[0].element_size()
+    # (LayerNorm at 3072 16-bit columns measured slower so, 0.94 -> 0.73 on the H100: powers of two only)
+    two_per_sm = (layer and x_size == 2 and n in (2048, 4096, 8192)) or (x_size == 4 and 768 <= n <= 1536)
+    two_per_sm = two_per_sm and cfg.cluster == 1 and cfg.threads_per_row <= MAX_THREADS // 2
+    return replace(cfg, threads=MAX_THREADS // 2 if two_per_sm else MAX_THREADS)
 
 
 def backward_ring(cfg, x_size: int, dy_size: int, w_size: int) -> tuple[int, int]:

@@ -573,9 +573,12 @@ def test_a_residual_of_another_shape_is_an_error_before_any_launch():
 
 
 def test_the_layer_norm_backward_halves_its_ctas_where_two_per_sm_measured_faster():
-    """16-bit LayerNorm rows of 2048 to 8192 columns: 256-thread CTAs with half the shared
-    memory each (two per SM); RMSNorm, Float32 rows and other lengths keep 512 threads."""
+    """16-bit LayerNorm rows of 2048, 4096 and 8192 columns and Float32 rows of 768 to 1536:
+    256-thread CTAs with half the shared memory each (two per SM); others keep 512 threads.
+    Short rows take the unpadded one of the two thread counts per row where only one is."""
     for n, layer, dtype, threads in ((4096, True, torch.bfloat16, 256), (2048, True, torch.float16, 256),
+                                     (3072, True, torch.bfloat16, 512), (1024, False, torch.float32, 256),
+                                     (768, True, torch.float32, 256), (2048, True, torch.float32, 512),
                                      (8192, True, torch.bfloat16, 256), (4096, False, torch.bfloat16, 512),
                                      (4096, True, torch.float32, 512), (1024, True, torch.bfloat16, 512),
                                      (16384, True, torch.bfloat16, 512)):
@@ -584,3 +587,7 @@ def test_the_layer_norm_backward_halves_its_ctas_where_two_per_sm_measured_faste
         assert cfg.threads == threads, (n, layer, dtype)
         stages, smem = norms.backward_ring(cfg, x.element_size(), x.element_size(), x.element_size())
         assert stages >= 2 and smem <= norms.BACKWARD_SMEM * threads // 512
+    for n, dtype, per_row in ((768, torch.bfloat16, 32), (1024, torch.bfloat16, 64), (768, torch.float32, 64)):
+        x = torch.empty(4, n, dtype=dtype)
+        cfg = norms.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x))
+        assert (cfg.threads_per_row, cfg.padding) == (per_row, 0), (n, dtype)
