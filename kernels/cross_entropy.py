@@ -31,7 +31,8 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_chunks import LOG2_E, chunk_config, chunks, load_chunk, online_logsumexp, store_chunk
+from .row_chunks import (LOG2_E, chunk_config, chunks, load_chunk, load_edge, online_logsumexp, store_chunk,
+                         store_edge)
 from .row_reduce import clamp_row, dynamic_rows, launch_grid, thread_place
 
 @cute.kernel
@@ -84,6 +85,13 @@ def _backward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLse: cute.Tensor, m
             p = p - spread
         if row < rows:
             store_chunk(mDX, row, lane, chunk, cfg, exact, p * scale)
+    if cute.const_expr(cfg.peeled):                 # the row's edges (kernels/row_chunks.py)
+        x, _ = load_edge(mX, src, lane, cfg, 0.0)
+        p = cute.math.exp2(x * LOG2_E - lse * LOG2_E)
+        if cute.const_expr(smooth):
+            p = p - spread
+        if row < rows:
+            store_edge(mDX, row, lane, cfg, p * scale)
     # The target's column: one thread of the row takes (1 - e) dloss back off, after its row is
     # written.
     cute.arch.sync_threads()

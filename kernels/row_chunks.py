@@ -6,11 +6,19 @@ for rows over row_reduce.MAX_N.
 The log-sum-exp of such a row takes one pass: each thread keeps a running max m and a running
 sum s of exp(x - m) over the values it has seen, rescaling s when m grows; after the last chunk
 one max and one sum over the row's threads give lse = M + log(sum of s * exp(m - M)).
+
+Rows whose length or stride is not a multiple of a 16-byte vector (GPT-2's vocabulary of 50257)
+would be read one element at a time. Where every operand starts 16-byte aligned and they share a
+row stride, their rows are "peeled" instead (RowConfig.peeled): each row is read in 16-byte
+vectors from its first 16-byte boundary on (Pointer.align), and the up to vec - 1 elements
+before it and after its last whole vector one each by the row's first 2 vec threads (the row's
+"edges": load_edge, store_edge). Every operand's row r then splits at the same columns.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 
@@ -26,15 +34,28 @@ CHUNK = 8192
 def chunk_config(*tensors: torch.Tensor) -> tuple[RowConfig, bool]:
     """The chunk's configuration, and whether chunks tile the row exactly (no guards). Its
     vector divides the row length (the last vector of a row may not run past it) and suits
-    every tensor's rows and address."""
+    every tensor's rows and address; where that leaves less than 16 bytes, the rows are peeled
+    if they can be (module docstring; not exact then)."""
     n = tensors[0].shape[1]
     size = max(t.element_size() for t in tensors)
     cfg = row_config(min(n, CHUNK), size, n)               # n as a "stride": the vector divides it
     for t in tensors:
         c = row_config(min(n, CHUNK), size, t.stride(0) if t.shape[0] > 1 else 0, t.data_ptr())
         cfg = c if c.vec < cfg.vec else cfg
+    if cfg.vec * size < 16 and _peelable(tensors, size):
+        vec = 16 // size
+        # A chunk of whole vectors, at least 16 of them: the edges' 2 vec threads are there.
+        width = max(min(CHUNK, -(-n // vec) * vec), 16 * vec)
+        return replace(row_config(width, size), peeled=True), False
     exact = n % cfg.n == 0 and cfg.padding == 0
     return cfg, exact
+
+
+def _peelable(tensors, size: int) -> bool:
+    """Whether every tensor's rows split at the same columns when peeled: the same element size,
+    unit column strides, the same row stride, 16-byte aligned starts."""
+    return all(t.element_size() == size and t.stride(1) == 1 and t.data_ptr() % 16 == 0 for t in tensors) and \
+        len({t.stride(0) for t in tensors if t.shape[0] > 1}) <= 1
 
 
 def chunks(t: cute.Tensor, cfg: RowConfig) -> int:
@@ -42,10 +63,59 @@ def chunks(t: cute.Tensor, cfg: RowConfig) -> int:
 
 
 def _chunk_vectors(t: cute.Tensor, row, lane, chunk, cfg: RowConfig):
-    """This thread's (vec, vectors) elements of chunk `chunk` of row `row` (chunks cfg.n wide)."""
+    """(this thread's (vec, vectors) elements of chunk `chunk` of row `row` (chunks cfg.n wide),
+    the row's columns that whole vectors cover (counted from the first vector; peeled rows: from
+    their 16-byte boundary on))."""
     split = cute.make_layout((cfg.vec, cfg.threads_per_row, cfg.vectors, chunks(t, cfg)),
                              stride=(1, cfg.vec, cfg.vec * cfg.threads_per_row, cfg.n))
-    return cute.composition(t[(row, None)], split)[(None, lane, None, chunk)]
+    line, limit = t[(row, None)], t.shape[1]
+    if cute.const_expr(cfg.peeled):
+        line, limit, _ = _body(t, row, cfg)
+    return cute.composition(line, split)[(None, lane, None, chunk)], limit
+
+
+@cute.jit
+def _body(t: cute.Tensor, row, cfg: Constexpr):
+    """(row `row` of a peeled `t` from its first 16-byte boundary on, the columns whole vectors
+    cover from there, the columns before it)."""
+    start = t[(row, None)].iterator
+    aligned = start.align(16)
+    head = cute.Int32((aligned.toint() - start.toint()) // (t.element_type.width // 8))
+    whole = (t.shape[1] - head) // cfg.vec * cfg.vec
+    return cute.make_tensor(aligned, cute.make_layout(t.shape[1])), cute.where(whole > 0, whole, 0), head
+
+
+@cute.jit
+def _edge_column(t: cute.Tensor, row, lane, cfg: Constexpr):
+    """The column of row `row` whose element thread `lane` reads or writes one at a time (a
+    peeled row's first 2 vec threads: the columns before its 16-byte boundary, then those past
+    its last whole vector), or -1."""
+    _, whole, head = _body(t, row, cfg)
+    column = cute.Int32(-1)
+    if lane < cfg.vec:
+        if lane < head:
+            column = lane
+    elif lane < 2 * cfg.vec:
+        column = head + whole + lane - cfg.vec
+    return cute.where(column < t.shape[1], column, -1)
+
+
+@cute.jit
+def load_edge(t: cute.Tensor, row, lane, cfg: Constexpr, fill):
+    """(this thread's edge element of row `row` as Float32 or `fill`, whether it has one)."""
+    column = _edge_column(t, row, lane, cfg)
+    value = cute.Float32(fill)
+    if column >= 0:
+        value = cute.Float32(t[(row, column)])
+    return value, column >= 0
+
+
+@cute.jit
+def store_edge(t: cute.Tensor, row, lane, cfg: Constexpr, value):
+    """Writes this thread's edge element of row `row`; the caller guards row < M."""
+    column = _edge_column(t, row, lane, cfg)
+    if column >= 0:
+        t[(row, column)] = value.to(t.element_type)
 
 
 def _column(i, lane, chunk, cfg: RowConfig):
@@ -57,7 +127,7 @@ def load_chunk(t: cute.Tensor, row, lane, chunk, cfg: Constexpr, exact: Constexp
     """This thread's values of chunk `chunk` of row `row` as Float32; columns past the row's
     end read as `fill`. With `with_sum`, also the sum of the values inside the row (the fill
     left out, so that a row's own -inf logits still count)."""
-    src = _chunk_vectors(t, row, lane, chunk, cfg)
+    src, limit = _chunk_vectors(t, row, lane, chunk, cfg)
     frag = cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type)
     total = cute.Float32(0.0)
     for i in cute.range_constexpr(cfg.vectors):
@@ -67,7 +137,7 @@ def load_chunk(t: cute.Tensor, row, lane, chunk, cfg: Constexpr, exact: Constexp
                 total = total + frag[(None, i)].load().to(cute.Float32).reduce(cute.ReductionOp.ADD)
         else:
             frag[(None, i)].fill(fill)
-            if _column(i, lane, chunk, cfg) < t.shape[1]:
+            if _column(i, lane, chunk, cfg) < limit:
                 frag[(None, i)].store(src[(None, i)].load())
                 if cute.const_expr(with_sum):
                     total = total + frag[(None, i)].load().to(cute.Float32).reduce(cute.ReductionOp.ADD)
@@ -79,13 +149,13 @@ def load_chunk(t: cute.Tensor, row, lane, chunk, cfg: Constexpr, exact: Constexp
 @cute.jit
 def store_chunk(t: cute.Tensor, row, lane, chunk, cfg: Constexpr, exact: Constexpr, values):
     """Writes this thread's values of chunk `chunk` of row `row`; the caller guards row < M."""
-    dst = _chunk_vectors(t, row, lane, chunk, cfg)
+    dst, limit = _chunk_vectors(t, row, lane, chunk, cfg)
     frag = cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type)
     frag.store(values.to(t.element_type))
     for i in cute.range_constexpr(cfg.vectors):
         if cute.const_expr(exact):
             dst[(None, i)].store(frag[(None, i)].load())
-        elif _column(i, lane, chunk, cfg) < t.shape[1]:
+        elif _column(i, lane, chunk, cfg) < limit:
             dst[(None, i)].store(frag[(None, i)].load())
 
 
@@ -107,6 +177,14 @@ def online_logsumexp(t: cute.Tensor, row, lane, row_in_cta, cfg: Constexpr, exac
         shift = cute.where(m_new == -math.inf, 0.0, m_new)         # no (-inf) - (-inf)
         e = cute.math.exp2(x * LOG2_E - shift * LOG2_E)
         s = s * cute.math.exp2((m - shift) * LOG2_E) + e.reduce(cute.ReductionOp.ADD)
+        m = m_new
+    if cute.const_expr(cfg.peeled):                                   # the row's edges
+        edge, present = load_edge(t, row, lane, cfg, -math.inf)
+        if cute.const_expr(with_sum):
+            row_sum = row_sum + cute.where(present, edge, 0.0)
+        m_new = cute.arch.fmax(m, edge)
+        shift = cute.where(m_new == -math.inf, 0.0, m_new)
+        s = s * cute.math.exp2((m - shift) * LOG2_E) + cute.math.exp2(edge * LOG2_E - shift * LOG2_E)
         m = m_new
     row_max = row_reduce(m, "max", cfg, lane, row_in_cta)
     total = row_reduce(s * cute.math.exp2((m - row_max) * LOG2_E), "sum", cfg, lane, row_in_cta)

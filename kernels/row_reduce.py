@@ -48,6 +48,9 @@ class RowConfig:
     threads_per_row: int  # per CTA
     threads: int          # per CTA
     cluster: int = 1      # CTAs that share a row, each holding `part` columns
+    peeled: bool = False  # rows start anywhere: read in vectors from their first 16-byte boundary
+                          # on, the elements before it and after the last whole vector one at a
+                          # time (kernels/row_chunks.py)
 
     @property
     def rows(self) -> int:

@@ -31,7 +31,7 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_chunks import chunk_config, chunks, load_chunk, online_logsumexp, store_chunk
+from .row_chunks import chunk_config, chunks, load_chunk, load_edge, online_logsumexp, store_chunk, store_edge
 from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive, cluster_send,
                          cta_group, dynamic_rows, fetch_row, fold, launch_cluster, launch_grid, load_row, row_config,
                          row_reduce, store_row, thread_place)
@@ -191,6 +191,11 @@ def _long_forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, exact
         y = x - lse if cute.const_expr(log) else cute.math.exp2(x * LOG2_E - lse * LOG2_E)
         if row < rows:
             store_chunk(mY, row, lane, chunk, cfg, exact, y)
+    if cute.const_expr(cfg.peeled):                 # the row's edges (kernels/row_chunks.py)
+        x, _ = load_edge(mX, src, lane, cfg, 0.0)
+        y = x - lse if cute.const_expr(log) else cute.math.exp2(x * LOG2_E - lse * LOG2_E)
+        if row < rows:
+            store_edge(mY, row, lane, cfg, y)
 
 
 @cute.kernel
@@ -206,6 +211,10 @@ def _long_backward_kernel(mY: cute.Tensor, mDY: cute.Tensor, mDX: cute.Tensor, c
             total = total + fold(dy, "sum")
         else:
             total = total + fold(dy * load_chunk(mY, src, lane, chunk, cfg, exact, 0.0), "sum")
+    if cute.const_expr(cfg.peeled):
+        dy_edge, _ = load_edge(mDY, src, lane, cfg, 0.0)
+        y_edge, _ = load_edge(mY, src, lane, cfg, 0.0)
+        total = total + (dy_edge if cute.const_expr(log) else dy_edge * y_edge)
     total = row_reduce(total, "sum", cfg, lane, row_in_cta)
     for chunk in range(chunks(mY, cfg)):
         y = load_chunk(mY, src, lane, chunk, cfg, exact, 0.0)
@@ -213,6 +222,10 @@ def _long_backward_kernel(mY: cute.Tensor, mDY: cute.Tensor, mDX: cute.Tensor, c
         dx = dy - cute.math.exp2(y * LOG2_E) * total if cute.const_expr(log) else y * (dy - total)
         if row < rows:
             store_chunk(mDX, row, lane, chunk, cfg, exact, dx)
+    if cute.const_expr(cfg.peeled):
+        dx = dy_edge - cute.math.exp2(y_edge * LOG2_E) * total if cute.const_expr(log) else y_edge * (dy_edge - total)
+        if row < rows:
+            store_edge(mDX, row, lane, cfg, dx)
 
 
 @cute.jit

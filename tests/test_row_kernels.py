@@ -215,7 +215,15 @@ def test_rows_too_long_for_registers_are_read_in_chunks_16_bytes_at_a_time():
     x = torch.empty(4, 131072, dtype=torch.bfloat16)
     ptx = cute.compile(softmax._long_forward, dynamic_rows(x), dynamic_rows(x), *chunk_config(x, x), False).__ptx__
     assert {a for a in _accesses(ptx) if ".v" in a} == {"ld.global.v4.b32", "st.global.v4.b32"}
-    assert chunk_config(x[:, :130001], x)[0].vec == 1       # the vector divides the row length
+    # Rows of an odd length: peeled (16-byte vectors from each row's first 16-byte boundary on)
+    # when the operands split at the same columns, else the vector divides the row length.
+    odd = x[:, :130001]
+    cfg, exact = chunk_config(odd, odd)
+    assert (cfg.vec, cfg.peeled, exact) == (8, True, False)
+    ptx = cute.compile(softmax._long_forward, dynamic_rows(odd), dynamic_rows(odd), cfg, exact, False).__ptx__
+    assert {a for a in _accesses(ptx) if ".v" in a} == {"ld.global.v4.b32", "st.global.v4.b32"}
+    assert chunk_config(odd, torch.empty(4, 130001, dtype=torch.bfloat16))[0].vec == 1    # other row strides
+    assert chunk_config(x[:, 1:130002], x[:, 1:130002])[0].vec == 1                       # unaligned starts
 
 
 def test_one_kernel_serves_every_number_of_rows():
@@ -504,6 +512,9 @@ def run_small():
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), inplace=True)
     _, lse = cross_entropy.cross_entropy_forward(logits, target, label_smoothing=0.1)   # the row's sum too
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), label_smoothing=0.1)
+    odd = _rand((40, 9001), 10, torch.bfloat16)              # peeled rows: vectors between scalar edges
+    _, lse = cross_entropy.cross_entropy_forward(odd, target)
+    cross_entropy.cross_entropy_backward(odd, target, lse, torch.ones(40, device="cuda"))
     from cute_torch.kernels.column_sums import column_sum
     column_sum(ahead)                                       # many slabs of 16-byte vectors, a tail tile
     column_sum(_rand((257, 37), 9, torch.float16))          # single elements, a short last slab

@@ -89,6 +89,28 @@ def test_pointer_arithmetic_recast_and_make_tensor():
     assert "i32, i32" in mlir or "getelementptr" in mlir
 
 
+@cute.kernel
+def _aligned(out: cute.Tensor):
+    p = out.iterator + 3
+    a = p.align(16)
+    cute.make_tensor(a, cute.make_layout(4)).store(cute.make_rmem_tensor(4, cute.Float16).load())
+    cute.printf(f"{p.type} {a.type} {p.align(2).type}")
+
+
+@cute.jit
+def _aligned_host(out: cute.Tensor):
+    _aligned(out).launch(grid=(1, 1, 1), block=(1, 1, 1))
+
+
+def test_pointer_align_rounds_up_and_knows_its_alignment():
+    """A row that starts anywhere reaches its first 16-byte vector (kernels/row_chunks.py):
+    the rounded pointer is known 16-byte aligned, so the four halves after it store as one
+    8-byte vector; an alignment already known costs nothing."""
+    compiled = cute.compile(_aligned_host, torch.zeros(16, dtype=torch.float16), options={"arch": "sm_90a"})
+    assert "ptr<Float16 gmem align 2> ptr<Float16 gmem align 16> ptr<Float16 gmem align 2>" in compiled.__mlir__
+    assert "llvm.inttoptr" in compiled.__mlir__ and "st.global.v2.b32" in compiled.__ptx__
+
+
 def _kernel_with(body):
     @cute.kernel
     def kernel(out: cute.Tensor):
@@ -110,6 +132,7 @@ def _kernel_with(body):
     (lambda out: cute.arch.fence_proxy("sync"), "fence_proxy kind must be one of"),
     (lambda out: cute.arch.barrier_arrive(barrier_id=1), "barrier_arrive needs number_of_threads"),
     (lambda out: cute.recast_ptr(out), "recast_ptr takes a cute.Pointer, got Tensor"),
+    (lambda out: out.iterator.align(12), "Pointer.align takes a power of two (bytes), got 12"),
     (lambda out: cute.arch.store_shared_remote(1.0, out.iterator, None, 0),
      "store_shared_remote takes a shared-memory cute.Pointer"),
     (lambda out: cute.arch.store_shared_remote(1.0, cute.arch.alloc_smem(cute.Float16, (2,)).iterator, None, 0),

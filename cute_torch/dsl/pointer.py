@@ -68,6 +68,21 @@ class Pointer:
     def __radd__(self, offset) -> "Pointer":
         return self + offset
 
+    def align(self, min_align: int) -> "Pointer":
+        """The address rounded up to a multiple of `min_align` bytes (a power of two), known to be
+        so aligned (CuTe DSL's Pointer.align): a row that starts anywhere reaches its first
+        16-byte vector this way (the elements before it are the caller's to handle)."""
+        if isinstance(min_align, bool) or not isinstance(min_align, int) or min_align < 1 or min_align & (min_align - 1):
+            raise DSLError(ARGUMENT_MISMATCH, f"Pointer.align takes a power of two (bytes), got {min_align!r}",
+                           user_location())
+        if min_align <= self.alignment:
+            return self
+        b = ir.require(what="Pointer.align")
+        address = self.toint()
+        aligned = (address + (min_align - 1)) & -min_align
+        value = b.op(f"llvm.inttoptr {aligned.ir.name} : {aligned.ir.type} to {self.value.type}", self.value.type)
+        return Pointer(value, self.dtype, self.memspace, min_align, self.wide)
+
     def toint(self) -> Numeric:
         """The address as an integer: 32 bits in shared memory (what PTX's shared-space
         instructions take), 64 otherwise."""
