@@ -602,3 +602,13 @@ def test_the_layer_norm_backward_halves_its_ctas_where_two_per_sm_measured_faste
         x = torch.empty(4, n, dtype=dtype)
         cfg = norms.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x))
         assert (cfg.threads_per_row, cfg.padding) == (per_row, 0), (n, dtype)
+
+
+def test_the_norm_forward_takes_fewer_threads_per_row_where_they_cover_it_exactly():
+    """2560 columns at 32 values per thread: 128 threads x 3 vectors would hold 3072; 64 x 5
+    hold the row exactly (LayerNorm's walking forward, 0.88 -> 0.96 of copy on an H200)."""
+    x, w = torch.empty(4, 2560, dtype=torch.bfloat16), torch.empty(2560, dtype=torch.bfloat16)
+    assert norms._config(2560, (x, w), 32).padding == 512
+    cfg = norms.forward_config(2560, (x, w), 32)
+    assert (cfg.threads_per_row, cfg.vectors, cfg.padding) == (64, 5, 0)
+    assert norms.forward_config(1000, (x[:, :1000], w[:1000]), 32) == norms._config(1000, (x[:, :1000], w[:1000]), 32)

@@ -235,8 +235,9 @@ def test_the_builder_configures_from_a_description_what_the_kernels_configure_fr
             assert softmax._config(x, y) == softmax._config(described(x), described(y)), (n, pad, offset, dtype)
         if n <= norms.MAX_NORM_N:
             w = torch.empty(n, dtype=dtype)
-            assert norms._config(n, (x, w, y), norms.FORWARD_VALUES) == norms._config(
-                n, (described(x), described(w, "c"), described(y)), norms.FORWARD_VALUES)
+            for values in (32, norms.FORWARD_VALUES):
+                assert norms.forward_config(n, (x, w, y), values) == norms.forward_config(
+                    n, (described(x), described(w, "c"), described(y)), values)
             for layer in (False, True):
                 assert norms.backward_config(n, (x, w, y), layer) == norms.backward_config(
                     n, (described(x), described(w, "c"), described(y)), layer)
