@@ -70,7 +70,7 @@ def measure(args, dtype) -> list:
                   f"{err:8.1e} {verdict}", flush=True)
             if not verdict:
                 rows.append((key, m, n, k, cublas_ms, ours_ms))
-            del a, b, out, ours
+            a = b = out = ours = None               # the next shape's operands need the memory
     return rows
 
 
@@ -100,7 +100,8 @@ def main() -> None:
     routed = [key for key, entry in table.items() if entry["ratio"] >= 1.0]
     print(f"\n{len(table)} classes, {len(routed)} routed to cute::gemm (median ratio >= 1.0):")
     for key, entry in table.items():
-        print(f"  {key:24} {entry['ratio']:6.3f} over {len(entry['shapes'])} shapes{'  routed' if key in routed else ''}")
+        mark = "  routed" if key in routed else ""
+        print(f"  {key:24} {entry['ratio']:6.3f} over {len(entry['shapes'])} shapes{mark}")
     if args.write:
         known = json.loads(TABLE.read_text()) if TABLE.exists() else {}
         known[device] = {"date": datetime.date.today().isoformat(), "torch": torch.__version__,

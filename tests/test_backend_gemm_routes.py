@@ -124,8 +124,9 @@ def test_routed_matmuls_run_on_the_gpu_forward_and_backward(tmp_path):
     m, n, k = 384, 256, 192
     classes = {"kk": (m, n, k), "kn": (m, k, n), "mn": (n, k, m)}
     path = tmp_path / "routes.json"
-    path.write_text(json.dumps({device_name(torch.device("cuda")): {"classes": {
-        shape_class(torch.bfloat16, layout, *sizes): {"ratio": 1.5, "shapes": []} for layout, sizes in classes.items()}}}))
+    routed = {shape_class(torch.bfloat16, layout, *sizes): {"ratio": 1.5, "shapes": []}
+              for layout, sizes in classes.items()}
+    path.write_text(json.dumps({device_name(torch.device("cuda")): {"classes": routed}}))
     generator = torch.Generator(device="cuda").manual_seed(7)
     x = torch.randn(m, k, device="cuda", generator=generator).bfloat16().requires_grad_()
     w = torch.randn(n, k, device="cuda", generator=generator).bfloat16().requires_grad_()

@@ -72,7 +72,9 @@ class Pointer:
         """The address rounded up to a multiple of `min_align` bytes (a power of two), known to be
         so aligned (CuTe DSL's Pointer.align): a row that starts anywhere reaches its first
         16-byte vector this way (the elements before it are the caller's to handle)."""
-        if isinstance(min_align, bool) or not isinstance(min_align, int) or min_align < 1 or min_align & (min_align - 1):
+        power_of_two = isinstance(min_align, int) and not isinstance(min_align, bool) and min_align >= 1 \
+            and not min_align & (min_align - 1)
+        if not power_of_two:
             raise DSLError(ARGUMENT_MISMATCH, f"Pointer.align takes a power of two (bytes), got {min_align!r}",
                            user_location())
         if min_align <= self.alignment:
