@@ -321,9 +321,9 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 @pytest.mark.parametrize("rms,weight,bias,residual", NORM_CASES)
 # Long rows split over clusters (kernels/row_reduce.py); 300 rows of 16384 walk the forward's
 # blocks (fetching rows ahead) and the backward's shared-memory ring over several blocks (both
-# slot sets); at 200000 the eighth CTA holds only columns past N.
-@pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (256, 4096), (9, 8192), (3, 32768), (300, 16384), (5, 65536),
-                                 (2, 200000)])
+# slot sets); at 200000 the eighth CTA holds only columns past N; 2560 takes 8-byte vectors backward.
+@pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (40, 2560), (256, 4096), (9, 8192), (3, 32768), (300, 16384),
+                                 (5, 65536), (2, 200000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
     if rms and bias:
         pytest.skip("RMSNorm has no bias")
@@ -612,3 +612,14 @@ def test_the_norm_forward_takes_fewer_threads_per_row_where_they_cover_it_exactl
     cfg = norms.forward_config(2560, (x, w), 32)
     assert (cfg.threads_per_row, cfg.vectors, cfg.padding) == (64, 5, 0)
     assert norms.forward_config(1000, (x[:, :1000], w[:1000]), 32) == norms._config(1000, (x[:, :1000], w[:1000]), 32)
+
+
+def test_the_layer_norm_backward_narrows_its_vectors_where_they_pad_the_row():
+    """2560 bf16 columns: 128 threads x 3 vectors of 8 hold 3072; vectors of 4 hold the row
+    exactly (5 each). RMSNorm and unpadded rows keep 16-byte vectors."""
+    x, w = torch.empty(4, 2560, dtype=torch.bfloat16), torch.empty(2560, dtype=torch.bfloat16)
+    layer = norms.backward_config(2560, (x, x, w, x), True)
+    assert (layer.vec, layer.threads_per_row, layer.vectors, layer.padding) == (4, 128, 5, 0)
+    assert norms.backward_config(2560, (x, x, w, x), False).vec == 8
+    y, v = torch.empty(4, 3072, dtype=torch.bfloat16), torch.empty(3072, dtype=torch.bfloat16)
+    assert norms.backward_config(3072, (y, y, v, y), True).vec == 8
