@@ -531,13 +531,16 @@ def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
     covers the row without padding (768 bf16 columns: 0.56 of copy with 64 threads per row,
     one vector in two past N, H200), and where a full one would need a cluster of 4 (one of 8
     instead: 0.89 / 0.86 against 0.78 / 0.76 at 65536; H100, benchmarks/RESULTS.md).
-    Half the threads, and backward_ring half the shared memory, so that two CTAs share an SM,
-    where that measured faster on both GPUs: LayerNorm's (`layer`) over 16-bit rows of 2048,
-    4096 and 8192 columns (bf16 fraction of copy, H200 / H100: 0.86 / 0.90 -> 0.92 / 0.95 at
-    2048, 0.89 / 0.93 -> 0.92 / 0.99 at 4096, 0.89 / 0.95 -> 0.92 / 0.98 at 8192; RMSNorm's lost
-    1-2 % so), and both norms over Float32 rows of 768 to 1536 columns (RMSNorm / LayerNorm at
-    1024: H200 0.80 / 0.74 -> 0.98 / 0.83, H100 0.90 / 0.87 -> 0.95 / 0.93; at 768 with the
-    unpadded shape: H100 0.84 / 0.82 -> 0.97 / 0.97; shorter rows lost 1-5 %)."""
+    Half the threads, and backward_ring half the shared memory, where that measured faster on
+    both GPUs: LayerNorm's (`layer`) over 16-bit rows of 2048, 4096 and 8192 columns (bf16
+    fraction of copy, H200 / H100: 0.86 / 0.90 -> 0.92 / 0.95 at 2048, 0.89 / 0.93 -> 0.92 /
+    0.99 at 4096, 0.89 / 0.95 -> 0.92 / 0.98 at 8192; RMSNorm's lost 1-2 % so): 512 threads cap
+    ptxas at 128 registers, 256 let it take 229-231, one CTA per SM; and both norms over Float32
+    rows of 768 to 1536 columns, where 82-122 registers let two such CTAs share an SM (RMSNorm /
+    LayerNorm at 1024: H200 0.80 / 0.74 -> 0.98 / 0.83, H100 0.90 / 0.87 -> 0.95 / 0.93; at 768
+    with the unpadded shape: H100 0.84 / 0.82 -> 0.97 / 0.97; shorter rows lost 1-5 %). (At
+    3072 16-bit columns LayerNorm's 256-thread kernel takes 168 registers and measured 0.94 ->
+    0.73 on the H100: the rule keeps to the powers of two measured.)"""
     size = max(t.element_size() for t in tensors if t is not None)
     cfg = _config(n, tensors, BACKWARD_BYTES // size)
     if n <= 1024 or cfg.cluster == 4:
@@ -551,10 +554,9 @@ def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
         if narrow.padding == 0 and narrow.vectors * narrow.vec <= BACKWARD_BYTES // size:
             cfg = narrow
     x_size = tensors[0].element_size()
-    # (LayerNorm at 3072 16-bit columns measured slower so, 0.94 -> 0.73 on the H100: powers of two only)
-    two_per_sm = (layer and x_size == 2 and n in (2048, 4096, 8192)) or (x_size == 4 and 768 <= n <= 1536)
-    two_per_sm = two_per_sm and cfg.cluster == 1 and cfg.threads_per_row <= MAX_THREADS // 2
-    return replace(cfg, threads=MAX_THREADS // 2 if two_per_sm else MAX_THREADS)
+    half_ctas = (layer and x_size == 2 and n in (2048, 4096, 8192)) or (x_size == 4 and 768 <= n <= 1536)
+    half_ctas = half_ctas and cfg.cluster == 1 and cfg.threads_per_row <= MAX_THREADS // 2
+    return replace(cfg, threads=MAX_THREADS // 2 if half_ctas else MAX_THREADS)
 
 
 def backward_ring(cfg, x_size: int, dy_size: int, w_size: int) -> tuple[int, int]:

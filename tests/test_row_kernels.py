@@ -583,9 +583,9 @@ def test_a_residual_of_another_shape_is_an_error_before_any_launch():
         norms.norm_backward(x, None, torch.zeros(4, 512), torch.zeros(8))
 
 
-def test_the_layer_norm_backward_halves_its_ctas_where_two_per_sm_measured_faster():
+def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
     """16-bit LayerNorm rows of 2048, 4096 and 8192 columns and Float32 rows of 768 to 1536:
-    256-thread CTAs with half the shared memory each (two per SM); others keep 512 threads.
+    256-thread CTAs with half the shared memory each; others keep 512 threads.
     Short rows take the unpadded one of the two thread counts per row where only one is."""
     for n, layer, dtype, threads in ((4096, True, torch.bfloat16, 256), (2048, True, torch.float16, 256),
                                      (3072, True, torch.bfloat16, 512), (1024, False, torch.float32, 256),
