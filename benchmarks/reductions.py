@@ -89,7 +89,9 @@ def main() -> None:
     torch._functorch.config.donated_buffer = False
     parser = argparse.ArgumentParser()
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"])
-    parser.add_argument("--ns", nargs="+", type=int, default=[256, 1024, 4096, 8192, 16384, 32768, 131072])
+    # Powers of two as issue 18 lists them, and two widths that are not (2560: rows the CTA shapes
+    # can pad; 50257: GPT-2's vocabulary, an odd row stride).
+    parser.add_argument("--ns", nargs="+", type=int, default=[256, 1024, 2560, 4096, 8192, 16384, 32768, 50257, 131072])
     parser.add_argument("--ops", nargs="+", default=["softmax", "rms_norm", "layer_norm", "cross_entropy"])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--no-inductor", action="store_true")
