@@ -95,6 +95,8 @@ def _aligned(out: cute.Tensor):
     a = p.align(16)
     cute.make_tensor(a, cute.make_layout(4)).store(cute.make_rmem_tensor(4, cute.Float16).load())
     cute.printf(f"{p.type} {a.type} {p.align(2).type}")
+    k = cute.arch.block_idx()[0] * 8
+    cute.printf(f"{(out.iterator + k).type} {(out.iterator + cute.assume(k, divby=8)).type}")
 
 
 @cute.jit
@@ -105,9 +107,12 @@ def _aligned_host(out: cute.Tensor):
 def test_pointer_align_rounds_up_and_knows_its_alignment():
     """A row that starts anywhere reaches its first 16-byte vector (kernels/row_chunks.py):
     the rounded pointer is known 16-byte aligned, so the four halves after it store as one
-    8-byte vector; an alignment already known costs nothing."""
+    8-byte vector; an alignment already known costs nothing. A pointer moved by a run-time
+    offset keeps the alignment cute.assume promises for the offset."""
     compiled = cute.compile(_aligned_host, torch.zeros(16, dtype=torch.float16), options={"arch": "sm_90a"})
     assert "ptr<Float16 gmem align 2> ptr<Float16 gmem align 16> ptr<Float16 gmem align 2>" in compiled.__mlir__
+    # a run-time offset keeps what cute.assume says it is a multiple of: 8 halves, 16 bytes
+    assert '"ptr<Float16 gmem align 2> ptr<Float16 gmem align 16>\\0A"' in compiled.__mlir__
     assert "llvm.inttoptr" in compiled.__mlir__ and "st.global.v2.b32" in compiled.__ptx__
 
 

@@ -12,7 +12,7 @@ import math
 
 from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, DSLError, user_location
-from .numeric import Boolean, Int32, Int64, Numeric, as_numeric, convert
+from .numeric import Boolean, Int32, Int64, Numeric, as_numeric, convert, known_divisor
 
 _STORAGE = {Boolean: "i8"}
 
@@ -61,7 +61,8 @@ class Pointer:
         t = self.value.type
         value = b.op(f"llvm.getelementptr {self.value.name}[{off.ir.name}] : ({t}, {off.ir.type}) -> {t}, "
                      f"{storage_type(self.dtype)}", t)
-        step = offset * byte_width(self.dtype) if isinstance(offset, int) else byte_width(self.dtype)
+        # What the offset is known to be a multiple of (cute.assume) keeps that much alignment.
+        step = known_divisor(offset) * byte_width(self.dtype)
         alignment = math.gcd(self.alignment, step & -step) if step else self.alignment
         return Pointer(value, self.dtype, self.memspace, alignment, self.wide)
 
