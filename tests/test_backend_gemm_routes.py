@@ -28,6 +28,7 @@ def options(path: str, **extra) -> Options:
 def test_shape_classes_round_sizes_to_powers_of_two_and_name_the_contiguous_modes():
     assert shape_class(torch.bfloat16, "kk", 8192, 6144, 5504) == "bf16 kk 8192x8192x4096"
     assert shape_class(torch.float16, "mn", 1000, 2800, 1) == "fp16 mn 1024x2048x1"   # 2048 * sqrt(2) = 2896
+    assert shape_class(torch.bfloat16, "kk", 0, 16, 16) == "bf16 kk 1x16x16"
     x, w, dy = bf16(64, 32, seed=1), bf16(48, 32, seed=2), bf16(64, 48, seed=3)
     assert layout_of(x, w.t()) == "kk"            # F.linear's x @ W^T
     assert layout_of(dy, w) == "kn"               # dX = dY @ W
@@ -78,6 +79,14 @@ def test_the_backward_weight_gradient_routes_by_its_own_class(tmp_path):
     (gm, result), = backward
     assert len(result["routed"]) == 1 and "mn" in result["routed"][0]
     assert len(gemm_calls(gm)) == 1 and aten.mm.default in aten_targets(gm)   # dX stays ATen
+
+
+def test_an_empty_matmul_stays_aten(tmp_path):
+    path = table_file(tmp_path, {"bf16 kk 1x64x64": 2.0})
+    compiled, seen = compile_cpu(lambda x, w: x @ w.t(), options(path))
+    compiled(bf16(0, 64, seed=15), bf16(64, 64, seed=16))
+    (_, gm, result), = seen
+    assert not result["routed"] and not gemm_calls(gm)
 
 
 def test_a_dynamic_batch_stays_aten(tmp_path):

@@ -35,7 +35,7 @@ PLAIN = (aten.mm.default, aten.addmm.default, aten.bmm.default)
 
 def rounded(size: int) -> int:
     """The power of two nearest `size` in log scale."""
-    return 1 << max(0, round(math.log2(size)))
+    return 1 << max(0, round(math.log2(max(size, 1))))
 
 
 def shape_class(dtype: torch.dtype, layout: str, m: int, n: int, k: int) -> str:
@@ -92,8 +92,8 @@ def _route(mm: fx.Node, options: Options, table: dict) -> tuple | None:
     sizes = (*out.shape, va.shape[-1])
     if not all(isinstance(s, int) for s in sizes + tuple(va.stride()) + tuple(vb.stride())):
         return None   # a symbolic size: the class is not known until run time
-    if (sizes[-2] * va.element_size()) % 16 or len(sizes) == 4 and max(sizes[1:]) >= BATCHED_LIMIT:
-        return None   # output rows TMA cannot store, or a batched GEMM past the kernel's sizes
+    if (sizes[-2] * va.element_size()) % 16 or len(sizes) == 4 and max(sizes[1:]) >= BATCHED_LIMIT or min(sizes) == 0:
+        return None   # output rows TMA cannot store, a batched GEMM past the kernel's sizes, or nothing to do
     layout = layout_of(va, vb)
     if layout is None:
         return None
