@@ -513,10 +513,12 @@ def forward_config(n: int, tensors, values: int) -> RowConfig:
     """The forward's CTA shape for `values` per thread (forward_plan): _config's, or where that
     leaves some threads of a row a vector past N (padding: 128 threads x 3 vectors for 2560
     columns) and half or a quarter the threads per row cover it exactly with more values each,
-    that (LayerNorm over bf16 rows of 2560 / 5120 columns: 0.88 / 0.82 -> 0.96 / 0.96 of copy on
-    an H200; the backward kept its shape, where more values per thread measured 0.75 -> 0.55)."""
+    that, for 16-bit rows (LayerNorm over bf16 rows of 2560 / 5120 columns: 0.88 / 0.82 -> 0.96 /
+    0.96 of copy on an H200, 0.97 / 0.98 -> 0.97 / 0.99 on an H100; Float32 rows not measured;
+    the backward kept its shape, where more values per thread measured 0.75 -> 0.55)."""
     cfg = _config(n, tensors, values)
-    if cfg.padding and cfg.cluster == 1:
+    sixteen_bit = all(t.element_size() == 2 for t in tensors if t is not None)
+    if sixteen_bit and cfg.padding and cfg.cluster == 1:
         for per_row in (cfg.threads_per_row // 2, cfg.threads_per_row // 4):
             exact = replace(cfg, threads_per_row=per_row, threads=max(128, per_row))
             if per_row >= 8 and exact.padding == 0:
@@ -546,10 +548,11 @@ def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
     if n <= 1024 or cfg.cluster == 4:
         halved = _config(n, tensors, BACKWARD_BYTES // 2 // size)
         cfg = cfg if halved.padding and not cfg.padding and cfg.cluster == 1 else halved
-    if layer and cfg.padding and cfg.cluster == 1 and cfg.vec > 1:
-        # LayerNorm's where its vectors pad the row and vectors half as wide cover it exactly
-        # (2560 / 5120 bf16 columns: 0.76 / 0.75 -> 0.96 / 0.92 of copy on an H200; RMSNorm's
-        # did not gain, 0.98 -> 0.95 at 2560, nor unpadded rows, 3072: 0.83 -> 0.69).
+    if layer and tensors[0].element_size() == 2 and cfg.padding and cfg.cluster == 1 and cfg.vec > 1:
+        # LayerNorm's over 16-bit rows where its vectors pad the row and vectors half as wide
+        # cover it exactly (2560 / 5120 bf16 columns: 0.76 / 0.75 -> 0.96 / 0.92 of copy on an
+        # H200; RMSNorm's did not gain, 0.98 -> 0.95 at 2560, nor unpadded rows, 3072: 0.83 ->
+        # 0.69; Float32 rows not measured).
         narrow = replace(cfg, vec=cfg.vec // 2)
         if narrow.padding == 0 and narrow.vectors * narrow.vec <= BACKWARD_BYTES // size:
             cfg = narrow
