@@ -150,3 +150,15 @@ def test_routed_matmuls_run_on_the_gpu_forward_and_backward(tmp_path):
         torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=2e-1)
     routed = "".join(p.read_text() for p in (tmp_path / "graphs").glob("*.regions.txt"))
     assert routed.count("routed: ") == 3, routed
+
+
+def test_a_table_that_is_not_one_is_a_clear_error(tmp_path):
+    """A gemm_routes path that is not a file, or a file that is not a table, names the problem
+    (before: a missing file routed nothing, silently)."""
+    with pytest.raises(ValueError, match=r"option 'gemm_routes' is the path of a table file.*not a file"):
+        Options.parse({"gemm_routes": str(tmp_path / "missing.json")})
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"NVIDIA H200": {"classes": {"bf16 kk 1x1x1": 1.0}}}')
+    with pytest.raises(ValueError, match=r"bad.json is not a gemm_routes table.*TypeError"):
+        load_table(str(bad))
+    assert Options.parse({"gemm_routes": str(bad)}).gemm_routes == str(bad) and Options.parse({"gemm_routes": ""})

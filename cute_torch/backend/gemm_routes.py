@@ -67,8 +67,13 @@ def load_table(path: str) -> dict:
         text = pathlib.Path(path).read_text()
     except FileNotFoundError:
         return {}
-    return {device: {key: entry["ratio"] for key, entry in facts["classes"].items()}
-            for device, facts in json.loads(text).items()}
+    try:
+        return {device: {key: float(entry["ratio"]) for key, entry in facts["classes"].items()}
+                for device, facts in json.loads(text).items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"cute backend: {path} is not a gemm_routes table ({{device: {{\"classes\": {{class: "
+                         f"{{\"ratio\": r}}}}}}}} as benchmarks/gemm_routes.py --write makes): "
+                         f"{type(error).__name__}: {error}") from error
 
 
 def device_name(device: torch.device) -> str:

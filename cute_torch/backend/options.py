@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 
 from ..env import knobs
@@ -33,6 +34,11 @@ class Options:
         if options.get("fallback", "aten") not in FALLBACKS:
             raise ValueError(f"cute backend: option 'fallback' must be one of {FALLBACKS}, "
                              f"got {options['fallback']!r}")
+        routes = options.get("gemm_routes")
+        if routes not in (None, "") and not (isinstance(routes, str) and os.path.isfile(routes)):
+            raise ValueError(f"cute backend: option 'gemm_routes' is the path of a table file "
+                             f"(benchmarks/gemm_routes.py --write), \"\" for none or None for the installed one; "
+                             f"got {routes!r}, which is not a file")
         if "devices" in options:
             options["devices"] = tuple(options["devices"])
         if knobs().log_graphs:
