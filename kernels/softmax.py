@@ -17,9 +17,10 @@ Rows over row_reduce.MAX_N elements do not fit a CTA's registers: up to REGISTER
 split over a cluster of CTAs (kernels/row_reduce.py), still one pass; the forward's CTAs
 trade their parts' max and sum of exponentials once per row and combine them; for 16-bit
 log_softmax each cluster walks several rows with that trip pipelined (_walk_cluster_rows).
-Longer rows are read in chunks (kernels/row_chunks.py), the forward's log-sum-exp online in
-one pass and the output in a second (two reads and one write), the backward's sum in one pass
-and dx in a second (four reads and one write).
+Longer rows (and rows past MAX_N whose length or stride would make the register path read
+them one element at a time: takes_chunks) are read in chunks (kernels/row_chunks.py), the
+forward's log-sum-exp online in one pass and the output in a second (two reads and one write),
+the backward's sum in one pass and dx in a second (four reads and one write).
 """
 
 from __future__ import annotations
@@ -274,11 +275,24 @@ def _config(*tensors: torch.Tensor) -> RowConfig:
     return cfg
 
 
+def takes_chunks(*tensors) -> bool:
+    """Whether rows take the chunked path (kernels/row_chunks.py): past REGISTER_N, and past one
+    CTA's registers (MAX_N) where the register path would read them one element at a time (an
+    odd row length or stride: GPT-2's 50257, 0.61 / 0.51 of copy fwd / bwd on an H200) while
+    the chunked path can read them in 16-byte vectors (peeled); its second read of a row of
+    up to 512 KB then comes from L2."""
+    n = tensors[0].shape[-1]
+    if n > REGISTER_N:
+        return True
+    size = max(t.element_size() for t in tensors)
+    return n > MAX_N and _config(*tensors).vec * size < 16 and chunk_config(*tensors)[0].peeled
+
+
 def softmax(x: torch.Tensor, log: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:
     """softmax (or log_softmax) over the last dim of a CUDA tensor, in its dtype; any row length."""
     x2 = _rows(x, "x")
     y = torch.empty(x2.shape, dtype=x.dtype, device=x.device) if out is None else out.view(x2.shape)
-    if x2.numel() and x2.shape[1] > REGISTER_N:
+    if x2.numel() and takes_chunks(x2, y):
         _long_forward(dynamic_rows(x2), dynamic_rows(y), *chunk_config(x2, y), log)
     elif x2.numel():
         _forward(dynamic_rows(x2), dynamic_rows(y), _config(x2, y), log)
@@ -291,7 +305,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, log: bool = False) -> to
         raise ValueError(f"softmax_backward: y {tuple(y.shape)} and dy {tuple(dy.shape)} differ in shape")
     y2, dy2 = _rows(y, "y"), _rows(dy, "dy")
     dx = torch.empty(y2.shape, dtype=dy.dtype, device=y.device)
-    if y2.numel() and y2.shape[1] > REGISTER_N:
+    if y2.numel() and takes_chunks(y2, dy2, dx):
         _long_backward(dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx), *chunk_config(y2, dy2, dx), log)
     elif y2.numel():
         _backward(dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx), _config(y2, dy2, dx), log)

@@ -257,9 +257,10 @@ def _check(got, want, dtype, what):
 
 
 # Past 32768 the rows split over clusters (40000: the last CTA's part runs past N), past
-# 262144 they take the chunked path (300001: not a multiple of the chunk).
-SHAPES = [(1, 1), (5, 7), (300, 256), (129, 1000), (64, 4096), (3, 6000), (17, 32768), (3, 40000), (2, 131072),
-          (2, 300001)]
+# 262144 they take the chunked path (300001: not a multiple of the chunk), and so do rows past
+# 32768 of an odd length (50257: peeled chunks).
+SHAPES = [(1, 1), (5, 7), (300, 256), (129, 1000), (64, 4096), (3, 6000), (17, 32768), (3, 40000), (3, 50257),
+          (2, 131072), (2, 300001)]
 
 
 @needs_gpu
@@ -623,3 +624,16 @@ def test_the_layer_norm_backward_narrows_its_vectors_where_they_pad_the_row():
     assert norms.backward_config(2560, (x, x, w, x), False).vec == 8
     y, v = torch.empty(4, 3072, dtype=torch.bfloat16), torch.empty(3072, dtype=torch.bfloat16)
     assert norms.backward_config(3072, (y, y, v, y), True).vec == 8
+
+
+def test_long_odd_softmax_rows_take_the_peeled_chunks():
+    """Past one CTA's registers, rows the register path would read one element at a time take
+    the chunked path, which reads them in 16-byte vectors (kernels/softmax.takes_chunks)."""
+    def rows(n, dtype=torch.bfloat16):
+        return torch.empty(4, n, dtype=dtype)
+    assert softmax.takes_chunks(rows(50257), rows(50257))
+    assert not softmax.takes_chunks(rows(40000), rows(40000))        # 16-byte vectors in registers
+    assert not softmax.takes_chunks(rows(1001), rows(1001))          # one CTA's registers
+    assert softmax.takes_chunks(rows(300000), rows(300000))          # past REGISTER_N
+    big = torch.empty(4, 50264, dtype=torch.bfloat16)
+    assert not softmax.takes_chunks(big[:, 1:50258], rows(50257))   # unaligned starts: not peelable

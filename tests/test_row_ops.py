@@ -242,6 +242,7 @@ def test_the_builder_configures_from_a_description_what_the_kernels_configure_fr
                 assert norms.backward_config(n, (x, w, y), layer) == norms.backward_config(
                     n, (described(x), described(w, "c"), described(y)), layer)
         assert chunk_config(x, y) == chunk_config(described(x), described(y)), (n, pad, offset, dtype)
+        assert softmax.takes_chunks(x, y) == softmax.takes_chunks(described(x), described(y))
 
 
 def test_autograd_kernels_are_cpp_functions_that_route_every_gradient():

@@ -90,7 +90,7 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
     if op in ("softmax", "softmax_backward"):
         log = bits[0]
         present = [o for o in ops if o is not None]
-        long = present[0].n > softmax.REGISTER_N
+        long = softmax.takes_chunks(*present)
         if op == "softmax":
             host = softmax._long_forward if long else softmax._forward
         else:
