@@ -17,8 +17,8 @@ Rows over row_reduce.MAX_N elements do not fit a CTA's registers: up to REGISTER
 split over a cluster of CTAs (kernels/row_reduce.py), still one pass; the forward's CTAs
 trade their parts' max and sum of exponentials once per row and combine them; for 16-bit
 log_softmax each cluster walks several rows with that trip pipelined (_walk_cluster_rows).
-Longer rows (and rows past MAX_N whose length or stride would make the register path read
-them one element at a time: takes_chunks) are read in chunks (kernels/row_chunks.py), the
+Longer rows (and 16-bit rows past MAX_N whose length or stride would make the register path
+read them one element at a time: takes_chunks) are read in chunks (kernels/row_chunks.py), the
 forward's log-sum-exp online in one pass and the output in a second (two reads and one write),
 the backward's sum in one pass and dx in a second (four reads and one write).
 """
@@ -276,16 +276,19 @@ def _config(*tensors: torch.Tensor) -> RowConfig:
 
 
 def takes_chunks(*tensors) -> bool:
-    """Whether rows take the chunked path (kernels/row_chunks.py): past REGISTER_N, and past one
-    CTA's registers (MAX_N) where the register path would read them one element at a time (an
-    odd row length or stride: GPT-2's 50257, 0.61 / 0.51 of copy fwd / bwd on an H200) while
-    the chunked path can read them in 16-byte vectors (peeled); its second read of a row of
-    up to 512 KB then comes from L2."""
+    """Whether rows take the chunked path (kernels/row_chunks.py): past REGISTER_N, and 16-bit
+    rows past one CTA's registers (MAX_N) that the register path would read one element at a
+    time (an odd row length or stride) where the chunked path reads them in 16-byte vectors
+    (peeled), though it reads each row twice. H200, bf16 fraction of copy, softmax /
+    log_softmax, register path -> chunks: 33001 columns fwd 0.48 / 0.42 -> 0.64 / 0.69, bwd
+    0.65 / 0.65 -> 0.62 / 0.75; 50257 fwd 0.60 / 0.50 -> 0.59 / 0.64, bwd 0.51 / 0.58 -> 0.60 /
+    0.71; 100003 fwd 0.54 / 0.44 -> 0.56 / 0.59, bwd 0.50 / 0.53 -> 0.58 / 0.66. Float32 rows
+    lost (50257: fwd 0.92 -> 0.62, bwd 0.76 -> 0.59): their single elements are 4 bytes."""
     n = tensors[0].shape[-1]
     if n > REGISTER_N:
         return True
     size = max(t.element_size() for t in tensors)
-    return n > MAX_N and _config(*tensors).vec * size < 16 and chunk_config(*tensors)[0].peeled
+    return n > MAX_N and size == 2 and _config(*tensors).vec * size < 16 and chunk_config(*tensors)[0].peeled
 
 
 def softmax(x: torch.Tensor, log: bool = False, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -503,6 +503,15 @@ def run_small():
         out, _, rstd, mean = norms.norm_forward(long, wl, None if rms else wl, eps=1e-5, rms=rms)
         norms.norm_forward(long, wl, None if rms else wl, residual=out, eps=1e-5, rms=rms)
         norms.norm_backward(long, wl, out, rstd, mean, weight_grad=True, bias_grad=not rms)
+    # The backward's other CTA shapes: 256 threads (LayerNorm over 2048 16-bit columns, either
+    # norm over 1024 Float32 ones) and 8-byte vectors where 16-byte ones pad (2560 columns).
+    for n, dtype in ((2048, torch.bfloat16), (2560, torch.bfloat16), (1024, torch.float32)):
+        xs, ws = _rand((300, n), 11, dtype), _rand((n,), 12, dtype)
+        for rms in (True, False):
+            out, _, rstd, mean = norms.norm_forward(xs, ws, None if rms else ws, eps=1e-5, rms=rms)
+            norms.norm_backward(xs, ws, out, rstd, mean, weight_grad=True, bias_grad=not rms)
+    odd_long = _rand((6, 50257), 13, torch.bfloat16)        # long odd rows: softmax in peeled chunks
+    softmax.softmax_backward(softmax.softmax(odd_long), odd_long)
     ahead = _rand((300, 20000), 8, torch.bfloat16)          # forwards walking rows, one CTA per block
     for rms in (True, False):
         norms.norm_forward(ahead, None, None, residual=ahead, eps=1e-5, rms=rms)
@@ -635,5 +644,6 @@ def test_long_odd_softmax_rows_take_the_peeled_chunks():
     assert not softmax.takes_chunks(rows(40000), rows(40000))        # 16-byte vectors in registers
     assert not softmax.takes_chunks(rows(1001), rows(1001))          # one CTA's registers
     assert softmax.takes_chunks(rows(300000), rows(300000))          # past REGISTER_N
+    assert not softmax.takes_chunks(rows(50257, torch.float32), rows(50257, torch.float32))   # 4-byte elements
     big = torch.empty(4, 50264, dtype=torch.bfloat16)
     assert not softmax.takes_chunks(big[:, 1:50258], rows(50257))   # unaligned starts: not peelable
