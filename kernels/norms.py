@@ -534,7 +534,8 @@ def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
     one vector in two past N, H200), and where a full one would need a cluster of 4 (one of 8
     instead: 0.89 / 0.86 against 0.78 / 0.76 at 65536; H100, benchmarks/RESULTS.md).
     Half the threads, and backward_ring half the shared memory, where that measured faster on
-    both GPUs: LayerNorm's (`layer`) over 16-bit rows of 2048, 4096 and 8192 columns (bf16
+    both GPUs (RMSNorm's at 3072 and 6144 16-bit columns also with twice the values per thread;
+    below): LayerNorm's (`layer`) over 16-bit rows of 2048, 4096 and 8192 columns (bf16
     fraction of copy, H200 / H100: 0.86 / 0.90 -> 0.92 / 0.95 at 2048, 0.89 / 0.93 -> 0.92 /
     0.99 at 4096, 0.89 / 0.95 -> 0.92 / 0.98 at 8192; RMSNorm's lost 1-2 % so): 512 threads cap
     ptxas at 128 registers, 256 let it take 229-231, one CTA per SM; and both norms over Float32
@@ -557,6 +558,15 @@ def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
         if narrow.padding == 0 and narrow.vectors * narrow.vec <= BACKWARD_BYTES // size:
             cfg = narrow
     x_size = tensors[0].element_size()
+    if not layer and x_size == 2 and n in (3072, 6144) and cfg.cluster == 1 and cfg.vec * size == 16:
+        # RMSNorm's over 16-bit rows of 3 x 2^k columns: twice the values per thread (48, six
+        # 16-byte vectors) in 256-thread CTAs (bf16 fraction of copy at 3072 / 6144, H200: 0.90 /
+        # 0.90 -> 0.95 / 0.94; H100: 0.93 / 0.92 -> 0.93 / 0.92). At powers of two the same
+        # doubling means 64 values, and lost on the H200 (0.94 -> 0.80-0.90); LayerNorm's
+        # (its dbias accumulators too) did not gain at 3072 / 6144 on either GPU.
+        wide = _config(n, tensors, 2 * BACKWARD_BYTES // size)
+        if wide.padding == 0 and wide.cluster == 1 and wide.threads_per_row <= MAX_THREADS // 2:
+            return replace(wide, threads=MAX_THREADS // 2)
     half_ctas = (layer and x_size == 2 and n in (2048, 4096, 8192)) or (x_size == 4 and 768 <= n <= 1536)
     half_ctas = half_ctas and cfg.cluster == 1 and cfg.threads_per_row <= MAX_THREADS // 2
     return replace(cfg, threads=MAX_THREADS // 2 if half_ctas else MAX_THREADS)

@@ -322,9 +322,10 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 @pytest.mark.parametrize("rms,weight,bias,residual", NORM_CASES)
 # Long rows split over clusters (kernels/row_reduce.py); 300 rows of 16384 walk the forward's
 # blocks (fetching rows ahead) and the backward's shared-memory ring over several blocks (both
-# slot sets); at 200000 the eighth CTA holds only columns past N; 2560 takes 8-byte vectors backward.
-@pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (40, 2560), (256, 4096), (9, 8192), (3, 32768), (300, 16384),
-                                 (5, 65536), (2, 200000)])
+# slot sets); at 200000 the eighth CTA holds only columns past N; 2560 takes 8-byte vectors backward,
+# 3072 RMSNorm's 48 values per thread.
+@pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (40, 2560), (33, 3072), (256, 4096), (9, 8192), (3, 32768),
+                                 (300, 16384), (5, 65536), (2, 200000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
     if rms and bias:
         pytest.skip("RMSNorm has no bias")
@@ -504,8 +505,9 @@ def run_small():
         norms.norm_forward(long, wl, None if rms else wl, residual=out, eps=1e-5, rms=rms)
         norms.norm_backward(long, wl, out, rstd, mean, weight_grad=True, bias_grad=not rms)
     # The backward's other CTA shapes: 256 threads (LayerNorm over 2048 16-bit columns, either
-    # norm over 1024 Float32 ones) and 8-byte vectors where 16-byte ones pad (2560 columns).
-    for n, dtype in ((2048, torch.bfloat16), (2560, torch.bfloat16), (1024, torch.float32)):
+    # norm over 1024 Float32 ones, RMSNorm's 48 values over 3072 16-bit ones) and 8-byte vectors
+    # where 16-byte ones pad (2560 columns).
+    for n, dtype in ((2048, torch.bfloat16), (2560, torch.bfloat16), (1024, torch.float32), (3072, torch.bfloat16)):
         xs, ws = _rand((300, n), 11, dtype), _rand((n,), 12, dtype)
         for rms in (True, False):
             out, _, rstd, mean = norms.norm_forward(xs, ws, None if rms else ws, eps=1e-5, rms=rms)
@@ -594,21 +596,24 @@ def test_a_residual_of_another_shape_is_an_error_before_any_launch():
 
 
 def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
-    """16-bit LayerNorm rows of 2048, 4096 and 8192 columns and Float32 rows of 768 to 1536:
-    256-thread CTAs with half the shared memory each; others keep 512 threads.
+    """16-bit LayerNorm rows of 2048, 4096 and 8192 columns, 16-bit RMSNorm rows of 3072 and 6144
+    (with 48 values per thread) and Float32 rows of 768 to 1536: 256-thread CTAs with half the
+    shared memory each; others keep 512 threads.
     Short rows take the unpadded one of the two thread counts per row where only one is."""
     for n, layer, dtype, threads in ((4096, True, torch.bfloat16, 256), (2048, True, torch.float16, 256),
                                      (3072, True, torch.bfloat16, 512), (1024, False, torch.float32, 256),
                                      (768, True, torch.float32, 256), (2048, True, torch.float32, 512),
                                      (8192, True, torch.bfloat16, 256), (4096, False, torch.bfloat16, 512),
                                      (4096, True, torch.float32, 512), (1024, True, torch.bfloat16, 512),
-                                     (16384, True, torch.bfloat16, 512)):
+                                     (16384, True, torch.bfloat16, 512), (3072, False, torch.bfloat16, 256),
+                                     (6144, False, torch.float16, 256), (3072, False, torch.float32, 512)):
         x = torch.empty(4, n, dtype=dtype)
         cfg = norms.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x), layer)
         assert cfg.threads == threads, (n, layer, dtype)
         stages, smem = norms.backward_ring(cfg, x.element_size(), x.element_size(), x.element_size())
         assert stages >= 2 and smem <= norms.BACKWARD_SMEM * threads // 512
-    for n, dtype, per_row in ((768, torch.bfloat16, 32), (1024, torch.bfloat16, 64), (768, torch.float32, 64)):
+    for n, dtype, per_row in ((768, torch.bfloat16, 32), (1024, torch.bfloat16, 64), (768, torch.float32, 64),
+                              (3072, torch.bfloat16, 64), (6144, torch.bfloat16, 128)):   # RMSNorm's 48 values
         x = torch.empty(4, n, dtype=dtype)
         cfg = norms.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x))
         assert (cfg.threads_per_row, cfg.padding) == (per_row, 0), (n, dtype)
