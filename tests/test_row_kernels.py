@@ -257,8 +257,8 @@ def _check(got, want, dtype, what):
 
 
 # Past 32768 the rows split over clusters (40000: the last CTA's part runs past N), past
-# 262144 they take the chunked path (300001: not a multiple of the chunk), and so do rows past
-# 32768 of an odd length (50257: peeled chunks).
+# 262144 they take the chunked path (300001: not a multiple of the chunk), and so do 16-bit rows
+# past 32768 of an odd length (50257: peeled chunks; Float32 ones stay in registers).
 SHAPES = [(1, 1), (5, 7), (300, 256), (129, 1000), (64, 4096), (3, 6000), (17, 32768), (3, 40000), (3, 50257),
           (2, 131072), (2, 300001)]
 
