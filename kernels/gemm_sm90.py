@@ -106,6 +106,7 @@ class Config(NamedTuple):
     raster_n: bool = False
     cluster: bool = False
     staged: tuple = ()          # per epilogue input: read through shared memory (TMA, ldmatrix)
+    tile_m: int = BM            # tile rows: 128, or 64 with ping-pong (one m64 wgmma row per warpgroup)
 
     @property
     def narrow_boxes(self) -> bool:
@@ -114,7 +115,8 @@ class Config(NamedTuple):
         return any(self.staged) and not self.pingpong
 
 
-def _stages(outputs, tile_n: int, pingpong: bool = False, gated: bool = False, staged: int = 0) -> int:
+def _stages(outputs, tile_n: int, pingpong: bool = False, gated: bool = False, staged: int = 0,
+            tile_m: int = BM) -> int:
     """Operand stages that fit beside the outputs' buffers (out_buffers 128 x epi_n boxes per
     output; ping-pong's two warpgroups take turns with them) and the staged inputs' tiles (128 x the
     output tile's columns, 16-bit, each). `outputs`: each output's element bytes, or how many
@@ -122,9 +124,10 @@ def _stages(outputs, tile_n: int, pingpong: bool = False, gated: bool = False, s
     widths = (2,) * outputs if isinstance(outputs, int) else tuple(outputs)
     out_cols = tile_n // 2 if gated else tile_n
     box_n = epi_n(len(widths), out_cols, max(widths), narrow=staged > 0 and not pingpong)
-    epilogue = sum(out_buffers(out_cols, box_n) * BM * box_n * w for w in widths) + staged * BM * out_cols * 2
-    most = PINGPONG_STAGES if pingpong else MAX_STAGES
-    return min(most, (SMEM_BYTES - epilogue - 1024) // ((BM + tile_n) * BK * 2))
+    epilogue = sum(out_buffers(out_cols, box_n) * tile_m * box_n * w for w in widths) + staged * tile_m * out_cols * 2
+    # (64-row ping-pong tiles keep up to MAX_STAGES: 8 measured within noise of 6 at 1024^3 - 4096 x 2048 x 1024)
+    most = PINGPONG_STAGES if pingpong and tile_m == BM else MAX_STAGES
+    return min(most, (SMEM_BYTES - epilogue - 1024) // ((tile_m + tile_n) * BK * 2))
 
 
 def epi_n(outputs: int, out_cols: int = 256, widest: int = 2, narrow: bool = False) -> int:
@@ -179,6 +182,43 @@ def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False, a
     widths = (256,) if gated else range(128, 257, 16) if any_width else TILE_WIDTHS[1:]
     best = min(reversed(widths), key=cost)      # ties: the wider
     return best if cost(best) <= 0.9 * cost(256) else 256
+
+
+# 64-row tiles: one warpgroup's m64 x n wgmma row per tile, the two consumer warpgroups in
+# ping-pong. A 128-row tile's two warpgroups each read its whole B tile from shared memory; a
+# 64-row tile's one reads it once, so where tiles are few (a wave or two) the short tiles run
+# more of them at less shared-memory traffic per FLOP: H200, cuBLAS / ours, 128-row choice ->
+# 64-row: 1024^3 0.855 -> 0.982 (64 x 128), 2048^3 0.969 -> 0.996 (64 x 256), 4096 x 2048 x
+# 1024 0.956 -> 1.035, 3072 x 1536 x 1536 0.919 -> 0.982 (64 x 192), dY^T X at 1024 x 1024 x
+# 8192 0.775 -> 0.932. With many waves, or K past 2048, 128-row tiles stay faster (4096^3 0.987
+# against 0.940, 8192 x 2048 x 2048 0.978 against 0.964, 2560^3 0.966 against 0.85).
+SHORT_TILE_WIDTHS = (128, 192, 256)
+
+
+def short_tile_cost(width: int) -> float:
+    """A 64-row ping-pong tile's time in choose_tile_n's units (a 128-row tile costs its columns
+    plus TILE_OVERHEAD_COLUMNS): fit to one wave of 64 x 128 / 192 / 256 tiles at 1024^3 on an
+    H200 (5.38 / 7.06 / 7.78 us against 6.18 for 128 x 64)."""
+    return 0.3 * width + 48
+
+
+def short_tile_n(m: int, n: int, k: int, batches: int, sms: int, tile_n: int, force: bool = False) -> int:
+    """Columns of 64-row ping-pong tiles where their waves cost less than those of the 128-row
+    tiles of `tile_n` columns (choose_tile_n's), else 0; with `force`, the cheapest width
+    anyway. Considered only where 128 x 128 tiles would leave half the SMs idle, or where
+    128 x 256 tiles make at most two waves and K is at most 2048 (the measurements above)."""
+    def tiles(rows, width):
+        return -(-m // rows) * -(-n // width) * batches
+
+    def waves(rows, width):
+        return -(-tiles(rows, width) // sms)
+    best = min(SHORT_TILE_WIDTHS, key=lambda w: waves(64, w) * short_tile_cost(w))
+    if force:
+        return best
+    if not (2 * tiles(BM, 128) <= sms or (k <= 2048 and tiles(BM, 256) <= 2 * sms)):
+        return 0
+    wide = waves(BM, tile_n) * (tile_n + TILE_OVERHEAD_COLUMNS)
+    return best if waves(64, best) * short_tile_cost(best) < wide else 0
 
 
 def k_major_b(b: torch.Tensor) -> bool:
@@ -290,7 +330,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
                 k_major: Constexpr, stages: Constexpr, config: Constexpr):
     """tma_rs, mRs: the TMA atoms and coordinate tensors of the staged inputs (config.staged),
     ldsms: their ldmatrix copies into the output tile's partition (None for the others)."""
-    BN, pingpong = config.tile_n, config.pingpong
+    BM, BN, pingpong = config.tile_m, config.tile_n, config.pingpong
     # A gated GEMM's output tile has half the columns: each output column combines a pair.
     gated = is_gated(epilogues)
     out_n = BN // 2 if gated else BN
@@ -531,7 +571,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     one output per epilogue, (M, N[, L]) with N contiguous, then the epilogues' inputs."""
     outs, inputs = tensors[:len(epilogues)], tensors[len(epilogues):]
     ab, c = a.element_type, outs[0]
-    BN, pingpong = config.tile_n, config.pingpong
+    BM, BN, pingpong = config.tile_m, config.tile_n, config.pingpong
     k_major = (k_major_view(a), k_major_view(b))
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     bk = k_tile(ab)
@@ -567,7 +607,8 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
         tiles = tiles * cute.size(c, mode=[2])
     grid = cute.math.min(tiles, sms // cm) * cm              # whole clusters (cluster tiles of cm tiles)
     gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma, out_mma, stsms, ldsms, epilogues,
-                input_dtypes, input_pairs, out_types, k_major, _stages(widths, BN, pingpong, gated, sum(staged)),
+                input_dtypes, input_pairs, out_types, k_major,
+                _stages(widths, BN, pingpong, gated, sum(staged), BM),
                 config).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1, cluster=(cm, 1, 1) if cm == 2 else None)
 
@@ -630,7 +671,8 @@ def _check_tma_addressable(name: str, t: torch.Tensor, output: bool = False) -> 
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None,
-         schedule: str | None = None, raster: str | None = None, tune: bool = False, cluster: bool = False):
+         schedule: str | None = None, raster: str | None = None, tune: bool = False, cluster: bool = False,
+         tile_m: int | None = None):
     """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm (see host_arguments);
     with a tuple of outputs and one epilogue per output, every output from the same GEMM. With
     `tune` (and no explicit variant) the variant is the fastest of a few, timed once per
@@ -643,11 +685,11 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: 
             rows_a = None
         if rows_a is not None:
             gemm(rows_a, b, rows if isinstance(c, (tuple, list)) else rows[0], epilogue, tile_n=tile_n,
-                 schedule=schedule, raster=raster, tune=tune, cluster=cluster)
+                 schedule=schedule, raster=raster, tune=tune, cluster=cluster, tile_m=tile_m)
             return c
-    if tune and tile_n is None and schedule is None and raster is None:
-        tile_n, schedule, raster = _tuned(a, b, c, epilogue, inputs)
-    _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n, schedule, raster, cluster))
+    if tune and tile_n is None and schedule is None and raster is None and tile_m is None:
+        tile_n, schedule, raster, tile_m = _tuned(a, b, c, epilogue, inputs)
+    _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n, schedule, raster, cluster, tile_m))
     return c
 
 
@@ -656,21 +698,22 @@ def _tuned(a, b, c, epilogue, inputs):
     from cute_torch.kernels import gemm_tuning as tuning
     outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
     epilogues = tuple(epilogue) if isinstance(epilogue, (tuple, list)) else (epilogue,)
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    default = tuning.Candidate(choose_tile_n(outs[0].shape[-2], b.shape[-1],
-                                             outs[0].shape[0] if outs[0].dim() == 3 else 1, sms, is_gated(epilogues),
-                                             k_major_b(b) and a.element_size() == 2))
+    config = host_arguments(a, b, c, epilogue, inputs)[3]     # the heuristic's choice
+    default = tuning.Candidate(config.tile_n, "pingpong" if config.pingpong else "cooperative",
+                               "n" if config.raster_n else "m", config.tile_m)
     key = tuning.problem_key(torch.cuda.get_device_name(a.device), a, b, outs, epilogues, tuple(inputs))
     candidates = (default, *(x for x in tuning.CANDIDATES if x != default))
 
     def time_ms(candidate):
-        args = host_arguments(a, b, c, epilogue, inputs, *candidate)
+        args = host_arguments(a, b, c, epilogue, inputs, candidate.tile_n, candidate.schedule, candidate.raster,
+                              tile_m=candidate.tile_m)
         return tuning.cuda_time_ms(lambda: _gemm_host(*args))
     return tuning.choose(key, time_ms, candidates)
 
 
 def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None,
-                   schedule: str | None = None, raster: str | None = None, cluster: bool = False) -> tuple:
+                   schedule: str | None = None, raster: str | None = None, cluster: bool = False,
+                   tile_m: int | None = None) -> tuple:
     """The arguments of _gemm_host for c = epilogue(a @ b): a (M, K) or (L, M, K), b (K, N) or
     (L, K, N), c (M, N) or (L, M, N) with N contiguous. a and b may each be row- or
     column-major, with any batch strides (no copies: an operand's shared layout and the wgmma's
@@ -687,7 +730,9 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     overlapping the other's main loop), by default choose_schedule's (cooperative where
     `tile_n` is given); `raster` is "m" (the default: groups of tile rows) or
     "n" (groups of tile columns, for N much larger than M); `cluster` runs clusters of two CTAs
-    on vertically adjacent tiles that multicast their shared B tiles (cooperative only)."""
+    on vertically adjacent tiles that multicast their shared B tiles (cooperative only);
+    `tile_m` is 128 or 64 (ping-pong only, 16-bit operands, no gate: one warpgroup per 64-row
+    tile, any `tile_n`), by default 64 where short_tile_n finds it faster."""
     outs, epilogues, gated, batched, views, tensors, dtypes = problem(a, b, c, epilogue, inputs)
     for name, t in (("a", a), ("b", b)):
         _check_tma_addressable(name, t)
@@ -705,17 +750,35 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     if schedule not in (None, "cooperative", "pingpong"):
         raise ValueError(f"gemm: schedule is 'cooperative' or 'pingpong', got {schedule!r}")
     staged = staged_inputs(tensors[len(outs):], tensors[0].shape)
+    if tile_m not in (None, 64, BM):
+        raise ValueError(f"gemm: tile_m is 128 or 64, got {tile_m!r}")
+    if tile_m == 64 and (gated or a.element_size() == 1 or cluster or schedule == "cooperative"):
+        raise ValueError("gemm: 64-row tiles take 16-bit operands, no gate and the ping-pong schedule (one "
+                         "warpgroup's wgmma row per tile)")
+    batches, short_only = shape[0] if batched else 1, tile_m == 64
     if tile_n is None:
-        tile_n = choose_tile_n(shape[-2], b.shape[-1], shape[0] if batched else 1, sms, gated,
+        tile_n = choose_tile_n(shape[-2], b.shape[-1], batches, sms, gated,
                                k_major_b(b) and not cluster and a.element_size() == 2)
+        given = schedule
         if schedule is None and not cluster:
             fused = calls_function(epilogues) or any(0 in x.stride() for x in tensors[len(outs):])
             schedule = choose_schedule(a.shape[-1], tile_n, len(outs), staged, gated, a.element_size() == 1, fused)
-        tile_n = 128 if schedule == "pingpong" else tile_n
+        # 64-row tiles where 128-row ones would be cooperative (where ping-pong was chosen to hide an
+        # epilogue, its 128-row tiles measured as fast or faster: a residual 1-6 % on the H200).
+        if short_only or (tile_m is None and given is None and schedule == "cooperative" and not cluster
+                          and not gated and a.element_size() == 2):
+            short = short_tile_n(shape[-2], b.shape[-1], a.shape[-1], batches, sms, tile_n, force=short_only)
+            if short:
+                tile_m, tile_n, schedule = 64, short, "pingpong"
+        tile_n = 128 if schedule == "pingpong" and tile_m != 64 else tile_n
+    tile_m = tile_m or BM
+    if tile_m == 64:
+        schedule = "pingpong"
     pingpong = schedule == "pingpong"
-    if not (isinstance(tile_n, int) and 64 <= tile_n <= 256 and tile_n % 16 == 0) or (pingpong and tile_n != 128):
-        raise ValueError(f"gemm: tile_n is a multiple of 16 from 64 to 256 (128 for ping-pong: one warpgroup's "
-                         f"accumulators), got {tile_n!r}")
+    if not (isinstance(tile_n, int) and 64 <= tile_n <= 256 and tile_n % 16 == 0) or (
+            pingpong and tile_m == BM and tile_n != 128):
+        raise ValueError(f"gemm: tile_n is a multiple of 16 from 64 to 256 (128 for ping-pong's 128-row tiles: one "
+                         f"warpgroup's accumulators), got {tile_n!r}")
     if tile_n not in TILE_WIDTHS and (gated or cluster or not k_major_b(b) or a.element_size() == 1):
         raise ValueError(f"gemm: a {tile_n}-wide tile needs 16-bit operands, K-major B (b a column-major view, as "
                          "F.linear's weight.t()) and no gate or cluster; 64, 128, 192 and 256 take any")
@@ -729,6 +792,6 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
         widths = tuple(out.element_size() for out in outs)
         fits = tile_n in (128, 256) and _stages(widths, tile_n, False, gated, sum(staged)) >= 3
         staged = staged if fits and not (gated or cluster) and a.element_size() == 2 else ()
-    config = Config(tile_n, pingpong, raster == "n", bool(cluster), staged if any(staged) else ())
+    config = Config(tile_n, pingpong, raster == "n", bool(cluster), staged if any(staged) else (), tile_m)
     return (*dynamic[:2], sms, config, epilogues, dtypes, pairs, *dynamic[2:])
 

@@ -31,10 +31,12 @@ class Candidate(NamedTuple):
     tile_n: int
     schedule: str = "cooperative"
     raster: str = "m"
+    tile_m: int = 128
 
 
 CANDIDATES = (Candidate(256), Candidate(128), Candidate(128, "pingpong"), Candidate(256, raster="n"),
-              Candidate(128, "pingpong", "n"))
+              Candidate(128, "pingpong", "n"), Candidate(128, "pingpong", tile_m=64),
+              Candidate(256, "pingpong", tile_m=64))
 
 
 def _pow2(x: int) -> int:

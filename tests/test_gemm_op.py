@@ -239,13 +239,17 @@ def test_the_cpp_variant_choice_is_the_python_one():
         (a, b, [bias], 1, "128p0"),                                                      # a broadcast input
         (a, b, [randn(2048, 1)], 1, "128p0"),                                            # per-row scales
         (a, b, [randn(2048, 2056)[:, :2048]], 1, "128p1"),                               # row stride 2056
-        (a, b, [randn(2048, 2050)[:, :2048]], 1, "256"),                                 # 2050: not TMA's
-        (a, b, [randn(2048, 2048, dtype=torch.float32)], 1, "256"),                      # fp32: not staged
-        (a, b, [randn(2048 * 2048 + 1)[1:].view(2048, 2048)], 1, "256"),                # 2-byte aligned
+        (a, b, [randn(2048, 2050)[:, :2048]], 1, "256h0"),                               # 2050: not TMA's
+        (a, b, [randn(2048, 2048, dtype=torch.float32)], 1, "256h0"),                    # fp32: not staged
+        (a, b, [randn(2048 * 2048 + 1)[1:].view(2048, 2048)], 1, "256h0"),              # 2-byte aligned
         (randn(2, 1024, 2048), randn(2, 2048, 2048), [randn(2, 1024, 2048)], 1, "128p1"),  # batched
-        (randn(512, 2048), b, [randn(512, 2048)], 1, "64"),                              # few tiles
+        (randn(512, 2048), b, [randn(512, 2048)], 1, "128h1"),                           # few tiles: 64-row
+        (randn(1024, 1024), randn(1024, 1024), [], 1, "128h"),                           # 64-row tiles
+        (randn(3072, 1536), randn(1536, 1536).t(), [], 1, "192h"),
+        (a, b, [], 1, "256h"),
+        (randn(2, 1024, 1024), randn(2, 1024, 1024), [randn(2, 1024, 1024)], 1, "256h1"),
         (randn(1536, 1536), randn(1536, 1536).t(), [], 1, "144"),                        # K-major B: any width
-        (randn(1536, 1536), randn(1536, 1536), [], 1, "192"),                            # MN-major: 192 or 256
+        (randn(1536, 1536), randn(1536, 1536), [], 1, "192h"),                           # MN-major: 192 or 256
         (randn(2560, 2560), randn(2560, 2560).t(), [], 1, "208"),
     ]
     for a_, b_, inputs, outputs, want in cases:
@@ -255,7 +259,8 @@ def test_the_cpp_variant_choice_is_the_python_one():
         exprs = ("acc" + "".join(f" + x{i}" for i in range(len(inputs))),) * outputs
         config = host_arguments(a_, b_, outs, exprs if outputs > 1 else exprs[0], inputs)[3]
         staged = "".join("1" if s else "0" for s in (config.staged or (False,) * len(inputs)))
-        schedule = "p" + staged if config.pingpong else "c" + staged if config.staged else ""
+        pingpong = "h" if config.tile_m == 64 else "p"
+        schedule = pingpong + staged if config.pingpong else "c" + staged if config.staged else ""
         assert f"{config.tile_n}{schedule}" == want, (a_.shape, want, config)
 
 

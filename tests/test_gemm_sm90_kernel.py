@@ -121,10 +121,10 @@ def test_the_epilogue_is_traced_into_the_kernel():
 
 
 def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0, a_row_major=True, b_row_major=True,
-           tile_n=None, schedule=None, cluster=False):
+           tile_n=None, schedule=None, cluster=False, tile_m=None):
     a, b = _operands(m, n, k, dtype, a_row_major, b_row_major, "cuda", seed)
     c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-    gemm(a, b, c, epilogue, tile_n=tile_n, schedule=schedule, cluster=cluster)
+    gemm(a, b, c, epilogue, tile_n=tile_n, schedule=schedule, cluster=cluster, tile_m=tile_m)
     torch.cuda.synchronize()
     want = reference(a.double() @ b.double()).to(dtype)
     torch.testing.assert_close(c.cpu().double(), want.cpu().double(), rtol=8e-3, atol=1e-2)
@@ -211,21 +211,24 @@ def run_small():
         _check(300, 520, 448, torch.bfloat16, tile_n=tile_n)
     _check(300, 520, 448, torch.bfloat16, b_row_major=False, tile_n=144)    # a buffer per output box
     _few_ctas(3, "pingpong")
+    _few_ctas(3, "pingpong", tile_m=64)
     _few_ctas(4, "cooperative", cluster=True)
+    _staged_check(300, 264, 320, batches=3, outputs=2, seed=6, tile_m=64, tile_n=256)
     _staged_check(300, 520, 448, seed=1)
     _staged_check(300, 520, 448, seed=2, tile_n=256)       # the cooperative schedule's staging
     test_fp32_outputs_match_matmul(256, None)
     test_gated_epilogues_match_torch(128, "pingpong")
 
 
-def _few_ctas(ctas: int, schedule: str, raster: str = "m", cluster: bool = False):
+def _few_ctas(ctas: int, schedule: str, raster: str = "m", cluster: bool = False, tile_m=None):
     """A GEMM with a bias epilogue on only `ctas` CTAs: each walks many tiles (both ping-pong
     owners several each; clusters: pairs of tile rows, the last one half past M), tails in M, N
     and K."""
     a, b = _operands(700, 1000, 200, torch.bfloat16, device="cuda", seed=31)
     bias = torch.randn(1000, generator=torch.Generator().manual_seed(32)).cuda()
     c = torch.full((700, 1000), float("nan"), dtype=torch.bfloat16, device="cuda")
-    args = list(host_arguments(a, b, c, "acc + x0", (bias,), schedule=schedule, raster=raster, cluster=cluster))
+    args = list(host_arguments(a, b, c, "acc + x0", (bias,), schedule=schedule, raster=raster, cluster=cluster,
+                               tile_m=tile_m))
     args[2] = ctas                                        # the SM count the grid is sized from
     _gemm_host(*args)
     torch.cuda.synchronize()
@@ -318,6 +321,78 @@ def test_the_ping_pong_schedule_gives_each_warpgroup_its_own_tile():
     assert all(kernel["spill_stores"] == 0 for kernel in k.metadata["kernels"])
     with pytest.raises(ValueError, match="128 for ping-pong"):
         host_arguments(a, b, torch.empty(304, 520).bfloat16(), tile_n=256, schedule="pingpong")
+
+
+# -- 64-row tiles: one warpgroup's m64 wgmma row per tile, the two warpgroups in ping-pong ----------
+
+def test_64_row_tiles_issue_one_wgmma_row_per_warpgroup():
+    a, b = _operands(304, 520, 448, torch.bfloat16)
+    args = host_arguments(a, b, torch.empty(304, 520).bfloat16(), tile_m=64, tile_n=256)
+    assert (args[3].tile_m, args[3].tile_n, args[3].pingpong) == (64, 256, True)
+    kernel = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"})
+    ptx = kernel.__ptx__
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == 4     # one atom per k16
+    assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 16                 # 256 columns / 16
+    assert ptx.count("bar.arrive") == 2                                                # ping-pong's turns
+    assert kernel.metadata["kernels"][0]["spill_stores"] == 0
+    for bad in ({"tile_m": 96}, {"tile_m": 64, "schedule": "cooperative"}, {"tile_m": 64, "cluster": True}):
+        with pytest.raises(ValueError, match="tile_m is 128 or 64|64-row tiles"):
+            host_arguments(a, b, torch.empty(304, 520).bfloat16(), **bad)
+    a8, b8 = a.to(torch.float8_e4m3fn), b.t().contiguous().t().to(torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="64-row tiles take 16-bit operands"):
+        host_arguments(a8, b8, torch.empty(304, 520).bfloat16(), tile_m=64)
+
+
+@pytest.mark.parametrize("shape,want", [
+    ((1024, 1024, 1024), (64, 128)),      # 128 x 64 tiles before: 0.855 -> 0.982 of cuBLAS (H200)
+    ((2048, 2048, 2048), (64, 256)),
+    ((3072, 1536, 1536), (64, 192)),
+    ((1536, 1536, 1536), (128, 144)),     # 132 tiles of 128 x 144: one wave
+    ((4096, 4096, 4096), (128, 256)),     # many waves, K past 2048
+    ((8192, 2048, 2048), (128, 256)),
+    ((16, 4096, 4096), (64, 128)),        # a few rows: half the tile's rows are padding
+])
+def test_64_row_tiles_are_chosen_where_tiles_are_few(shape, want):
+    a, b = _operands(*shape, torch.bfloat16, b_row_major=False)         # x @ w.t()
+    config = host_arguments(a, b, torch.empty(shape[0], shape[1]).bfloat16())[3]
+    assert (config.tile_m, config.tile_n) == want and config.pingpong == (want[0] == 64)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("m,n,k", [(1, 64, 512), (300, 520, 448), (1000, 768, 1000), (64, 1000, 2056)])
+@pytest.mark.parametrize("tile_n", [64, 128, 192, 256])
+def test_64_row_tiles_match_matmul(m, n, k, tile_n):
+    _check(m, n, k, torch.bfloat16, seed=m + n + tile_n, tile_m=64, tile_n=tile_n)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("a_row_major,b_row_major", [(True, False), (False, True), (False, False)])
+@pytest.mark.parametrize("tile_n", [128, 256])
+def test_64_row_tiles_take_every_operand_layout(a_row_major, b_row_major, tile_n):
+    _check(384, 512, 576, torch.float16, seed=7, a_row_major=a_row_major, b_row_major=b_row_major, tile_n=tile_n,
+           tile_m=64)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("ctas", [1, 3])
+def test_64_row_tiles_walk_every_tile_on_a_few_ctas(ctas):
+    _few_ctas(ctas, "pingpong", tile_m=64)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("tile_n", [192, 256])
+def test_64_row_tiles_stage_a_residual_beside_two_outputs_over_batches(tile_n):
+    _staged_check(300, 264, 320, batches=3, outputs=2, seed=tile_n, tile_m=64, tile_n=tile_n)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_64_row_tiles_write_fp32_outputs():
+    test_fp32_outputs_match_matmul(128, None, tile_m=64)
 
 
 @pytest.mark.gpu
@@ -507,7 +582,9 @@ def test_ping_pong_is_chosen_where_the_epilogue_moves_as_many_bytes_as_the_outpu
     assert host_arguments(a, w.t(), c, "acc + x0 + x1", (bias, residual), tile_n=256)[3].pingpong is False
     assert host_arguments(a, w.t(), c, "acc + x0", (bias,))[3][:2] == (128, True)
     assert host_arguments(a, w.t(), c, "gelu_tanh(acc)")[3][:2] == (128, True)
-    assert host_arguments(a, w.t(), c, "acc * 0.5")[3][:2] == (256, False)
+    assert host_arguments(a, w.t(), c, "acc * 0.5", tile_m=128)[3][:2] == (256, False)
+    plain = host_arguments(a, w.t(), c, "acc * 0.5")[3]       # 128 tiles: 64-row ones (short_tile_n)
+    assert (plain.tile_m, plain.tile_n, plain.pingpong) == (64, 256, True)
 
 
 def test_small_problems_get_narrower_tiles():
@@ -517,7 +594,7 @@ def test_small_problems_get_narrower_tiles():
     assert choose_tile_n(8192, 96, 1, 132) == 64                       # 128 tiles of 64 columns, not 64 of 128
     assert choose_tile_n(1024, 1024, 1, 132) == 64 and choose_tile_n(8192, 64, 1, 132) == 64
     a, b = _operands(256, 256, 128, torch.bfloat16)
-    ptx = cute.compile(_gemm_host, *host_arguments(a, b, torch.empty(256, 256).bfloat16()),
+    ptx = cute.compile(_gemm_host, *host_arguments(a, b, torch.empty(256, 256).bfloat16(), tile_m=128),
                        options={"arch": "sm_90a"}).__ptx__
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 4
     assert ptx.count("stmatrix.sync.aligned.x4.m8n8.shared.b16") == 4                  # one box per tile
@@ -622,17 +699,17 @@ def test_operands_tma_cannot_address_are_errors_before_any_launch():
 @pytest.mark.gpu
 @needs_sm90a
 @pytest.mark.parametrize("tile_n,schedule", [(256, None), (192, None), (128, None), (64, None), (128, "pingpong")])
-def test_fp32_outputs_match_matmul(tile_n, schedule):
+def test_fp32_outputs_match_matmul(tile_n, schedule, tile_m=None):
     """fp32 accumulators stored as they are (one rounding less than a 16-bit output), alone and
     beside a bf16 output of the same GEMM; tails in M and N."""
     a, b = _operands(300, 520, 448, torch.bfloat16, device="cuda", seed=14)
     exact = a.double() @ b.double()
     c = torch.full((300, 520), float("nan"), device="cuda")
-    gemm(a, b, c, tile_n=tile_n, schedule=schedule)
+    gemm(a, b, c, tile_n=tile_n, schedule=schedule, tile_m=tile_m)
     torch.cuda.synchronize()
     torch.testing.assert_close(c.double(), exact, rtol=1e-5, atol=1e-4)
     pre, act = torch.full_like(c, float("nan")), torch.full((300, 520), float("nan"), device="cuda").bfloat16()
-    gemm(a, b, (pre, act), ("acc", "relu(acc)"), tile_n=tile_n, schedule=schedule)
+    gemm(a, b, (pre, act), ("acc", "relu(acc)"), tile_n=tile_n, schedule=schedule, tile_m=tile_m)
     torch.cuda.synchronize()
     torch.testing.assert_close(pre.double(), exact, rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(act.double(), exact.relu().to(torch.bfloat16).double(), rtol=8e-3, atol=1e-2)

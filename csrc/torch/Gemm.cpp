@@ -230,6 +230,27 @@ int64_t chooseTileN(int64_t m, int64_t n, int64_t batches, int64_t sms, bool gat
   return 10 * cost(best) <= 9 * cost(256) ? best : 256;
 }
 
+/// Columns of 64-row ping-pong tiles where their waves cost less than those of the 128-row
+/// tiles of `tileN` columns, else 0: considered where 128 x 128 tiles would leave half the SMs
+/// idle, or where 128 x 256 tiles make at most two waves and K is at most 2048; a 64-row tile of
+/// `width` columns costs 0.3 * width + 48 (kernels/gemm_sm90.py's short_tile_n and
+/// short_tile_cost, with the measurements). In tenths, to stay in integers.
+int64_t chooseShortTileN(int64_t m, int64_t n, int64_t k, int64_t batches, int64_t sms,
+                         int64_t tileN) {
+  auto tiles = [&](int64_t rows, int64_t width) {
+    return (m + rows - 1) / rows * ((n + width - 1) / width) * batches;
+  };
+  auto waves = [&](int64_t rows, int64_t width) { return (tiles(rows, width) + sms - 1) / sms; };
+  if (!(2 * tiles(128, 128) <= sms || (k <= 2048 && tiles(128, 256) <= 2 * sms)))
+    return 0;
+  auto shortCost = [&](int64_t width) { return waves(64, width) * (3 * width + 480); };
+  int64_t best = 128;
+  for (int64_t width : {192, 256})
+    if (shortCost(width) < shortCost(best))
+      best = width;
+  return shortCost(best) < 10 * waves(128, tileN) * (tileN + kTileOverheadColumns) ? best : 0;
+}
+
 /// Whether ping-pong reads epilogue input `v` by TMA through shared memory: a whole 16-bit
 /// (M, N[, L]) tensor, N contiguous, no broadcast mode, that TMA can address
 /// (kernels/gemm_sm90.py's staged_inputs).
@@ -257,13 +278,13 @@ bool cooperativeStages(const std::vector<View> &views, size_t outputs, int64_t t
          (kSmemBytes - epilogue - 1024) / ((kRows + tileN) * kDepth * 2) >= 3;
 }
 
-/// "" for the cooperative schedule, else "p" (ping-pong) or "c" (cooperative, staging a whole
-/// input) and a 0/1 per epilogue input (staged or not): ping-pong where the epilogue has work
-/// to hide (a second output, a staged input, a broadcast input such as a bias, or a function
-/// call: `calls`), K is at most 2048 and 256-wide tiles were chosen (kernels/gemm_sm90.py's
-/// choose_schedule, with the measurements).
+/// "" for the cooperative schedule, else "h" (ping-pong over 64-row tiles: `short_`), "p"
+/// (ping-pong) or "c" (cooperative, staging a whole input) and a 0/1 per epilogue input (staged
+/// or not): ping-pong where the epilogue has work to hide (a second output, a staged input, a
+/// broadcast input such as a bias, or a function call: `calls`), K is at most 2048 and
+/// 256-wide tiles were chosen (kernels/gemm_sm90.py's choose_schedule, with the measurements).
 std::string chooseSchedule(const std::vector<View> &views, size_t outputs, int64_t tileN,
-                           bool calls, bool gated, bool fp8) {
+                           bool calls, bool gated, bool fp8, bool short_) {
   std::string flags;
   bool broadcast = false;
   for (size_t i = 2 + outputs; i < views.size(); ++i) {
@@ -271,6 +292,8 @@ std::string chooseSchedule(const std::vector<View> &views, size_t outputs, int64
     for (int d = 0; d < views[i].rank; ++d)
       broadcast = broadcast || views[i].strides[d] == 0;
   }
+  if (short_)
+    return "h" + flags;
   const bool heavy = outputs >= 2 || calls || broadcast || flags.find('1') != std::string::npos;
   const int64_t k = views[0].sizes[1];
   if (heavy && k <= 2048 && tileN == 256 && !gated && !fp8)
@@ -522,19 +545,26 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
   return plan;
 }
 
-/// The tile columns and the schedule ("" cooperative, or chooseSchedule's "c..." or "p...",
-/// the latter with 128) of a planned call.
+/// The tile columns and the schedule ("" cooperative, or chooseSchedule's "c...", "h..." or
+/// "p...", the last with 128) of a planned call.
 std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, bool calls,
                                               bool gated, bool ampere, int64_t sms) {
   const std::vector<View> &views = plan.views;
   const int64_t accColumns = gated ? 2 * views[2].sizes[1] : views[2].sizes[1];
   if (ampere)
     return {chooseAmpereTileN(views[2].sizes[0], accColumns, plan.batches, sms), ""};
+  const bool fp8 = isFp8(views[0].tensor.scalar_type());
   const int64_t tileN = chooseTileN(views[2].sizes[0], accColumns, plan.batches, sms, gated,
-                                    isKMajor(views[1]) && !isFp8(views[0].tensor.scalar_type()));
-  std::string schedule =
-      chooseSchedule(views, outputs, tileN, calls, gated, isFp8(views[0].tensor.scalar_type()));
+                                    isKMajor(views[1]) && !fp8);
+  const int64_t shortN = gated || fp8
+                             ? 0
+                             : chooseShortTileN(views[2].sizes[0], accColumns, views[0].sizes[1],
+                                                plan.batches, sms, tileN);
+  const std::string schedule = chooseSchedule(views, outputs, tileN, calls, gated, fp8, false);
   const bool pingpong = !schedule.empty() && schedule[0] == 'p';
+  // 64-row tiles where 128-row ones would be cooperative (kernels/gemm_sm90.py's host_arguments).
+  if (shortN && !pingpong)
+    return {shortN, chooseSchedule(views, outputs, tileN, calls, gated, fp8, true)};
   return {pingpong ? 128 : tileN, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
 }
 

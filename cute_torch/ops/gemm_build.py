@@ -46,7 +46,8 @@ def build(epilogues: str, outputs: int, views: str, tile_n: int, device: int, fa
           schedule: str = "", arch: str | None = None):
     """(host entry address, runtime address, *recipe, the compiled function that keeps both
     alive) for cute::gemm's C++ cache. `family` picks the kernels (90 or 80); `schedule` is
-    Gemm.cpp's chooseSchedule: "" cooperative, else "p" (ping-pong) or "c" (cooperative) and
+    Gemm.cpp's chooseSchedule: "" cooperative, else "p" (ping-pong), "h" (ping-pong over 64-row
+    tiles) or "c" (cooperative) and
     per epilogue input whether it is staged ("p01", "c01"); `arch` (tests without a GPU)
     overrides the device's."""
     args = [_view(text, device) for text in views.split("|")]
@@ -72,7 +73,8 @@ def build(epilogues: str, outputs: int, views: str, tile_n: int, device: int, fa
         input_pairs = tuple(reads_pairs(arg.stride) for arg in inputs)
         sms = device_facts(device)[0] if arch is None else 132
         staged = tuple(flag == "1" for flag in schedule[1:])
-        config = Config(tile_n, pingpong=schedule.startswith("p"), staged=staged if any(staged) else ())
+        config = Config(tile_n, pingpong=schedule[:1] in ("p", "h"), staged=staged if any(staged) else (),
+                        tile_m=64 if schedule.startswith("h") else 128)
         compiled = _gemm_host.compile(args[0], args[1], sms, config, exprs, input_dtypes, input_pairs,
                                       *args[2:], options=options)
         recipe = _slots(0, args[0]) + _slots(1, args[1]) + [SM_COUNT * 1000]
