@@ -18,7 +18,7 @@ launch. Every output of ours is checked against cuBLAS's in the same run ("max e
 Sections: `square` (every kernel, bf16), `llm` (M = 8192 tokens and the (N, K) of LLM layers,
 TN and NN, library only), `fp16` (the library in fp16), `fused` (linear + bias + GELU(tanh) and
 linear + bias + residual: ours fused against our plain GEMM, eager and Inductor), `tiles` (shapes
-of about one wave: each tile width against cuBLAS, and the one choose_tile_n takes), `gated`
+of about one wave: each tile width, 128 and 64 rows, against cuBLAS, and the one gemm() takes), `gated`
 (SwiGLU from one gated GEMM against our plain GEMM, eager and Inductor; fp32 outputs), `fp8`
 (e4m3 operands with a per-tensor scale in the epilogue against cuBLAS's fp8 GEMM, torch._scaled_mm,
 and against bf16 cuBLAS), `ampere` (kernels/gemm_sm80: tile widths, TN and NN, a fused epilogue),
@@ -196,28 +196,33 @@ def fused(args) -> None:
 
 TILE_SHAPES = [(1024, 1024, 1024), (1024, 4096, 4096), (1536, 1536, 1536), (1536, 1536, 4096),
                (3072, 3072, 3072), (2560, 2560, 2560), (1536, 3072, 2048),
-               (3072, 1536, 1536), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 4096, 4096)]
+               (3072, 1536, 1536), (2048, 2048, 2048), (4096, 2048, 1024), (4096, 4096, 4096), (8192, 4096, 4096)]
 
 
 def tiles(args) -> None:
-    """Each tile width on shapes where the last wave decides (bf16, TN), against cuBLAS."""
-    from cute_torch.kernels.gemm_sm90 import choose_tile_n, gemm, k_major_b
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    """Each tile width on shapes where the last wave decides (bf16, TN), 128-row tiles (the
+    cooperative schedule) and 64-row ones (ping-pong, `m64 x`), against cuBLAS; `chosen` is what
+    gemm() takes."""
+    from cute_torch.kernels.gemm_sm90 import SHORT_TILE_WIDTHS, gemm, host_arguments
     widths = (256, 240, 224, 208, 192, 176, 160, 144, 128, 112, 96, 80, 64)
+    variants = [(w, 128) for w in widths] + [(w, 64) for w in SHORT_TILE_WIDTHS]
+    names = [f"{w}" if rows == 128 else f"m64x{w}" for w, rows in variants]
     print(f"\ntile widths, bf16 TN; GPU ms, median of {args.repeats}")
-    print(f"{'M':>6} {'N':>6} {'K':>6} {'cuBLAS':>8} " + " ".join(f"{w:>8}" for w in widths)
-          + f" {'chosen':>7} {'ratio':>6} {'max err':>8}")
+    print(f"{'M':>6} {'N':>6} {'K':>6} {'cuBLAS':>8} " + " ".join(f"{name:>8}" for name in names)
+          + f" {'chosen':>9} {'ratio':>6} {'max err':>8}")
     for m, n, k in TILE_SHAPES:
         a, w = torch.randn(m, k, device="cuda").bfloat16(), torch.randn(n, k, device="cuda").bfloat16()
         cublas, reference = _cublas(a, w, torch.bfloat16, args.repeats)
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        times = {t: kernel_ms(lambda: gemm(a, w.t(), c, tile_n=t), args.repeats) for t in widths}
-        chosen = choose_tile_n(m, n, 1, sms, any_width=k_major_b(w.t()))    # what gemm() takes
+        times = [kernel_ms(lambda: gemm(a, w.t(), c, tile_n=t, tile_m=rows), args.repeats) for t, rows in variants]
+        config = host_arguments(a, w.t(), c)[3]                     # what gemm() takes
+        chosen = f"{config.tile_m}x{config.tile_n}{'p' if config.pingpong else 'c'}"
+        ours = kernel_ms(lambda: gemm(a, w.t(), c), args.repeats)
         c.fill_(float("nan"))
         gemm(a, w.t(), c)
         err = _error(c, reference)
-        print(f"{m:6} {n:6} {k:6} {cublas:8.4f} " + " ".join(f"{times[t]:8.4f}" for t in widths)
-              + f" {chosen:7} {cublas / times[chosen]:6.2f} {err:8.1e}{'  WRONG' if err > 2e-2 else ''}", flush=True)
+        print(f"{m:6} {n:6} {k:6} {cublas:8.4f} " + " ".join(f"{t:8.4f}" for t in times)
+              + f" {chosen:>9} {cublas / ours:6.2f} {err:8.1e}{'  WRONG' if err > 2e-2 else ''}", flush=True)
 
 
 def gated(args) -> None:

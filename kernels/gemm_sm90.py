@@ -16,7 +16,9 @@ accumulator to a value (DSL code, applied in registers before the conversion to 
 
 One CTA per SM (384 threads) walks output tiles of 128 x 256 (128 x 128 when 256-wide tiles
 would leave more than half the SMs idle, 128 x 64 when 128-wide ones would, or the width whose
-last wave ends first, such as 144 at 1536^3: 132 tiles for 132 SMs: choose_tile_n):
+last wave ends first, such as 144 at 1536^3: 132 tiles for 132 SMs: choose_tile_n; and where
+such tiles are few, 64 x 128 to 64 x 256 tiles in ping-pong instead, each read by one
+warpgroup: short_tile_n):
   * warpgroup 0, the producer, keeps 40 registers; its first thread runs through every tile's
     k-tiles, acquiring a free stage of a ring of 4 (6 for 128-wide tiles: as many as shared
     memory holds) and issuing the TMA loads of A (128 x 64) and B (256 x 64) into it (128-byte
@@ -191,7 +193,7 @@ def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False, a
 # 64-row: 1024^3 0.855 -> 0.982 (64 x 128), 2048^3 0.969 -> 0.996 (64 x 256), 4096 x 2048 x
 # 1024 0.956 -> 1.035, 3072 x 1536 x 1536 0.919 -> 0.982 (64 x 192), dY^T X at 1024 x 1024 x
 # 8192 0.775 -> 0.932. With many waves, or K past 2048, 128-row tiles stay faster (4096^3 0.987
-# against 0.940, 8192 x 2048 x 2048 0.978 against 0.964, 2560^3 0.966 against 0.85).
+# against 0.935, 8192 x 2048 x 2048 0.978 against 0.964, 8192^3 0.972 against 0.897).
 SHORT_TILE_WIDTHS = (128, 192, 256)
 
 
