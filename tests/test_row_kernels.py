@@ -109,10 +109,12 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
         assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32" in ptx
         assert {a for a in _accesses(ptx) if ".v" in a} == {"ld.global.v4.b32", "st.global.v4.b32"}
         assert all(k.get("spill_stores") == 0 and k.get("cluster_dims") == [8, 1, 1] for k in kernel.kernels)
-    # The forward's one trip through distributed shared memory per row (one mbarrier wait);
-    # log_softmax's pipelined: sends run one row ahead of receives, over four sets of slots.
+    # The forward's one trip through distributed shared memory per row (one mbarrier wait),
+    # pipelined over a cluster of 8: sends run one row ahead of receives, over four sets of slots.
     assert fwd.__ptx__.count("mbarrier.try_wait") == 1
-    assert fwd.__ptx__.count("mbarrier.init") == (4 if log else 2)
+    assert fwd.__ptx__.count("mbarrier.init") == 4 and softmax.pipelined(cfg, 16, log)
+    four = softmax._config(torch.empty(4, 65536, dtype=torch.bfloat16))     # a cluster of 4: one row per CTA
+    assert four.cluster == 4 and softmax.pipelined(four, 16, True) and not softmax.pipelined(four, 16, False)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
@@ -514,6 +516,9 @@ def run_small():
             norms.norm_backward(xs, ws, out, rstd, mean, weight_grad=True, bias_grad=not rms)
     odd_long = _rand((6, 50257), 13, torch.bfloat16)        # long odd rows: softmax in peeled chunks
     softmax.softmax_backward(softmax.softmax(odd_long), odd_long)
+    wide = _rand((20, 131072), 14, torch.bfloat16)          # clusters of 8 walking rows, exchanges pipelined
+    softmax.softmax(wide)
+    softmax.softmax(wide, log=True)
     ahead = _rand((300, 20000), 8, torch.bfloat16)          # forwards walking rows, one CTA per block
     for rms in (True, False):
         norms.norm_forward(ahead, None, None, residual=ahead, eps=1e-5, rms=rms)
