@@ -197,11 +197,12 @@ def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False, a
 SHORT_TILE_WIDTHS = (128, 192, 256)
 
 
-def short_tile_cost(width: int) -> float:
-    """A 64-row ping-pong tile's time in choose_tile_n's units (a 128-row tile costs its columns
-    plus TILE_OVERHEAD_COLUMNS): fit to one wave of 64 x 128 / 192 / 256 tiles at 1024^3 on an
-    H200 (5.38 / 7.06 / 7.78 us against 6.18 for 128 x 64)."""
-    return 0.3 * width + 48
+def short_tile_cost(width: int) -> int:
+    """A 64-row ping-pong tile's time in tenths of choose_tile_n's units (a 128-row tile costs its
+    columns plus TILE_OVERHEAD_COLUMNS), 0.3 * width + 48: fit to one wave of 64 x 128 / 192 / 256
+    tiles at 1024^3 on an H200 (5.38 / 7.06 / 7.78 us against 6.18 for 128 x 64). Integers, as
+    Gemm.cpp's chooseShortTileN computes it."""
+    return 3 * width + 480
 
 
 def short_tile_n(m: int, n: int, k: int, batches: int, sms: int, tile_n: int, force: bool = False) -> int:
@@ -219,7 +220,7 @@ def short_tile_n(m: int, n: int, k: int, batches: int, sms: int, tile_n: int, fo
         return best
     if not (2 * tiles(BM, 128) <= sms or (k <= 2048 and tiles(BM, 256) <= 2 * sms)):
         return 0
-    wide = waves(BM, tile_n) * (tile_n + TILE_OVERHEAD_COLUMNS)
+    wide = 10 * waves(BM, tile_n) * (tile_n + TILE_OVERHEAD_COLUMNS)
     return best if waves(64, best) * short_tile_cost(best) < wide else 0
 
 
@@ -755,8 +756,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     if tile_m not in (None, 64, BM):
         raise ValueError(f"gemm: tile_m is 128 or 64, got {tile_m!r}")
     if tile_m == 64 and (gated or a.element_size() == 1 or cluster or schedule == "cooperative"):
-        raise ValueError("gemm: 64-row tiles take 16-bit operands, no gate and the ping-pong schedule (one "
-                         "warpgroup's wgmma row per tile)")
+        raise ValueError("gemm: 64-row tiles take 16-bit operands, no gate or cluster, and the ping-pong schedule "
+                         "(one warpgroup's wgmma row per tile)")
     batches, short_only = shape[0] if batched else 1, tile_m == 64
     if tile_n is None:
         tile_n = choose_tile_n(shape[-2], b.shape[-1], batches, sms, gated,

@@ -258,10 +258,37 @@ def test_the_cpp_variant_choice_is_the_python_one():
         outs = (c,) * outputs if outputs > 1 else c
         exprs = ("acc" + "".join(f" + x{i}" for i in range(len(inputs))),) * outputs
         config = host_arguments(a_, b_, outs, exprs if outputs > 1 else exprs[0], inputs)[3]
-        staged = "".join("1" if s else "0" for s in (config.staged or (False,) * len(inputs)))
-        pingpong = "h" if config.tile_m == 64 else "p"
-        schedule = pingpong + staged if config.pingpong else "c" + staged if config.staged else ""
-        assert f"{config.tile_n}{schedule}" == want, (a_.shape, want, config)
+        assert _choice_of(config, len(inputs)) == want, (a_.shape, want, config)
+
+
+def _choice_of(config, inputs: int = 0) -> str:
+    """host_arguments' Config as cute::gemm_choice spells it (a flag per epilogue input)."""
+    staged = "".join("1" if s else "0" for s in (config.staged or (False,) * inputs))
+    pingpong = "h" if config.tile_m == 64 else "p"
+    return f"{config.tile_n}" + (pingpong + staged if config.pingpong else "c" + staged if config.staged else "")
+
+
+def test_the_cpp_tile_rules_match_python_over_random_shapes():
+    """chooseTileN / chooseShortTileN against choose_tile_n / short_tile_n on 200 random plain
+    problems (sizes from 16 to 12288, either major mode of B, batches of 1-3)."""
+    from cute_torch.kernels.gemm_sm90 import host_arguments
+    g = torch.Generator().manual_seed(17)
+    sizes = [16, 64, 128, 256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096, 6144, 8192, 12288]
+    kinds = set()
+    for _ in range(200):
+        m, n, k = (sizes[int(torch.randint(len(sizes), (1,), generator=g))] for _ in range(3))
+        if m * k + k * n + m * n > 2 ** 26:
+            continue
+        batch = int(torch.randint(1, 4, (1,), generator=g))
+        lead = (batch,) if batch > 1 else ()
+        a = torch.empty(*lead, m, k, dtype=torch.bfloat16)
+        b = torch.empty(*lead, n, k, dtype=torch.bfloat16).transpose(-1, -2) if torch.rand(1, generator=g) < 0.5 \
+            else torch.empty(*lead, k, n, dtype=torch.bfloat16)
+        c = torch.empty(*lead, m, n, dtype=torch.bfloat16)
+        want = _choice_of(host_arguments(a, b, c)[3])
+        assert torch.ops.cute.gemm_choice(a, b, [], 1, 132) == want, (tuple(a.shape), tuple(b.stride()), want)
+        kinds.add(want[-1] == "h")
+    assert kinds == {True, False}                   # both 64-row and 128-row tiles were chosen
 
 
 def _operands(m, n, k, seed, batch=None, dtype=torch.bfloat16):
