@@ -2,7 +2,7 @@
 tensor-core example GEMMs (examples/gemm_sm80.py, gemm_sm90.py, gemm_sm90_ws.py) against cuBLAS,
 in the same run.
 
-    python benchmarks/gemm.py [--sections square llm fp16 fused tiles gated fp8 ampere clusters]
+    python benchmarks/gemm.py [--sections square llm fp16 fused tiles gated fp8 ampere clusters competitors]
                               [--sizes 2048 4096 8192]
                               [--only LABEL] [--repeats 50] [--plot gemm.png]
 
@@ -22,7 +22,9 @@ of about one wave: each tile width, 128 and 64 rows, against cuBLAS, and the one
 (SwiGLU from one gated GEMM against our plain GEMM, eager and Inductor; fp32 outputs), `fp8`
 (e4m3 operands with a per-tensor scale in the epilogue against cuBLAS's fp8 GEMM, torch._scaled_mm,
 and against bf16 cuBLAS), `ampere` (kernels/gemm_sm80: tile widths, TN and NN, a fused epilogue),
-`clusters` (2-CTA clusters multicasting B against the same tiles without, square and LLM shapes).
+`clusters` (2-CTA clusters multicasting B against the same tiles without, square and LLM shapes),
+`competitors` (ours, cuBLAS, Inductor's Triton GEMM templates under max-autotune and quack where
+it imports, on the squares of --sizes and two LLM shapes).
 """
 
 import argparse
@@ -347,6 +349,63 @@ def clusters(args) -> None:
               f"{'  WRONG' if not err <= 2e-2 else ''} |", flush=True)
 
 
+def _triton(m, n, k):
+    """Inductor's Triton GEMM templates alone (max-autotune-no-cudagraphs, GEMM backends TRITON)
+    for x @ w.t() of these sizes: (GPU ms function, seconds the first call took to autotune)."""
+    import torch._inductor.config as inductor
+    torch._dynamo.reset()
+    with inductor.patch(max_autotune_gemm_backends="TRITON"):
+        compiled = torch.compile(lambda x, w: x @ w.t(), mode="max-autotune-no-cudagraphs", dynamic=False)
+        x, w = torch.randn(m, k, device="cuda").bfloat16(), torch.randn(n, k, device="cuda").bfloat16()
+        start = time.perf_counter()
+        compiled(x, w)
+        torch.cuda.synchronize()
+    return compiled, time.perf_counter() - start
+
+
+def _quack():
+    """quack's GEMM (CuTe DSL), where installed: (a, b) -> a @ b, else None."""
+    try:
+        from quack.gemm_interface import gemm_tuned
+    except Exception:   # not installed, or another version's interface
+        return None
+    return lambda a, b: gemm_tuned(a, b)
+
+
+def competitors(args) -> None:
+    """Ours against cuBLAS, Inductor's Triton templates (max-autotune) and quack where it
+    imports, bf16 TN, on squares of --sizes and two LLM shapes; every result checked against
+    cuBLAS's."""
+    from cute_torch.kernels.gemm_sm90 import gemm
+    quack = _quack()
+    print(f"\ncompetitors, bf16 TN; GPU ms (TFLOP/s), median of {args.repeats}; quack "
+          f"{'imported' if quack else 'not importable here'}")
+    print("| M | N | K | ours | cuBLAS | Triton (max-autotune) | quack | cuBLAS / ours | Triton / ours | "
+          "Triton tuning s | max err (ours, Triton) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    shapes = [(s, s, s) for s in args.sizes] + [(8192, 4096, 4096), (8192, 11008, 4096)]
+    for m, n, k in shapes:
+        a, w = torch.randn(m, k, device="cuda").bfloat16(), torch.randn(n, k, device="cuda").bfloat16()
+        cublas, reference = _cublas(a, w, torch.bfloat16, args.repeats)
+        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        ours = kernel_ms(lambda: gemm(a, w.t(), c), args.repeats)
+        c.fill_(float("nan"))
+        gemm(a, w.t(), c)
+        err = _error(c, reference)
+        triton, tuning = _triton(m, n, k)
+        triton_ms = kernel_ms(lambda: triton(a, w), args.repeats)
+        triton_err = _error(triton(a, w), reference)
+        quack_ms = kernel_ms(lambda: quack(a, w.t()), args.repeats) if quack else float("nan")
+        tf = 2 * m * n * k / 1e9
+
+        def cell(ms):
+            return f"{ms:.3f} ({tf / ms:.0f})" if ms == ms else "-"
+        flag = "  WRONG" if not (err <= 2e-2 and triton_err <= 2e-2) else ""
+        print(f"| {m} | {n} | {k} | {cell(ours)} | {cell(cublas)} | {cell(triton_ms)} | {cell(quack_ms)} | "
+              f"{cublas / ours:.2f} | {triton_ms / ours:.2f} | {tuning:.0f} | {err:.1e}, {triton_err:.1e}{flag} |",
+              flush=True)
+
+
 def plot(rows: list, path: str) -> None:
     try:
         import matplotlib
@@ -405,6 +464,8 @@ def main() -> None:
         fp8(args)
     if "clusters" in args.sections and _runs_here((9, 0)):
         clusters(args)
+    if "competitors" in args.sections and _runs_here((9, 0)):
+        competitors(args)
     if args.plot:
         plot(rows, args.plot)
 
