@@ -701,10 +701,13 @@ def _tuned(a, b, c, epilogue, inputs):
     from cute_torch.kernels import gemm_tuning as tuning
     outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
     epilogues = tuple(epilogue) if isinstance(epilogue, (tuple, list)) else (epilogue,)
+    key = tuning.problem_key(torch.cuda.get_device_name(a.device), a, b, outs, epilogues, tuple(inputs))
+    known = tuning.remembered(key)
+    if known is not None:      # every call after the first: no heuristic, no timing
+        return known
     config = host_arguments(a, b, c, epilogue, inputs)[3]     # the heuristic's choice
     default = tuning.Candidate(config.tile_n, "pingpong" if config.pingpong else "cooperative",
                                "n" if config.raster_n else "m", config.tile_m)
-    key = tuning.problem_key(torch.cuda.get_device_name(a.device), a, b, outs, epilogues, tuple(inputs))
     candidates = (default, *(x for x in tuning.CANDIDATES if x != default))
 
     def time_ms(candidate):

@@ -79,18 +79,25 @@ def _store(key: str, choice: Candidate) -> None:
     os.replace(temporary, path)
 
 
+def remembered(key: str) -> Candidate | None:
+    """The choice for `key` made before, in this process or (on disk) another, else None."""
+    with _lock:
+        if key not in _memory:
+            stored = _load().get(key)
+            if stored is None:
+                return None
+            _memory[key] = Candidate(*stored)
+        return _memory[key]
+
+
 def choose(key: str, time_ms: Callable[[Candidate], float], candidates=CANDIDATES,
            margin: float = 0.02) -> Candidate:
     """The remembered choice for `key`, else the fastest candidate by `time_ms` (remembered).
     The first candidate is the default: another must be faster by `margin` to replace it, so
     that timing noise does not flip the choice."""
-    with _lock:
-        if key in _memory:
-            return _memory[key]
-        stored = _load().get(key)
-        if stored is not None:
-            _memory[key] = Candidate(*stored)
-            return _memory[key]
+    known = remembered(key)
+    if known is not None:
+        return known
     timings, error = {}, None
     for candidate in candidates:
         try:

@@ -556,15 +556,13 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
   const bool fp8 = isFp8(views[0].tensor.scalar_type());
   const int64_t tileN = chooseTileN(views[2].sizes[0], accColumns, plan.batches, sms, gated,
                                     isKMajor(views[1]) && !fp8);
-  const int64_t shortN = gated || fp8
-                             ? 0
-                             : chooseShortTileN(views[2].sizes[0], accColumns, views[0].sizes[1],
-                                                plan.batches, sms, tileN);
   const std::string schedule = chooseSchedule(views, outputs, tileN, calls, gated, fp8, false);
   const bool pingpong = !schedule.empty() && schedule[0] == 'p';
   // 64-row tiles where 128-row ones would be cooperative (kernels/gemm_sm90.py's host_arguments).
-  if (shortN && !pingpong)
-    return {shortN, chooseSchedule(views, outputs, tileN, calls, gated, fp8, true)};
+  if (!pingpong && !gated && !fp8)
+    if (const int64_t shortN = chooseShortTileN(views[2].sizes[0], accColumns, views[0].sizes[1],
+                                                plan.batches, sms, tileN))
+      return {shortN, chooseSchedule(views, outputs, tileN, calls, gated, fp8, true)};
   return {pingpong ? 128 : tileN, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
 }
 
