@@ -268,6 +268,33 @@ def _choice_of(config, inputs: int = 0) -> str:
     return f"{config.tile_n}" + (pingpong + staged if config.pingpong else "c" + staged if config.staged else "")
 
 
+def _k_slices(a, b, splits):
+    """a (M, K) and b (K, N) as `splits` batched slices along K (Gemm.cpp's kSlices)."""
+    m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    slice_ = k // splits
+    return (a.as_strided((splits, m, slice_), (slice_ * a.stride(1), a.stride(0), a.stride(1))),
+            b.as_strided((splits, slice_, n), (slice_ * b.stride(0), b.stride(0), b.stride(1))))
+
+
+def test_a_few_tiles_with_a_long_k_split_k():
+    """Split-K (Gemm.cpp's chooseSplits): 64 x 128 tiles keeping at most half the SMs busy and K of
+    at least 2048 run as a batched GEMM of K slices (whole 64-deep k-tiles, at least 512 each)."""
+    def choice(m, n, k, b_k_major=True, **kw):
+        a = torch.empty(m, k, dtype=torch.bfloat16)
+        b = torch.empty(n, k, dtype=torch.bfloat16).t() if b_k_major else torch.empty(k, n, dtype=torch.bfloat16)
+        return torch.ops.cute.gemm_choice(a, b, kw.get("inputs", []), kw.get("outputs", 1), 132)
+    assert choice(16, 4096, 4096) == "k4:128h"           # 32 tiles -> 4 slices of 1024: 128 CTAs
+    assert choice(1, 4096, 4096, b_k_major=False) == "k4:128h"
+    assert choice(128, 4096, 4096) == "k2:128h"          # 64 tiles -> 2 slices
+    assert choice(16, 1024, 8192) == "k16:128h"          # 8 tiles -> 16 slices of 512
+    assert choice(16, 4096, 3072) == "k4:128h"           # 48 k-tiles: 4 slices of 12
+    assert not choice(16, 4096, 4160).startswith("k")    # 65 k-tiles split evenly only once
+    assert not choice(16, 4096, 1024).startswith("k")    # K too short
+    assert not choice(1024, 1024, 8192).startswith("k")  # 128 tiles
+    assert not choice(16, 4096, 4096, outputs=2).startswith("k")   # one output only
+    assert choice(16, 4096, 4096, inputs=[torch.empty(4096)]) == "k4:128h"
+
+
 def test_the_cpp_tile_rules_match_python_over_random_shapes():
     """chooseTileN / chooseShortTileN against choose_tile_n / short_tile_n on 200 random plain
     problems (sizes from 16 to 12288, either major mode of B, batches of 1-3)."""
@@ -285,8 +312,12 @@ def test_the_cpp_tile_rules_match_python_over_random_shapes():
         b = torch.empty(*lead, n, k, dtype=torch.bfloat16).transpose(-1, -2) if torch.rand(1, generator=g) < 0.5 \
             else torch.empty(*lead, k, n, dtype=torch.bfloat16)
         c = torch.empty(*lead, m, n, dtype=torch.bfloat16)
+        got = torch.ops.cute.gemm_choice(a, b, [], 1, 132)
+        if got.startswith("k"):                     # split-K: the batched GEMM of the K slices
+            splits, got = got[1:].split(":")
+            a, b, c = *_k_slices(a, b, int(splits)), torch.empty(int(splits), m, n)
         want = _choice_of(host_arguments(a, b, c)[3])
-        assert torch.ops.cute.gemm_choice(a, b, [], 1, 132) == want, (tuple(a.shape), tuple(b.stride()), want)
+        assert got == want, (tuple(a.shape), tuple(b.stride()), want)
         kinds.add(want[-1] == "h")
     assert kinds == {True, False}                   # both 64-row and 128-row tiles were chosen
 
@@ -301,6 +332,44 @@ def _operands(m, n, k, seed, batch=None, dtype=torch.bfloat16):
 
 def _close(got, want):
     torch.testing.assert_close(got.cpu().double(), want.to(got.dtype).cpu().double(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("m,n,k,b_k_major", [(16, 4096, 4096, True), (1, 2048, 8192, False), (128, 1024, 4096, True),
+                                             (40, 512, 3072, False)])
+def test_a_split_k_gemm_matches_matmul_with_its_epilogue(m, n, k, b_k_major):
+    """Split-K's partial sums (Float32) and the epilogue over their sum (cute::pointwise): a plain
+    GEMM, a bias + GELU + residual expression, an fp32 output, against float64."""
+    g = torch.Generator().manual_seed(m + k)
+    a = torch.randn(m, k, generator=g).bfloat16().cuda()
+    b = (torch.randn(n, k, generator=g).bfloat16().cuda().t() if b_k_major
+         else torch.randn(k, n, generator=g).bfloat16().cuda())
+    bias, residual = torch.randn(n, generator=g).cuda(), torch.randn(m, n, generator=g).bfloat16().cuda()
+    assert torch.ops.cute.gemm_choice(a, b, [], 1, 132).startswith("k")
+    exact = a.double() @ b.double()
+    _close(cops.gemm(a, b), exact)
+    got = cops.gemm(a, b, "gelu_tanh(acc + x0) + x1", bias, residual)
+    _close(got, F.gelu(exact + bias.double(), approximate="tanh") + residual.double())
+    wide = torch.ops.cute.gemm(a, b, "acc * 0.5", [], torch.float32)
+    torch.testing.assert_close(wide.double(), exact * 0.5, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_a_split_k_linear_trains():
+    """ops.linear over 16 rows of 4096 features: the forward and dX split K; gradients against
+    fp32 autograd."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(16, 4096, generator=g).bfloat16().cuda().requires_grad_()
+    w = (torch.randn(4096, 4096, generator=g) / 64).bfloat16().cuda().requires_grad_()
+    y = cops.linear(x, w, activation="gelu_tanh")
+    y.float().square().sum().backward()
+    xr, wr = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
+    F.gelu(xr @ wr.t(), approximate="tanh").square().sum().backward()
+    _close(y, F.gelu(xr @ wr.t(), approximate="tanh"))
+    torch.testing.assert_close(x.grad.float(), xr.grad, rtol=5e-2, atol=5e-2)
+    torch.testing.assert_close(w.grad.float(), wr.grad, rtol=5e-2, atol=5e-2)
 
 
 @pytest.mark.gpu

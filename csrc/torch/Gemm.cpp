@@ -13,6 +13,7 @@
 #include "Gemm.h"
 
 #include "OpCommon.h"
+#include "Pointwise.h"
 #include "PythonBuilder.h"
 #include "cute_torch/runtime.h"
 
@@ -566,6 +567,97 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
   return {pingpong ? 128 : tileN, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
 }
 
+/// Split-K: a GEMM whose 64 x 128 tiles would keep at most half the SMs busy, with a long K
+/// (16 x 4096 x 4096: 32 tiles; cuBLAS splits K there), runs its K slices as one batched GEMM into
+/// Float32 partial sums, which one cute::pointwise adds up and passes through the epilogue. The
+/// thresholds are estimates (WIP, not yet measured): K of at least kSplitMinK, slices of at least
+/// kSplitMinSlice and whole 64-deep k-tiles, at most kMaxSplits of them.
+constexpr int64_t kSplitMinK = 2048, kSplitMinSlice = 512, kMaxSplits = 16;
+
+/// How many K slices an M x N x K GEMM runs as (1: not split).
+int64_t chooseSplits(int64_t m, int64_t n, int64_t k, int64_t sms) {
+  const int64_t tiles = (m + 63) / 64 * ((n + 127) / 128);
+  if (k < kSplitMinK || 2 * tiles > sms)
+    return 1;
+  int64_t splits = std::min({sms / tiles, k / kSplitMinSlice, kMaxSplits});
+  while (splits > 1 && k % (splits * 64))
+    --splits;
+  return splits;
+}
+
+/// `expr` (over acc and x0..xN) as an expression over the partial sums x0..x{splits - 1} and the
+/// inputs, renumbered from x{splits}: acc becomes the partials' sum, in slice order.
+std::string splitExpression(const std::string &expr, int64_t splits) {
+  std::string sum = "(";
+  for (int64_t i = 0; i < splits; ++i)
+    sum += (i ? " + x" : "x") + std::to_string(i);
+  sum += ")";
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  for (size_t i = 0; i < expr.size();) {
+    if (!word(expr[i]) || (i > 0 && word(expr[i - 1]))) {
+      out += expr[i++];
+      continue;
+    }
+    size_t j = i;
+    while (j < expr.size() && word(expr[j]))
+      ++j;
+    const std::string name = expr.substr(i, j - i);
+    const bool input =
+        name.size() > 1 && name[0] == 'x' && std::all_of(name.begin() + 1, name.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c));
+        });
+    if (name == "acc")
+      out += sum;
+    else if (input)
+      out += "x" + std::to_string(std::stoll(name.substr(1)) + splits);
+    else
+      out += name;
+    i = j;
+  }
+  return out;
+}
+
+/// The K slices of a planned call (1 where it is not split): one output over 2-D 16-bit
+/// operands and inputs of at most two dimensions (cute::pointwise broadcasts them to (M, N)), no
+/// gate, on the Hopper kernels.
+int64_t planSplits(const Plan &plan, size_t outputs, at::TensorList inputs, bool gated, bool ampere,
+                   int64_t sms) {
+  const std::vector<View> &views = plan.views;
+  const at::Tensor &a = views[0].tensor, &b = views[1].tensor;
+  if (ampere || gated || outputs != 1 || a.dim() != 2 || b.dim() != 2 || isFp8(a.scalar_type()) ||
+      std::any_of(inputs.begin(), inputs.end(), [](const at::Tensor &x) { return x.dim() > 2; }))
+    return 1;
+  return chooseSplits(a.size(0), b.size(1), a.size(1), sms);
+}
+
+std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
+                                 const std::vector<std::string> &epilogues, at::TensorList inputs,
+                                 c10::ArrayRef<c10::ScalarType> outDtypes);
+
+/// a (M, K) and b (K, N) as `splits` slices along K: (splits, M, K / splits) and (splits,
+/// K / splits, N) views, a batched GEMM's operands.
+std::pair<at::Tensor, at::Tensor> kSlices(const at::Tensor &a, const at::Tensor &b,
+                                          int64_t splits) {
+  const int64_t slice = a.size(1) / splits;
+  return {
+      a.as_strided({splits, a.size(0), slice}, {slice * a.stride(1), a.stride(0), a.stride(1)}),
+      b.as_strided({splits, slice, b.size(1)}, {slice * b.stride(0), b.stride(0), b.stride(1)})};
+}
+
+/// A split GEMM (planSplits): the slices' partial sums by one batched GEMM of Float32 outputs,
+/// then `epilogue` over their sum and the inputs by cute::pointwise, into an `outDtype` tensor.
+at::Tensor splitGemm(const at::Tensor &a, const at::Tensor &b, const std::string &epilogue,
+                     at::TensorList inputs, c10::ScalarType outDtype, int64_t splits) {
+  const auto [slicesA, slicesB] = kSlices(a, b, splits);
+  const at::Tensor partials = gemmImpl(slicesA, slicesB, {"acc"}, {}, {c10::kFloat})[0];
+  std::vector<at::Tensor> operands;
+  for (int64_t s = 0; s < splits; ++s)
+    operands.push_back(partials.select(0, s));
+  operands.insert(operands.end(), inputs.begin(), inputs.end());
+  return pointwiseCuda(splitExpression(epilogue, splits), operands, outDtype);
+}
+
 std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
                                  const std::vector<std::string> &epilogues, at::TensorList inputs,
                                  c10::ArrayRef<c10::ScalarType> outDtypes) {
@@ -580,6 +672,10 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
   Plan plan = makePlan(a, b, epilogues.size(), inputs, outDtypes, gated, ampere);
   if (plan.views.empty())
     return plan.outs;
+  if (const int64_t splits = planSplits(plan, epilogues.size(), inputs, gated, ampere, facts.sms);
+      splits > 1)
+    return {splitGemm(plan.views[0].tensor, plan.views[1].tensor, epilogues[0], inputs,
+                      plan.outs[0].scalar_type(), splits)};
   const std::vector<View> &views = plan.views;
   const bool calls = std::any_of(epilogues.begin(), epilogues.end(), callsFunction);
   const auto [tileN, schedule] =
@@ -640,6 +736,12 @@ std::string gemmChoice(const at::Tensor &a, const at::Tensor &b, at::TensorList 
   Plan plan = makePlan(a, b, static_cast<size_t>(outputs), inputs, {}, false, false);
   if (plan.views.empty())
     return "";
+  if (const int64_t splits =
+          planSplits(plan, static_cast<size_t>(outputs), inputs, false, false, sms);
+      splits > 1) { // "k4:" and the choice of the batched GEMM of the slices' partial sums
+    const auto [slicesA, slicesB] = kSlices(plan.views[0].tensor, plan.views[1].tensor, splits);
+    return "k" + std::to_string(splits) + ":" + gemmChoice(slicesA, slicesB, {}, 1, sms);
+  }
   const auto [tileN, schedule] =
       chooseVariant(plan, static_cast<size_t>(outputs), false, false, false, sms);
   return std::to_string(tileN) + schedule;
