@@ -208,8 +208,9 @@ def short_tile_cost(width: int) -> int:
 def short_tile_n(m: int, n: int, k: int, batches: int, sms: int, tile_n: int, force: bool = False) -> int:
     """Columns of 64-row ping-pong tiles where their waves cost less than those of the 128-row
     tiles of `tile_n` columns (choose_tile_n's), else 0; with `force`, the cheapest width
-    anyway. Considered only where 128 x 128 tiles would leave half the SMs idle, or where
-    128 x 256 tiles make at most two waves and K is at most 2048 (the measurements above)."""
+    anyway. Considered only where M <= 64 (as many 64-row tiles as 128-row ones, half as empty),
+    where 128 x 128 tiles would leave half the SMs idle, or where 128 x 256 tiles make at most two
+    waves and K is at most 2048 (the measurements above)."""
     def tiles(rows, width):
         return -(-m // rows) * -(-n // width) * batches
 
@@ -218,7 +219,7 @@ def short_tile_n(m: int, n: int, k: int, batches: int, sms: int, tile_n: int, fo
     best = min(SHORT_TILE_WIDTHS, key=lambda w: waves(64, w) * short_tile_cost(w))
     if force:
         return best
-    if not (2 * tiles(BM, 128) <= sms or (k <= 2048 and tiles(BM, 256) <= 2 * sms)):
+    if not (m <= 64 or 2 * tiles(BM, 128) <= sms or (k <= 2048 and tiles(BM, 256) <= 2 * sms)):
         return 0
     wide = 10 * waves(BM, tile_n) * (tile_n + TILE_OVERHEAD_COLUMNS)
     return best if waves(64, best) * short_tile_cost(best) < wide else 0
@@ -770,9 +771,10 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
             fused = calls_function(epilogues) or any(0 in x.stride() for x in tensors[len(outs):])
             schedule = choose_schedule(a.shape[-1], tile_n, len(outs), staged, gated, a.element_size() == 1, fused)
         # 64-row tiles where 128-row ones would be cooperative (where ping-pong was chosen to hide an
-        # epilogue, its 128-row tiles measured as fast or faster: a residual 1-6 % on the H200).
-        if short_only or (tile_m is None and given is None and schedule == "cooperative" and not cluster
-                          and not gated and a.element_size() == 2):
+        # epilogue, its 128-row tiles measured as fast or faster: a residual 1-6 % on the H200), and
+        # wherever M <= 64 (half of each 128-row tile would be empty).
+        if short_only or (tile_m is None and given is None and (schedule == "cooperative" or shape[-2] <= 64)
+                          and not cluster and not gated and a.element_size() == 2):
             short = short_tile_n(shape[-2], b.shape[-1], a.shape[-1], batches, sms, tile_n, force=short_only)
             if short:
                 tile_m, tile_n, schedule = 64, short, "pingpong"

@@ -223,7 +223,7 @@ def test_the_cpp_variant_choice_is_the_python_one():
     against host_arguments' Config (choose_tile_n, choose_schedule, staged_inputs): ping-pong
     with a staged residual, a second output or a broadcast input; cooperative past K = 2048,
     staging a residual where 3 operand stages fit beside it ("c01"), and for a residual TMA
-    cannot address or that is not 16-bit, or few tiles."""
+    cannot address or that is not 16-bit, or few tiles or M <= 64 (64-row tiles)."""
     from cute_torch.kernels.gemm_sm90 import host_arguments
     g = torch.Generator().manual_seed(9)
 
@@ -245,6 +245,8 @@ def test_the_cpp_variant_choice_is_the_python_one():
         (randn(2, 1024, 2048), randn(2, 2048, 2048), [randn(2, 1024, 2048)], 1, "128p1"),  # batched
         (randn(512, 2048), b, [randn(512, 2048)], 1, "128h1"),                           # few tiles: 64-row
         (randn(1024, 1024), randn(1024, 1024), [], 1, "128h"),                           # 64-row tiles
+        (randn(32, 4096), randn(16384, 4096).t(), [randn(16384), randn(32, 16384)], 1, "128h01"),  # M <= 64
+        (randn(48, 1024), randn(1024, 4096), [randn(4096)], 2, "128h0"),              # fused, M <= 64
         (randn(3072, 1536), randn(1536, 1536).t(), [], 1, "192h"),
         (a, b, [], 1, "256h"),
         (randn(2, 1024, 1024), randn(2, 1024, 1024), [randn(2, 1024, 1024)], 1, "256h1"),
@@ -277,19 +279,20 @@ def _k_slices(a, b, splits):
 
 
 def test_a_few_tiles_with_a_long_k_split_k():
-    """Split-K (Gemm.cpp's chooseSplits): 64 x 128 tiles keeping at most half the SMs busy and K of
-    at least 2048 run as a batched GEMM of K slices (whole 64-deep k-tiles, at least 512 each)."""
+    """Split-K (Gemm.cpp's chooseSplits): 64 x 128 tiles keeping at most a quarter of the SMs busy and K of
+    at least 4096 run as a batched GEMM of K slices (whole 64-deep k-tiles, at least 512 each)."""
     def choice(m, n, k, b_k_major=True, **kw):
         a = torch.empty(m, k, dtype=torch.bfloat16)
         b = torch.empty(n, k, dtype=torch.bfloat16).t() if b_k_major else torch.empty(k, n, dtype=torch.bfloat16)
         return torch.ops.cute.gemm_choice(a, b, kw.get("inputs", []), kw.get("outputs", 1), 132)
     assert choice(16, 4096, 4096) == "k4:128h"           # 32 tiles -> 4 slices of 1024: 128 CTAs
     assert choice(1, 4096, 4096, b_k_major=False) == "k4:128h"
-    assert choice(128, 4096, 4096) == "k2:128h"          # 64 tiles -> 2 slices
+    assert choice(128, 2048, 8192) == "k4:128h"          # 32 tiles -> 4 slices of 2048
+    assert not choice(128, 4096, 4096).startswith("k")   # 64 tiles: half the SMs busy
     assert choice(16, 1024, 8192) == "k16:128h"          # 8 tiles -> 16 slices of 512
-    assert choice(16, 4096, 3072) == "k4:128h"           # 48 k-tiles: 4 slices of 12
+    assert choice(16, 4096, 6144) == "k4:128h"           # 96 k-tiles: 4 slices of 24
     assert not choice(16, 4096, 4160).startswith("k")    # 65 k-tiles split evenly only once
-    assert not choice(16, 4096, 1024).startswith("k")    # K too short
+    assert not choice(16, 4096, 2048).startswith("k")    # K too short
     assert not choice(1024, 1024, 8192).startswith("k")  # 128 tiles
     assert not choice(16, 4096, 4096, outputs=2).startswith("k")   # one output only
     assert choice(16, 4096, 4096, inputs=[torch.empty(4096)]) == "k4:128h"
@@ -337,7 +340,7 @@ def _close(got, want):
 @pytest.mark.gpu
 @needs_sm90a
 @pytest.mark.parametrize("m,n,k,b_k_major", [(16, 4096, 4096, True), (1, 2048, 8192, False), (128, 1024, 4096, True),
-                                             (40, 512, 3072, False)])
+                                             (40, 512, 6144, False)])
 def test_a_split_k_gemm_matches_matmul_with_its_epilogue(m, n, k, b_k_major):
     """Split-K's partial sums (Float32) and the epilogue over their sum (cute::pointwise): a plain
     GEMM, a bias + GELU + residual expression, an fp32 output, against float64."""
@@ -368,8 +371,9 @@ def test_a_split_k_linear_trains():
     xr, wr = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
     F.gelu(xr @ wr.t(), approximate="tanh").square().sum().backward()
     _close(y, F.gelu(xr @ wr.t(), approximate="tanh"))
-    torch.testing.assert_close(x.grad.float(), xr.grad, rtol=5e-2, atol=5e-2)
-    torch.testing.assert_close(w.grad.float(), wr.grad, rtol=5e-2, atol=5e-2)
+    # dW sums 16 products of bf16-rounded dY' and x: an error of a few bf16 steps of the largest
+    for got, want in ((x.grad, xr.grad), (w.grad, wr.grad)):
+        torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2 * want.abs().max().item())
 
 
 @pytest.mark.gpu

@@ -232,9 +232,9 @@ int64_t chooseTileN(int64_t m, int64_t n, int64_t batches, int64_t sms, bool gat
 }
 
 /// Columns of 64-row ping-pong tiles where their waves cost less than those of the 128-row
-/// tiles of `tileN` columns, else 0: considered where 128 x 128 tiles would leave half the SMs
-/// idle, or where 128 x 256 tiles make at most two waves and K is at most 2048; a 64-row tile of
-/// `width` columns costs 0.3 * width + 48 (kernels/gemm_sm90.py's short_tile_n and
+/// tiles of `tileN` columns, else 0: considered where M <= 64, where 128 x 128 tiles would leave
+/// half the SMs idle, or where 128 x 256 tiles make at most two waves and K is at most 2048; a
+/// 64-row tile of `width` columns costs 0.3 * width + 48 (kernels/gemm_sm90.py's short_tile_n and
 /// short_tile_cost, with the measurements). In tenths, to stay in integers.
 int64_t chooseShortTileN(int64_t m, int64_t n, int64_t k, int64_t batches, int64_t sms,
                          int64_t tileN) {
@@ -242,7 +242,7 @@ int64_t chooseShortTileN(int64_t m, int64_t n, int64_t k, int64_t batches, int64
     return (m + rows - 1) / rows * ((n + width - 1) / width) * batches;
   };
   auto waves = [&](int64_t rows, int64_t width) { return (tiles(rows, width) + sms - 1) / sms; };
-  if (!(2 * tiles(128, 128) <= sms || (k <= 2048 && tiles(128, 256) <= 2 * sms)))
+  if (!(m <= 64 || 2 * tiles(128, 128) <= sms || (k <= 2048 && tiles(128, 256) <= 2 * sms)))
     return 0;
   auto shortCost = [&](int64_t width) { return waves(64, width) * (3 * width + 480); };
   int64_t best = 128;
@@ -559,25 +559,29 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
                                     isKMajor(views[1]) && !fp8);
   const std::string schedule = chooseSchedule(views, outputs, tileN, calls, gated, fp8, false);
   const bool pingpong = !schedule.empty() && schedule[0] == 'p';
-  // 64-row tiles where 128-row ones would be cooperative (kernels/gemm_sm90.py's host_arguments).
-  if (!pingpong && !gated && !fp8)
+  // 64-row tiles where 128-row ones would be cooperative, or M <= 64 (kernels/gemm_sm90.py's
+  // host_arguments).
+  if ((!pingpong || views[2].sizes[0] <= 64) && !gated && !fp8)
     if (const int64_t shortN = chooseShortTileN(views[2].sizes[0], accColumns, views[0].sizes[1],
                                                 plan.batches, sms, tileN))
       return {shortN, chooseSchedule(views, outputs, tileN, calls, gated, fp8, true)};
   return {pingpong ? 128 : tileN, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
 }
 
-/// Split-K: a GEMM whose 64 x 128 tiles would keep at most half the SMs busy, with a long K
-/// (16 x 4096 x 4096: 32 tiles; cuBLAS splits K there), runs its K slices as one batched GEMM into
-/// Float32 partial sums, which one cute::pointwise adds up and passes through the epilogue. The
-/// thresholds are estimates (WIP, not yet measured): K of at least kSplitMinK, slices of at least
-/// kSplitMinSlice and whole 64-deep k-tiles, at most kMaxSplits of them.
-constexpr int64_t kSplitMinK = 2048, kSplitMinSlice = 512, kMaxSplits = 16;
+/// Split-K: a GEMM whose 64 x 128 tiles would keep at most a quarter of the SMs busy, with a long K
+/// (16 x 1024 x 8192: 8 tiles; cuBLAS splits K there), runs its K slices as one batched GEMM into
+/// Float32 partial sums, which one cute::pointwise adds up and passes through the epilogue. K of
+/// at least kSplitMinK (H200, cuBLAS / ours unsplit -> split: 16 x 1024 x 8192 0.32 -> 0.70,
+/// 128 x 2048 x 8192 0.71 -> 1.30, 256 x 1024 x 4096 0.74 -> 1.14; at K = 2048 the second
+/// kernel cost more than it saved, 16 x 4096 x 2048 0.63 -> 0.59), slices of whole 64-deep
+/// k-tiles, at least kSplitMinSlice each, at most kMaxSplits of them. Two slices (half the SMs
+/// busy) were within 3 % either way on the H100 and H200 (32 x 8192 x 8192, 128 x 4096 x 4096).
+constexpr int64_t kSplitMinK = 4096, kSplitMinSlice = 512, kMaxSplits = 16;
 
 /// How many K slices an M x N x K GEMM runs as (1: not split).
 int64_t chooseSplits(int64_t m, int64_t n, int64_t k, int64_t sms) {
   const int64_t tiles = (m + 63) / 64 * ((n + 127) / 128);
-  if (k < kSplitMinK || 2 * tiles > sms)
+  if (k < kSplitMinK || 4 * tiles > sms)
     return 1;
   int64_t splits = std::min({sms / tiles, k / kSplitMinSlice, kMaxSplits});
   while (splits > 1 && k % (splits * 64))
