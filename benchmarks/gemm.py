@@ -33,7 +33,7 @@ import runpy
 import time
 
 import torch
-from timing import kernel_ms, median_ms
+from timing import interleaved_ms, kernel_ms, median_ms
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 LLM_SHAPES = [(4096, 4096), (12288, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336),
@@ -378,7 +378,7 @@ def competitors(args) -> None:
     cuBLAS's."""
     from cute_torch.kernels.gemm_sm90 import gemm
     quack = _quack()
-    print(f"\ncompetitors, bf16 TN; GPU ms (TFLOP/s), median of {args.repeats}; quack "
+    print(f"\ncompetitors, bf16 TN; GPU ms (TFLOP/s), least of 3 medians of {args.repeats} taken in turn; quack "
           f"{'imported' if quack else 'not importable here'}")
     print("| M | N | K | ours | cuBLAS | Triton (max-autotune) | quack | cuBLAS / ours | Triton / ours | "
           "Triton tuning s | max err (ours, Triton) |")
@@ -386,16 +386,18 @@ def competitors(args) -> None:
     shapes = [(s, s, s) for s in args.sizes] + [(8192, 4096, 4096), (8192, 11008, 4096)]
     for m, n, k in shapes:
         a, w = torch.randn(m, k, device="cuda").bfloat16(), torch.randn(n, k, device="cuda").bfloat16()
-        cublas, reference = _cublas(a, w, torch.bfloat16, args.repeats)
-        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        ours = kernel_ms(lambda: gemm(a, w.t(), c), args.repeats)
-        c.fill_(float("nan"))
+        reference = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        c = torch.full_like(reference, float("nan"))
+        torch.mm(a, w.t(), out=reference)
         gemm(a, w.t(), c)
         err = _error(c, reference)
         triton, tuning = _triton(m, n, k)
-        triton_ms = kernel_ms(lambda: triton(a, w), args.repeats)
         triton_err = _error(triton(a, w), reference)
-        quack_ms = kernel_ms(lambda: quack(a, w.t()), args.repeats) if quack else float("nan")
+        sides = [lambda: torch.mm(a, w.t(), out=reference), lambda: gemm(a, w.t(), c), lambda: triton(a, w)]
+        if quack:
+            sides.append(lambda: quack(a, w.t()))
+        cublas, ours, triton_ms, *quack_ms = interleaved_ms(sides, args.repeats)
+        quack_ms = quack_ms[0] if quack else float("nan")
         tf = 2 * m * n * k / 1e9
 
         def cell(ms):

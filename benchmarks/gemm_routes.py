@@ -22,7 +22,7 @@ import json
 import statistics
 
 import torch
-from timing import kernel_ms
+from timing import interleaved_ms
 
 from cute_torch.backend.gemm_routes import TABLE, layout_of, shape_class
 
@@ -47,12 +47,6 @@ def operands(t: int, i: int, o: int, kind: str, dtype):
     return randn(t, o).t(), randn(t, i)   # dW: dY^T (o, t) @ X (t, i)
 
 
-def best_ms(fn, args) -> float:
-    """The least of `rounds` medians of `repeats` calls: one median of 10 let classes whose
-    kernels had not changed move by up to 0.2 between two runs on an H200 (2026-11-26)."""
-    return min(kernel_ms(fn, args.repeats) for _ in range(args.rounds))
-
-
 def measure(args, dtype) -> list:
     """(class, M, N, K, cuBLAS ms, ours ms) of every shape, printed as it goes."""
     rows, seen = [], set()
@@ -67,10 +61,14 @@ def measure(args, dtype) -> list:
             seen.add((layout, m, n, k))
             key = shape_class(dtype, layout, m, n, k)
             out = torch.empty(m, n, device="cuda", dtype=dtype)
-            cublas_ms = best_ms(lambda: torch.mm(a, b, out=out), args)
+            torch.mm(a, b, out=out)
             ours = torch.ops.cute.gemm.default(a, b, "acc", [], dtype)
             err = ((ours.float() - out.float()).abs().max() / out.float().abs().max()).item()
-            ours_ms = best_ms(lambda: torch.ops.cute.gemm.default(a, b, "acc", [], dtype), args)
+            # One median of 10 let classes whose kernels had not changed move by up to 0.2 between two
+            # runs on an H200 (2026-11-26): the least of `rounds` medians, the sides in turn.
+            cublas_ms, ours_ms = interleaved_ms((lambda: torch.mm(a, b, out=out),
+                                                 lambda: torch.ops.cute.gemm.default(a, b, "acc", [], dtype)),
+                                                args.repeats, args.rounds)
             verdict = "WRONG" if err > 2e-2 else ""
             print(f"{key:24} {m:6d} {n:6d} {k:6d} {cublas_ms:9.4f} {ours_ms:9.4f} {cublas_ms / ours_ms:6.3f} "
                   f"{err:8.1e} {verdict}", flush=True)

@@ -51,6 +51,17 @@ def kernel_ms(fn, repeats: int, copies: bool = False) -> float:
                              for i in range(0, len(kernels), per_call))
 
 
+def interleaved_ms(fns, repeats: int, rounds: int = 3) -> list:
+    """The least of `rounds` kernel_ms medians of each of `fns`, the rounds taken in turn (A B A B
+    ..., not A A B B): under load an H200 lowers its clocks, and whichever side was timed after
+    the other's burst read up to 13 % slower (8192^3, 2026-11-26)."""
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            best[i] = min(best[i], kernel_ms(fn, repeats))
+    return best
+
+
 def per_call_us(fn, calls: int, repeats: int, sync=torch.cuda.synchronize) -> float:
     """Median over `repeats` of the wall time of `calls` back-to-back calls and a `sync`, per
     call, in us: the host time of a call where the GPU keeps up."""
