@@ -8,7 +8,9 @@ in the same run.
 
 C = A @ B^T with A (M, K) and B (N, K) (F.linear's layout, "TN"), fp32 accumulation; FLOPs =
 2 M N K. "GPU ms" is the median over `repeats` calls of the kernels' device time (CUPTI through
-torch.profiler; benchmarks/timing.py), and TFLOP/s and every ratio come from it; "call ms" is the
+torch.profiler; benchmarks/timing.py), the least of 3 such medians where sides are compared,
+taken in turn with the other sides' (timing.interleaved_ms: the H200's clocks drop under load,
+so the side timed second read slower), and TFLOP/s and every ratio come from it; "call ms" is the
 median CUDA-event time of one call from Python, host path included (ours is the @cute.jit host
 function today; the C++ op of issue 17 replaces it). cuBLAS is torch.mm into a preallocated
 output, measured the same way in the same run. "first s" is our kernel's trace + compile + first
@@ -85,15 +87,15 @@ def _error(ours: torch.Tensor, reference: torch.Tensor) -> float:
     return ((ours.float() - reference.float()).abs().max() / reference.float().abs().max()).item()
 
 
-def _row(label, m, n, k, gemm, a, b, c, cublas_ms, reference, repeats) -> dict:
-    """Times gemm(a, b, c) (b as (N, K)), checks its result (the returned tensor, else c) against
-    the reference, prints one row."""
+def _row(label, m, n, k, gemm, a, b, c, cublas, reference, repeats) -> dict:
+    """Times gemm(a, b, c) (b as (N, K)) and cuBLAS's call `cublas` in turn (interleaved_ms),
+    checks its result (the returned tensor, else c) against the reference, prints one row."""
     start = time.perf_counter()
     out = gemm(a, b, c)
     torch.cuda.synchronize()
     first = time.perf_counter() - start
     call = median_ms(lambda: gemm(a, b, c), repeats)
-    ours = kernel_ms(lambda: gemm(a, b, c), repeats)
+    cublas_ms, ours = interleaved_ms((cublas, lambda: gemm(a, b, c)), repeats)
     err = _error(out if isinstance(out, torch.Tensor) else c, reference)   # an op returns its output
     tflop = 2 * m * n * k / 1e9
     flag = "  WRONG" if err > 2e-2 else ""
@@ -102,11 +104,12 @@ def _row(label, m, n, k, gemm, a, b, c, cublas_ms, reference, repeats) -> dict:
     return {"label": label, "size": (m, n, k), "tflops": tflop / ours, "cublas_tflops": tflop / cublas_ms}
 
 
-def _cublas(a, b, dtype, repeats):
-    """(GPU ms, output) of torch.mm(a, b.t()) into a preallocated output."""
+def _cublas(a, b, dtype):
+    """(the call, its output) of torch.mm(a, b.t()) into a preallocated output, called once."""
     out = torch.empty(a.shape[0], b.shape[0], device="cuda", dtype=dtype)
-    ms = kernel_ms(lambda: torch.mm(a, b.t(), out=out), repeats)
-    return ms, out
+    call = lambda: torch.mm(a, b.t(), out=out)  # noqa: E731
+    call()
+    return call, out
 
 
 def square(args, dtype=torch.bfloat16, kernels=KERNELS, suffix: str = "") -> list:
@@ -114,7 +117,7 @@ def square(args, dtype=torch.bfloat16, kernels=KERNELS, suffix: str = "") -> lis
     for size in args.sizes:
         a = torch.randn(size, size, device="cuda").to(dtype)
         b = torch.randn(size, size, device="cuda").to(dtype)
-        cublas, reference = _cublas(a, b, dtype, args.repeats)
+        cublas, reference = _cublas(a, b, dtype)
         for label, load, out_dtype, needs in kernels:
             if not _runs_here(needs) or args.only not in label:
                 continue
@@ -130,7 +133,7 @@ def llm(args, dtype=torch.bfloat16, label="kernels/gemm_sm90") -> list:
     for n, k in LLM_SHAPES:
         a = torch.randn(m, k, device="cuda").to(dtype)
         w = torch.randn(n, k, device="cuda").to(dtype)
-        cublas, reference = _cublas(a, w, dtype, args.repeats)
+        cublas, reference = _cublas(a, w, dtype)
         c = torch.empty(m, n, device="cuda", dtype=dtype)
         rows.append(_row(f"{label} TN", m, n, k, lambda a, b, c: gemm(a, b.t(), c), a, w, c, cublas, reference,
                          args.repeats))
@@ -138,7 +141,7 @@ def llm(args, dtype=torch.bfloat16, label="kernels/gemm_sm90") -> list:
             rows.append(_row(f"{label} TN raster n", m, n, k, lambda a, b, c: gemm(a, b.t(), c, raster="n"), a, w,
                              c, cublas, reference, args.repeats))
         b_nn = w.t().contiguous()                       # (K, N) row-major: B is MN-major
-        cublas_nn = kernel_ms(lambda: torch.mm(a, b_nn, out=c), args.repeats)
+        cublas_nn = lambda: torch.mm(a, b_nn, out=c)  # noqa: E731
         rows.append(_row(f"{label} NN", m, n, k, lambda a, b, c: gemm(a, b_nn, c), a, w, c, cublas_nn, reference,
                          args.repeats))
         a = w = b_nn = c = reference = None            # the next shape's tensors need the memory
@@ -160,7 +163,8 @@ def fused(args) -> None:
     eager and Inductor, all checked against eager."""
     from cute_torch.kernels.gemm_sm90 import gemm
     F = torch.nn.functional
-    print(f"\nfused epilogues, bf16; GPU ms (all kernels of a call), median of {args.repeats}; 'vs plain': ours "
+    print(f"\nfused epilogues, bf16; GPU ms (all kernels of a call), least of 3 medians of {args.repeats} taken in "
+          "turn; 'vs plain': ours "
           "fused over our faster plain GEMM (cooperative or ping-pong)")
     print(f"{'case':24} {'M':>5} {'N':>5} {'K':>5} {'ours fused':>10} {'ours plain':>10} {'cuBLASLt':>9} "
           f"{'eager':>8} {'Inductor':>9} {'vs plain':>9} {'vs cuBLASLt':>11} {'vs Inductor':>11} {'max err':>8}")
@@ -170,7 +174,6 @@ def fused(args) -> None:
         bias = torch.randn(n, device="cuda").bfloat16()
         residual = torch.randn(m, n, device="cuda").bfloat16()
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        plain = min(kernel_ms(lambda: gemm(x, w.t(), c, schedule=s), args.repeats) for s in ("cooperative", "pingpong"))
         cases = [("linear+bias+gelu_tanh", "gelu_tanh(acc + x0)", (bias,),
                   lambda x, w, bias, r: F.gelu(F.linear(x, w, bias), approximate="tanh"),
                   lambda: torch._addmm_activation(bias, x, w.t(), use_gelu=True)),
@@ -180,17 +183,21 @@ def fused(args) -> None:
                   lambda: F.linear(x, w, bias))]
         for name, expr, inputs, eager, cublaslt in cases:
             reference = eager(x, w, bias, residual)
-            eager_ms = kernel_ms(lambda: eager(x, w, bias, residual), args.repeats)
             compiled = torch.compile(eager)
             compiled(x, w, bias, residual)
-            inductor = kernel_ms(lambda: compiled(x, w, bias, residual), args.repeats)
             try:
-                lt = kernel_ms(cublaslt, args.repeats) if cublaslt else float("nan")
+                cublaslt and cublaslt()
             except RuntimeError:              # a torch build without cuBLASLt's epilogue
-                lt = float("nan")
+                cublaslt = None
             c.fill_(float("nan"))
-            ours = kernel_ms(lambda: gemm(x, w.t(), c, expr, inputs), args.repeats)
+            gemm(x, w.t(), c, expr, inputs)
             err = _error(c, reference)
+            sides = [lambda: gemm(x, w.t(), c, expr, inputs), lambda: eager(x, w, bias, residual),
+                     lambda: compiled(x, w, bias, residual)]
+            sides += [lambda s=s: gemm(x, w.t(), c, schedule=s) for s in ("cooperative", "pingpong")]
+            ours, eager_ms, inductor, *plains = interleaved_ms(sides + ([cublaslt] if cublaslt else []),
+                                                               args.repeats)
+            plain, lt = min(plains[:2]), (plains[2] if cublaslt else float("nan"))
             print(f"{name:24} {m:5} {n:5} {k:5} {ours:10.3f} {plain:10.3f} {lt:9.3f} {eager_ms:8.3f} {inductor:9.3f} "
                   f"{ours / plain:9.3f} {lt / ours:11.2f} {inductor / ours:11.2f} {err:8.1e}"
                   f"{'  WRONG' if err > 2e-2 else ''}", flush=True)
@@ -214,12 +221,12 @@ def tiles(args) -> None:
           + f" {'chosen':>9} {'ratio':>6} {'max err':>8}")
     for m, n, k in TILE_SHAPES:
         a, w = torch.randn(m, k, device="cuda").bfloat16(), torch.randn(n, k, device="cuda").bfloat16()
-        cublas, reference = _cublas(a, w, torch.bfloat16, args.repeats)
+        cublas_call, reference = _cublas(a, w, torch.bfloat16)
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         times = [kernel_ms(lambda: gemm(a, w.t(), c, tile_n=t, tile_m=rows), args.repeats) for t, rows in variants]
         config = host_arguments(a, w.t(), c)[3]                     # what gemm() takes
         chosen = f"{config.tile_m}x{config.tile_n}{'p' if config.pingpong else 'c'}"
-        ours = kernel_ms(lambda: gemm(a, w.t(), c), args.repeats)
+        cublas, ours = interleaved_ms((cublas_call, lambda: gemm(a, w.t(), c)), args.repeats)
         c.fill_(float("nan"))
         gemm(a, w.t(), c)
         err = _error(c, reference)
@@ -275,14 +282,14 @@ def ampere(args) -> list:
     rows = []
     for size in args.sizes:
         a, w = (torch.randn(size, size, device="cuda").bfloat16() for _ in range(2))
-        cublas, reference = _cublas(a, w, torch.bfloat16, args.repeats)
+        cublas, reference = _cublas(a, w, torch.bfloat16)
         c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
         for tile_n in (None, 128, 256):
             label = f"kernels/gemm_sm80 TN {'auto' if tile_n is None else f'tile {tile_n}'}"
             rows.append(_row(label, size, size, size, lambda a, b, c, t=tile_n: gemm(a, b.t(), c, tile_n=t), a, w, c,
                              cublas, reference, args.repeats))
         b_nn = w.t().contiguous()
-        cublas_nn = kernel_ms(lambda: torch.mm(a, b_nn, out=c), args.repeats)
+        cublas_nn = lambda: torch.mm(a, b_nn, out=c)  # noqa: E731
         rows.append(_row("kernels/gemm_sm80 NN", size, size, size, lambda a, b, c: gemm(a, b_nn, c), a, w, c,
                          cublas_nn, reference, args.repeats))
     m, n, k = 8192, 8192, 4096
@@ -335,11 +342,12 @@ def clusters(args) -> None:
     for m, n, k in shapes:
         a = torch.randn(m, k, device="cuda").bfloat16()
         w = torch.randn(n, k, device="cuda").bfloat16()
-        cublas, reference = _cublas(a, w, torch.bfloat16, args.repeats)
+        cublas_call, reference = _cublas(a, w, torch.bfloat16)
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         tile = choose_tile_n(m, n, 1, sms)
-        plain = kernel_ms(lambda: gemm(a, w.t(), c, tile_n=tile), args.repeats)
-        clustered = kernel_ms(lambda: gemm(a, w.t(), c, tile_n=tile, cluster=True), args.repeats)
+        cublas, plain, clustered = interleaved_ms(
+            (cublas_call, lambda: gemm(a, w.t(), c, tile_n=tile), lambda: gemm(a, w.t(), c, tile_n=tile, cluster=True)),
+            args.repeats)
         c.fill_(float("nan"))
         gemm(a, w.t(), c, tile_n=tile, cluster=True)
         err = _error(c, reference)
@@ -386,14 +394,13 @@ def competitors(args) -> None:
     shapes = [(s, s, s) for s in args.sizes] + [(8192, 4096, 4096), (8192, 11008, 4096)]
     for m, n, k in shapes:
         a, w = torch.randn(m, k, device="cuda").bfloat16(), torch.randn(n, k, device="cuda").bfloat16()
-        reference = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        cublas_call, reference = _cublas(a, w, torch.bfloat16)
         c = torch.full_like(reference, float("nan"))
-        torch.mm(a, w.t(), out=reference)
         gemm(a, w.t(), c)
         err = _error(c, reference)
         triton, tuning = _triton(m, n, k)
         triton_err = _error(triton(a, w), reference)
-        sides = [lambda: torch.mm(a, w.t(), out=reference), lambda: gemm(a, w.t(), c), lambda: triton(a, w)]
+        sides = [cublas_call, lambda: gemm(a, w.t(), c), lambda: triton(a, w)]
         if quack:
             sides.append(lambda: quack(a, w.t()))
         cublas, ours, triton_ms, *quack_ms = interleaved_ms(sides, args.repeats)
