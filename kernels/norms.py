@@ -8,7 +8,9 @@ a residual (the sum is written too: the next block's residual stream):
 
 rstd (and mean) are saved per row in Float32 for the backward. LayerNorm's variance is the
 two-pass form over registers (no cancellation), the columns past N that a thread holds masked
-out of it. Short rows take one block of rows per CTA, and two or more CTAs per SM overlap one's
+out of it; 16-bit rows held by one CTA take both statistics in one trip through shared memory,
+each thread's mean and squared deviations merged by Chan's formula (one_trip_statistics).
+Short rows take one block of rows per CTA, and two or more CTAs per SM overlap one's
 reductions with another's loads. Long rows (and rows with a residual) leave room for one CTA
 per SM: there each CTA walks several blocks of rows and loads the next block's rows into
 registers before the current block's reductions (forward_plan).
@@ -50,8 +52,8 @@ from cute_torch import Constexpr
 from .column_sums import launch_sum_partials
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_staged, cluster_peers,
                          cluster_reduce_received, cluster_send, column_mask, cta_group, dynamic_rows, fetch_row, fold,
-                         launch_cluster, launch_grid, load_row, row_config, row_reduce, stage_row, stage_vectors,
-                         store_row, thread_place)
+                         launch_cluster, launch_grid, load_row, row_config, row_mean_m2, row_reduce, stage_row,
+                         stage_vectors, store_row, thread_place)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -76,13 +78,12 @@ FORWARD_WALKS = {
     (2, True, False): [(65536, 64, 8)],
     # 16384, 65536, 131072: 0.78 -> 0.95 / 0.94 -> 0.98; 0.77 -> 0.94 / 0.96 -> 0.97; 0.76 -> 0.90 / 0.94 -> 0.96
     (2, True, True): [(16384, 32, 4)],
-    # 16384 .. 131072: 0.81 / 0.79 / 0.68 / 0.64 -> 0.88 / 0.89 / 0.74 / 0.72 (H200), 0.92 / 0.93 / 0.84 / 0.79
-    # -> 0.95 / 0.93 / 0.88 / 0.86 (H100)
-    # 2048 .. 8192 (weight and bias staged, _stages_parameters): 0.93 / 0.91 / 0.91 -> 0.96 / 0.95 / 0.93 (H200),
-    # 0.99 -> 0.97 (H100: kept, as the H200's 0.91 missed the 0.95 target and the H100's 0.97 does not);
-    # later (2026-11-26, twelfth session) 4096 measured better without the walk on both: 0.944-0.947 ->
-    # 0.952-0.958 (H200), 0.973 -> 0.989 (H100)
-    (2, False, False): [(2048, 32, 4), (4096, 32, 1), (8192, 64, 4), (16384, 64, 8), (65536, 32, 8)],
+    # Walking from 16384 .. 131072 with two-trip statistics: 0.81 / 0.79 / 0.68 / 0.64 -> 0.88 / 0.89 / 0.74 /
+    # 0.72 (H200), 0.92 / 0.93 / 0.84 / 0.79 -> 0.95 / 0.93 / 0.88 / 0.86 (H100)
+    # Up to 16384 one row per CTA since its statistics take one trip (one_trip_statistics; they walked
+    # 2048 .. 16384 with two trips): 2048 / 4096 / 8192 / 16384 0.958 / 0.956 / 0.943 / 0.897 -> 0.968 / 0.971 /
+    # 0.974 / 0.896 (H200), 0.970 / 0.991 / 0.977 / 0.958 -> 0.979 / 0.985 / 0.987 / 0.982 (H100)
+    (2, False, False): [(32768, 64, 8), (65536, 32, 8)],
     # 32768 .. 131072: 0.78 / 0.72 / 0.73 -> 0.94 / 0.90 / 0.87 (H200), 0.86 / 0.84 / 0.86 -> 0.95 / 0.95 / 0.94;
     # 16384 and 32768 walking 4 blocks instead of 8: 0.936 / 0.931 -> 0.943-0.950 / 0.932-0.942 (H200),
     # 0.968 / 0.950 -> 0.977 / 0.965 (H100)
@@ -116,15 +117,31 @@ def forward_values(n: int, rms: bool, residual: bool = False) -> int:
     return 32 if n > 8192 and residual else FORWARD_VALUES
 
 
+def one_trip_statistics(element_type, cfg: RowConfig, residual: bool) -> bool:
+    """Whether LayerNorm's forward takes its mean and variance in one trip through shared memory
+    (row_reduce.row_mean_m2: each thread's own mean and squared deviations, merged by Chan's
+    formula) instead of two (the mean, then the squares about it): for 16-bit rows held whole
+    by one CTA, without padding or a residual. One trip let 2048-16384 columns run as one row
+    per CTA without the walk (FORWARD_WALKS; bf16 fraction of copy, H200 / H100: 8192 0.943 /
+    0.977 -> 0.974 / 0.987, 16384 0.897 / 0.958 -> 0.896 / 0.982). With a residual it measured
+    0.5-1.2 % slower on both; Float32 rows within 0.5 %, and there its rstd was less exact
+    (relative error 4.9e-6 against 1.2e-7 on rows at 1000 + N(0, 1)), which a 16-bit output
+    does not resolve."""
+    return element_type.width <= 16 and cfg.cluster == 1 and not cfg.padding and not residual
+
+
 @cute.jit
-def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta, peers, step):
+def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta, peers, step, one_trip: Constexpr):
     """(mean, rstd) of this thread's row (mean is 0.0 for RMSNorm). `step` counts the kernel's
     reductions so far (row_reduce's slot sets; None: the kernel's only row, without a cluster);
-    LayerNorm makes two per row."""
+    LayerNorm makes two per row (the same slots with `one_trip`: one_trip_statistics)."""
     first, second = (None, None) if cute.const_expr(step is None) else (step, step + 1)
     if cute.const_expr(rms):
         mean = 0.0
         var = row_reduce(fold(x * x, "sum"), "sum", cfg, lane, row_in_cta, first, peers) * (1.0 / cfg.n)
+    elif cute.const_expr(one_trip):
+        mean, m2 = row_mean_m2(x, cfg, row_in_cta, None if cute.const_expr(first is None) else first // 2)
+        var = m2 * (1.0 / cfg.n)
     else:
         mean = row_reduce(fold(x, "sum"), "sum", cfg, lane, row_in_cta, first, peers) * (1.0 / cfg.n)
         centered = x - mean
@@ -141,6 +158,7 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
     peers = cluster_peers(cfg)
     rows = mX.shape[0]
     outputs = (mY, mResOut, mRstd, mMean)
+    one_trip = one_trip_statistics(mX.element_type, cfg, mRes is not None)
     if cute.const_expr(walk > 1):
         # Each CTA (cluster) walks every groups-th block of rows, the next block's x (and
         # residual) fetched into registers before this one's reductions: its loads are in
@@ -163,13 +181,13 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
             _fetch_rows(mX, mRes, ahead_x, ahead_r, clamp_row((block + groups) * cfg.rows + row_in_cta, rows), cfg,
                         lane)
             _normalize_row(x, res, block * cfg.rows + row_in_cta, rows, mW, mB, held, outputs, eps, cfg, rms, lane,
-                           row_in_cta, peers, k * (1 if cute.const_expr(rms) else 2))   # (steps: a reduction each)
+                           row_in_cta, peers, k * (1 if cute.const_expr(rms) else 2), one_trip)  # (a step a reduction)
             k = k + 1
     else:                                           # one block of rows per CTA (cluster), no loop
         src = clamp_row(row, rows)
         res = load_row(mRes, src, lane, cfg) if cute.const_expr(mRes is not None) else None
         _normalize_row(load_row(mX, src, lane, cfg), res, row, rows, mW, mB, (None, None), outputs, eps, cfg, rms, lane,
-                       row_in_cta, peers, 0 if cute.const_expr(peers is not None) else None)
+                       row_in_cta, peers, 0 if cute.const_expr(peers is not None) else None, one_trip)
 
 
 def _stages_parameters(mW, mB) -> bool:
@@ -213,14 +231,14 @@ def _fetch_rows(mX, mRes, ahead_x, ahead_r, row, cfg: Constexpr, lane):
 
 @cute.jit
 def _normalize_row(x, res, row, rows, mW, mB, held, outputs, eps, cfg: Constexpr, rms: Constexpr, lane, row_in_cta,
-                   peers, step):
+                   peers, step, one_trip: Constexpr):
     """One row (`x` and the residual `res` or None, as load_row reads them) normalized and stored
     with its statistics. `held`: the weight's and bias's shared-memory copies where the kernel
     made them (None: read from global memory here, after the reductions)."""
     mY, mResOut, mRstd, mMean = outputs
     if cute.const_expr(res is not None):
         x = x + res
-    mean, rstd = _statistics(x, cfg, rms, eps, lane, row_in_cta, peers, step)
+    mean, rstd = _statistics(x, cfg, rms, eps, lane, row_in_cta, peers, step, one_trip)
     y = x * rstd if cute.const_expr(rms) else (x - mean) * rstd
     if cute.const_expr(mW is not None):
         y = y * _parameter(mW, held[0], cfg, lane)

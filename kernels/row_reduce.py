@@ -330,6 +330,48 @@ def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, step=None, peers=Non
 
 
 @cute.jit
+def row_mean_m2(x, cfg: RowConfig, row_in_cta, step=None):
+    """(mean, sum of squared deviations) of each row in one trip through shared memory, where
+    the two-pass form (the mean, then the squares about it) takes two: each thread centers its
+    own values on its own mean, and partial results merge pairwise by Chan's formula (counts
+    n_a, n_b: M2 = M2_a + M2_b + (mean_b - mean_a)^2 n_a n_b / (n_a + n_b)), which keeps the
+    two-pass form's accuracy. Every thread holds the same count of the row's values (no cluster,
+    no padding: the caller checks), so the counts are compile-time constants. `step` as
+    row_reduce's (slot sets that alternate in a loop)."""
+    values = cfg.vec * cfg.vectors
+    mean = fold(x, "sum") * (1.0 / values)
+    centered = x - mean
+    m2 = fold(centered * centered, "sum")
+    width = min(cfg.threads_per_row, 32)
+    count = values                                  # per partial, doubling at each butterfly level
+    offset = width // 2
+    while offset >= 1:
+        other_mean = cute.arch.shuffle_sync_bfly(mean, offset, width=width)
+        other_m2 = cute.arch.shuffle_sync_bfly(m2, offset, width=width)
+        delta = other_mean - mean
+        m2 = m2 + other_m2 + delta * delta * (count * 0.5)   # (symmetric: every lane gets the same)
+        mean = (mean + other_mean) * 0.5
+        count, offset = count * 2, offset // 2
+    if cute.const_expr(cfg.threads_per_row > 32):
+        warps = cfg.threads_per_row // 32
+        sets = 1 if cute.const_expr(step is None) else 2
+        at = 0 if cute.const_expr(step is None) else step % 2
+        partial = cute.arch.alloc_smem(cute.Float32, (cfg.rows, warps, 2, sets))
+        tidx, _, _ = cute.arch.thread_idx()
+        if tidx % 32 == 0:
+            partial[(row_in_cta, tidx % cfg.threads_per_row // 32, 0, at)] = mean
+            partial[(row_in_cta, tidx % cfg.threads_per_row // 32, 1, at)] = m2
+        cute.arch.sync_threads()
+        mean, m2 = partial[(row_in_cta, 0, 0, at)], partial[(row_in_cta, 0, 1, at)]
+        for w in cute.range_constexpr(1, warps):     # warps in order: the same result in every thread
+            other_mean, other_m2 = partial[(row_in_cta, w, 0, at)], partial[(row_in_cta, w, 1, at)]
+            delta = other_mean - mean
+            mean = mean + delta * (1.0 / (w + 1))
+            m2 = m2 + other_m2 + delta * delta * (count * w / (w + 1))
+    return mean, m2
+
+
+@cute.jit
 def cluster_send(values: tuple, cfg: RowConfig, lane, row_in_cta, step, peers) -> None:
     """Starts exchange `step`: lane r of each row sends this CTA's values to CTA r, into set
     step % sets of the slots, counted on that set's mbarrier (which this CTA arms for its own

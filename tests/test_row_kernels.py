@@ -154,10 +154,11 @@ def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
 
 @pytest.mark.parametrize("residual", [False, True])
 def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
-    """16384-column rows: LayerNorm's bf16 forward walks blocks of rows, each thread loading its
-    part of the next row (and residual) into registers before the current row's reductions, so
-    its rows are loaded twice in the code (before the loop and in it) and nothing goes through
-    shared memory; the fp32 one with a residual copies rows into a shared-memory ring by
+    """16384-column rows: LayerNorm's bf16 forward with a residual walks blocks of rows, each
+    thread loading its part of the next row and residual into registers before the current
+    row's reductions, so its rows are loaded twice in the code (before the loop and in it) and
+    nothing goes through shared memory; without one it reads one row per CTA, its statistics in
+    one trip (norms.one_trip_statistics); the fp32 one with a residual copies rows into a shared-memory ring by
     cp.async blocks ahead (forward_ring); the bf16 RMSNorm without a residual reads one row per
     CTA (two CTAs per SM)."""
     def compiled(dtype, rms):
@@ -173,9 +174,13 @@ def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
         return cfg, walk, kernel.__ptx__
     inputs = 2 if residual else 1
     cfg, walk, ptx = compiled(torch.bfloat16, False)
-    assert walk > 1 and "cp.async" not in ptx and "ld.shared.v4.b32" in ptx     # (the staged weight and bias)
-    # (the weight and bias are read once, into shared memory)
-    assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == (2 * inputs + 2) * cfg.vectors
+    if residual:
+        assert walk > 1 and "cp.async" not in ptx and "ld.shared.v4.b32" in ptx     # (the staged weight and bias)
+        # (the weight and bias are read once, into shared memory)
+        assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == (2 * inputs + 2) * cfg.vectors
+    else:   # one row per CTA, its mean and variance in one trip through shared memory: one barrier
+        assert walk == 1 and "cp.async" not in ptx and ptx.count("bar.sync") == 1
+        assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == 3 * cfg.vectors   # x, then weight and bias
     cfg, walk, ptx = compiled(torch.bfloat16, True)
     assert (walk > 1) == residual and "cp.async" not in ptx
     assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == ((2 if residual else 1) * inputs + 1) * cfg.vectors
@@ -204,8 +209,8 @@ def test_every_walking_forward_plan_compiles_without_spilling(key):
 def test_forward_plans_walk_long_rows():
     """forward_plan: the last table entry reached applies; short rows keep one block per CTA."""
     assert norms.forward_plan(4096, 2, True, False) == (norms.FORWARD_VALUES, 1)
-    assert norms.forward_plan(16384, 2, False, False) == (64, 8)
-    assert norms.forward_plan(4096, 2, False, False) == (32, 1)       # measured faster unwalked there
+    assert norms.forward_plan(16384, 2, False, False) == (64, 1)      # one-trip statistics: one row per CTA
+    assert norms.forward_plan(32768, 2, False, False) == (64, 8)
     assert norms.forward_plan(16384, 2, False, True) == (32, 4)
     assert norms.forward_plan(65536, 2, False, True) == (32, 8)
     assert norms.forward_plan(131072, 2, False, False) == (32, 8)
@@ -377,6 +382,21 @@ def test_layer_norm_over_a_cluster_keeps_rows_far_from_zero_exact(n):
     _check(rstd, torch.rsqrt(xd.var(-1, unbiased=False) + 1e-5), torch.float32, "rstd")
     # y = (x - mean) * rstd inherits x's own rounding at 1000 (an ulp of 6e-5), whatever the sums.
     torch.testing.assert_close(y.double().cpu(), F.layer_norm(xd, (n,), eps=1e-5).cpu(), rtol=0, atol=2e-4)
+
+
+@needs_gpu
+@pytest.mark.parametrize("n", [1024, 2048, 8192, 16384])
+def test_layer_norm_statistics_in_one_trip_keep_rows_far_from_zero_exact(n):
+    """bf16 rows at 1000 + 8 N(0, 1) (one_trip_statistics: each thread's mean and squared
+    deviations merged by Chan's formula): mean and rstd to fp32 precision against float64 over
+    the same bf16 values (E[x^2] - mean^2 would lose them: 1e6 - 1e6)."""
+    x = (_rand((40, n), n, torch.float32) * 8.0 + 1000.0).bfloat16()
+    _poison_allocator()
+    y, _, rstd, mean = norms.norm_forward(x, None, None, None, eps=1e-5, rms=False)
+    xd = x.double()
+    _check(mean, xd.mean(-1), torch.float32, "mean")
+    _check(rstd, torch.rsqrt(xd.var(-1, unbiased=False) + 1e-5), torch.float32, "rstd")
+    _check(y, F.layer_norm(xd, (n,), eps=1e-5), torch.bfloat16, "y")
 
 
 @needs_gpu
