@@ -87,15 +87,15 @@ def _error(ours: torch.Tensor, reference: torch.Tensor) -> float:
     return ((ours.float() - reference.float()).abs().max() / reference.float().abs().max()).item()
 
 
-def _row(label, m, n, k, gemm, a, b, c, cublas, reference, repeats) -> dict:
-    """Times gemm(a, b, c) (b as (N, K)) and cuBLAS's call `cublas` in turn (interleaved_ms),
+def _row(label, m, n, k, gemm, a, b, c, cublas_call, reference, repeats) -> dict:
+    """Times gemm(a, b, c) (b as (N, K)) and cuBLAS's call `cublas_call` in turn (interleaved_ms),
     checks its result (the returned tensor, else c) against the reference, prints one row."""
     start = time.perf_counter()
     out = gemm(a, b, c)
     torch.cuda.synchronize()
     first = time.perf_counter() - start
     call = median_ms(lambda: gemm(a, b, c), repeats)
-    cublas_ms, ours = interleaved_ms((cublas, lambda: gemm(a, b, c)), repeats)
+    cublas_ms, ours = interleaved_ms((cublas_call, lambda: gemm(a, b, c)), repeats)
     err = _error(out if isinstance(out, torch.Tensor) else c, reference)   # an op returns its output
     tflop = 2 * m * n * k / 1e9
     flag = "  WRONG" if err > 2e-2 else ""
@@ -117,12 +117,12 @@ def square(args, dtype=torch.bfloat16, kernels=KERNELS, suffix: str = "") -> lis
     for size in args.sizes:
         a = torch.randn(size, size, device="cuda").to(dtype)
         b = torch.randn(size, size, device="cuda").to(dtype)
-        cublas, reference = _cublas(a, b, dtype)
+        cublas_call, reference = _cublas(a, b, dtype)
         for label, load, out_dtype, needs in kernels:
             if not _runs_here(needs) or args.only not in label:
                 continue
             c = torch.empty(size, size, device="cuda", dtype=out_dtype or dtype)
-            rows.append(_row(label + suffix, size, size, size, load(), a, b, c, cublas, reference, args.repeats))
+            rows.append(_row(label + suffix, size, size, size, load(), a, b, c, cublas_call, reference, args.repeats))
     return rows
 
 
@@ -133,13 +133,13 @@ def llm(args, dtype=torch.bfloat16, label="kernels/gemm_sm90") -> list:
     for n, k in LLM_SHAPES:
         a = torch.randn(m, k, device="cuda").to(dtype)
         w = torch.randn(n, k, device="cuda").to(dtype)
-        cublas, reference = _cublas(a, w, dtype)
+        cublas_call, reference = _cublas(a, w, dtype)
         c = torch.empty(m, n, device="cuda", dtype=dtype)
-        rows.append(_row(f"{label} TN", m, n, k, lambda a, b, c: gemm(a, b.t(), c), a, w, c, cublas, reference,
+        rows.append(_row(f"{label} TN", m, n, k, lambda a, b, c: gemm(a, b.t(), c), a, w, c, cublas_call, reference,
                          args.repeats))
         if n >= 4 * m:                                  # N much larger than M: groups along N too
             rows.append(_row(f"{label} TN raster n", m, n, k, lambda a, b, c: gemm(a, b.t(), c, raster="n"), a, w,
-                             c, cublas, reference, args.repeats))
+                             c, cublas_call, reference, args.repeats))
         b_nn = w.t().contiguous()                       # (K, N) row-major: B is MN-major
         cublas_nn = lambda: torch.mm(a, b_nn, out=c)  # noqa: E731
         rows.append(_row(f"{label} NN", m, n, k, lambda a, b, c: gemm(a, b_nn, c), a, w, c, cublas_nn, reference,
@@ -282,12 +282,12 @@ def ampere(args) -> list:
     rows = []
     for size in args.sizes:
         a, w = (torch.randn(size, size, device="cuda").bfloat16() for _ in range(2))
-        cublas, reference = _cublas(a, w, torch.bfloat16)
+        cublas_call, reference = _cublas(a, w, torch.bfloat16)
         c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
         for tile_n in (None, 128, 256):
             label = f"kernels/gemm_sm80 TN {'auto' if tile_n is None else f'tile {tile_n}'}"
             rows.append(_row(label, size, size, size, lambda a, b, c, t=tile_n: gemm(a, b.t(), c, tile_n=t), a, w, c,
-                             cublas, reference, args.repeats))
+                             cublas_call, reference, args.repeats))
         b_nn = w.t().contiguous()
         cublas_nn = lambda: torch.mm(a, b_nn, out=c)  # noqa: E731
         rows.append(_row("kernels/gemm_sm80 NN", size, size, size, lambda a, b, c: gemm(a, b_nn, c), a, w, c,

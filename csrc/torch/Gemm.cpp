@@ -395,10 +395,11 @@ struct Plan {
   int64_t batches = 1; // tiles of a batched GEMM (1 on the rows path)
 };
 
-/// Whether an expression names `gate` or `up`, the two accumulators of a gated GEMM's column
-/// pair (kernels/gemm_sm90.py's is_gated): its identifiers, as the pointwise language reads them.
-bool namesGateOrUp(const std::string &expr) {
+/// The names of an expression in the pointwise language, as [begin, end) offsets: the runs of
+/// letters, digits and '_' (a number such as 1e5 is one run too; the callers tell them apart).
+std::vector<std::pair<size_t, size_t>> nameSpans(const std::string &expr) {
   auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::vector<std::pair<size_t, size_t>> spans;
   for (size_t i = 0; i < expr.size();) {
     if (!word(expr[i])) {
       ++i;
@@ -407,10 +408,19 @@ bool namesGateOrUp(const std::string &expr) {
     size_t j = i;
     while (j < expr.size() && word(expr[j]))
       ++j;
-    const std::string_view name(expr.data() + i, j - i);
+    spans.emplace_back(i, j);
+    i = j;
+  }
+  return spans;
+}
+
+/// Whether an expression names `gate` or `up`, the two accumulators of a gated GEMM's column
+/// pair (kernels/gemm_sm90.py's is_gated): its identifiers, as the pointwise language reads them.
+bool namesGateOrUp(const std::string &expr) {
+  for (const auto &[begin, end] : nameSpans(expr)) {
+    const std::string_view name(expr.data() + begin, end - begin);
     if (name == "gate" || name == "up")
       return true;
-    i = j;
   }
   return false;
 }
@@ -418,15 +428,10 @@ bool namesGateOrUp(const std::string &expr) {
 /// Whether an expression calls a function (an identifier followed by "("): gelu_tanh(acc + x0)
 /// does, acc * 0.5 does not (kernels/gemm_common.py's calls_function).
 bool callsFunction(const std::string &expr) {
-  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  for (size_t i = 0; i < expr.size(); ++i) {
-    if (!word(expr[i]) || std::isdigit(static_cast<unsigned char>(expr[i])))
-      continue;
-    while (i < expr.size() && word(expr[i]))
-      ++i;
-    while (i < expr.size() && expr[i] == ' ')
-      ++i;
-    if (i < expr.size() && expr[i] == '(')
+  for (const auto &[begin, end] : nameSpans(expr)) {
+    const size_t next = expr.find_first_not_of(' ', end);
+    if (!std::isdigit(static_cast<unsigned char>(expr[begin])) && next != std::string::npos &&
+        expr[next] == '(')
       return true;
   }
   return false;
@@ -596,17 +601,11 @@ std::string splitExpression(const std::string &expr, int64_t splits) {
   for (int64_t i = 0; i < splits; ++i)
     sum += (i ? " + x" : "x") + std::to_string(i);
   sum += ")";
-  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   std::string out;
-  for (size_t i = 0; i < expr.size();) {
-    if (!word(expr[i]) || (i > 0 && word(expr[i - 1]))) {
-      out += expr[i++];
-      continue;
-    }
-    size_t j = i;
-    while (j < expr.size() && word(expr[j]))
-      ++j;
-    const std::string name = expr.substr(i, j - i);
+  size_t copied = 0;
+  for (const auto &[begin, end] : nameSpans(expr)) {
+    out.append(expr, copied, begin - copied);
+    const std::string name = expr.substr(begin, end - begin);
     const bool input =
         name.size() > 1 && name[0] == 'x' && std::all_of(name.begin() + 1, name.end(), [](char c) {
           return std::isdigit(static_cast<unsigned char>(c));
@@ -617,11 +616,10 @@ std::string splitExpression(const std::string &expr, int64_t splits) {
       out += "x" + std::to_string(std::stoll(name.substr(1)) + splits);
     else
       out += name;
-    i = j;
+    copied = end;
   }
-  return out;
+  return out + expr.substr(copied);
 }
-
 /// The K slices of a planned call (1 where it is not split): one output over 2-D 16-bit
 /// operands and inputs of at most two dimensions (cute::pointwise broadcasts them to (M, N)), no
 /// gate, on the Hopper kernels.
