@@ -42,3 +42,20 @@ def test_row_kernels_do_not_spill(dtype, n):
         assert kernels and all(isinstance(k["spill_stores"], int) for k in kernels), (name, kernels)   # reported
         spilled += [(name, k["name"], k["spill_stores"]) for k in kernels if k["spill_stores"]]
     assert not spilled, spilled
+
+
+# log_softmax's forward holds x through both reductions; unbounded, ptxas took 124-141 registers
+# and ran one CTA per SM (0.59 of copy at 16384 bf16 columns on an H200). softmax.resident_ctas
+# bounds it to two (four of 128 threads); softmax beside it shows the bound is log_softmax's own.
+@pytest.mark.parametrize("dtype,n,threads", [("bfloat16", 4096, 128), ("bfloat16", 16384, 256),
+                                             ("float32", 16384, 256), ("float32", 32768, 512)])
+def test_log_softmax_keeps_two_ctas_per_sm(dtype, n, threads):
+    cases = _cases(dtype, n)
+    per_thread = {}
+    for name in ("softmax", "log_softmax"):
+        op, described, flags = cases[name]
+        (kernel,) = row_build.build(op, described, flags, 0, arch="sm_90a")[-1].metadata["kernels"]
+        assert kernel["spill_stores"] == 0, (name, kernel)
+        per_thread[name] = kernel["registers"]
+    ctas = 65536 // (per_thread["log_softmax"] * threads)
+    assert ctas >= min(4, 65536 // (128 * threads)) and ctas >= 2, per_thread
