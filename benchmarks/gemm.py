@@ -212,7 +212,7 @@ def tiles(args) -> None:
     """Each tile width on shapes where the last wave decides (bf16, TN), 128-row tiles (the
     cooperative schedule) and 64-row ones (ping-pong, `m64 x`), against cuBLAS; `chosen` is what
     gemm() takes."""
-    from cute_torch.kernels.gemm_sm90 import SHORT_TILE_WIDTHS, gemm, host_arguments
+    from cute_torch.kernels.gemm_sm90 import SHORT_TILE_WIDTHS, gemm, host_arguments, transposes
     widths = (256, 240, 224, 208, 192, 176, 160, 144, 128, 112, 96, 80, 64)
     variants = [(w, 128) for w in widths] + [(w, 64) for w in SHORT_TILE_WIDTHS]
     names = [f"{w}" if rows == 128 else f"m64x{w}" for w, rows in variants]
@@ -224,8 +224,9 @@ def tiles(args) -> None:
         cublas_call, reference = _cublas(a, w, torch.bfloat16)
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         times = [kernel_ms(lambda: gemm(a, w.t(), c, tile_n=t, tile_m=rows), args.repeats) for t, rows in variants]
-        config = host_arguments(a, w.t(), c)[3]                     # what gemm() takes
-        chosen = f"{config.tile_m}x{config.tile_n}{'p' if config.pingpong else 'c'}"
+        swapped = transposes(a, w.t(), (c,), None, (), (None, None, None, None, False))
+        config = host_arguments(w, a.t(), c.t())[3] if swapped else host_arguments(a, w.t(), c)[3]  # gemm()'s
+        chosen = f"{'t:' if swapped else ''}{config.tile_m}x{config.tile_n}{'p' if config.pingpong else 'c'}"
         cublas, ours = interleaved_ms((cublas_call, lambda: gemm(a, w.t(), c)), args.repeats)
         c.fill_(float("nan"))
         gemm(a, w.t(), c)

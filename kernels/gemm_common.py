@@ -145,9 +145,11 @@ def epilogue_values(epilogues: tuple, accs: list, elements: list, input_dtypes: 
     return values
 
 
-def check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs, gated: bool = False) -> None:
+def check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs, gated: bool = False,
+                 m_major_outputs: bool = False) -> None:
     """Errors naming the operand for shapes that do not make a GEMM (a gated one: N / 2 output
-    columns from N accumulator columns in interleaved groups of 8, so N a multiple of 16)."""
+    columns from N accumulator columns in interleaved groups of 8, so N a multiple of 16);
+    `m_major_outputs`: 16-bit outputs may have M contiguous instead of N (the Hopper kernel's)."""
     if a.dim() not in (2, 3) or b.dim() not in (2, 3):
         raise ValueError(f"gemm: a and b are (M, K) / (L, M, K) and (K, N) / (L, K, N), got a {tuple(a.shape)} "
                          f"and b {tuple(b.shape)}")
@@ -165,8 +167,10 @@ def check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs, gated: b
         if tuple(out.shape) != want:
             raise ValueError(f"gemm: output {i} is {tuple(out.shape)}; a {tuple(a.shape)} @ b {tuple(b.shape)} "
                              f"is {want}")
-        if out.stride(-1) != 1 and out.shape[-1] > 1:
-            raise ValueError(f"gemm: output {i} (strides {out.stride()}) must have N contiguous")
+        if out.stride(-1) != 1 and out.shape[-1] > 1 and not (m_major_outputs and out.stride(-2) == 1
+                                                                and out.element_size() == 2):
+            also = " (or M, for 16-bit outputs)" if m_major_outputs else ""
+            raise ValueError(f"gemm: output {i} (strides {out.stride()}) must have N contiguous{also}")
     for t in (a, b, *outs, *inputs):
         if t.device != a.device:
             raise ValueError(f"gemm: every tensor must be on {a.device}, got one on {t.device}")
@@ -196,7 +200,7 @@ class Problem(NamedTuple):
     dtypes: tuple
 
 
-def problem(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()) -> Problem:
+def problem(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), m_major_outputs: bool = False) -> Problem:
     """Checks and normalizes gemm(a, b, c, epilogue, inputs): a (M, K) or (L, M, K), b (K, N) or
     (L, K, N), c one output or a tuple of up to MAX_OUTPUTS with one epilogue each."""
     outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
@@ -207,7 +211,7 @@ def problem(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()) -> Pr
     if inputs and not any(isinstance(e, str) for e in epilogues):
         raise ValueError("gemm: inputs= go with an expression epilogue over acc and x0..xN")
     gated = is_gated(epilogues)
-    check_shapes(a, b, outs, inputs, gated)
+    check_shapes(a, b, outs, inputs, gated, m_major_outputs)
     batched = a.dim() == 3 or b.dim() == 3
     if batched:
         limit = 1 << 19  # a three-mode coordinate tensor packs each of M/N and K in 20 bits

@@ -186,6 +186,34 @@ def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False, a
     return best if cost(best) <= 0.9 * cost(256) else 256
 
 
+def transpose_pays(m: int, n: int, sms: int, any_width: bool, any_width_swapped: bool) -> bool:
+    """Whether an M x N output's tiles end their last wave sooner as the swapped problem's (C^T =
+    B^T A^T: N x M, written back with M contiguous), by choose_tile_n's width and cost (waves x
+    (columns + TILE_OVERHEAD_COLUMNS)) of 128-row tiles each way. 3072 x 1024 takes 96 tiles of
+    128 x 256 (0.73 of an H200's 132 SMs), 1024 x 3072 128 of 128 x 192, as cuBLAS's
+    nvjet_sm90_tst_128x192 does: cuBLAS / ours 0.81 -> 0.99 at K = 4096, 0.87 -> 1.03 at 16384
+    (dY^T X, H200). `any_width`: choose_tile_n's, for B and for the swapped B (A^T)."""
+    def cost(rows, cols, widths):
+        width = choose_tile_n(rows, cols, 1, sms, False, widths)
+        return -(-(-(-rows // BM) * -(-cols // width)) // sms) * (width + TILE_OVERHEAD_COLUMNS)
+    return cost(n, m, any_width_swapped) < cost(m, n, any_width)
+
+
+def transposes(a: torch.Tensor, b: torch.Tensor, outs: tuple, epilogue, inputs, variant: tuple) -> bool:
+    """Whether gemm runs c = a @ b as c^T = b^T a^T (transpose_pays): a 2-D problem of M and N
+    past 64 (64-row tiles serve those), no epilogue inputs (their reads would lose their pairs)
+    or gate, 16-bit outputs with N contiguous, and no variant asked for (`variant`: tile_n,
+    schedule, raster, tile_m, cluster). Gemm.cpp's transposes decides the same."""
+    epilogues = tuple(epilogue) if isinstance(epilogue, (tuple, list)) else (epilogue,)
+    if any(v not in (None, False) for v in variant) or inputs or a.dim() != 2 or b.dim() != 2 or is_gated(epilogues):
+        return False
+    if min(a.shape[0], b.shape[1]) <= 64 or any(o.element_size() != 2 or o.stride(-1) != 1 for o in outs):
+        return False
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132
+    sixteen = a.element_size() == 2
+    return transpose_pays(a.shape[0], b.shape[1], sms, k_major_b(b) and sixteen, k_major_b(a.t()) and sixteen)
+
+
 # 64-row tiles: one warpgroup's m64 x n wgmma row per tile, the two consumer warpgroups in
 # ping-pong. A 128-row tile's two warpgroups each read its whole B tile from shared memory; a
 # 64-row tile's one reads it once, so where tiles are few (a wave or two) the short tiles run
@@ -331,9 +359,10 @@ def _tile(tiles, i, j, l):
 def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma: Constexpr, out_mma: Constexpr,
                 stsms: Constexpr, ldsms: Constexpr,
                 epilogues: Constexpr, input_dtypes: Constexpr, input_pairs: Constexpr, out_types: Constexpr,
-                k_major: Constexpr, stages: Constexpr, config: Constexpr):
+                k_major: Constexpr, stages: Constexpr, config: Constexpr, out_m_major: Constexpr):
     """tma_rs, mRs: the TMA atoms and coordinate tensors of the staged inputs (config.staged),
-    ldsms: their ldmatrix copies into the output tile's partition (None for the others)."""
+    ldsms: their ldmatrix copies into the output tile's partition (None for the others);
+    out_m_major: the outputs have M contiguous (output_m_major)."""
     BM, BN, pingpong = config.tile_m, config.tile_n, config.pingpong
     # A gated GEMM's output tile has half the columns: each output column combines a pair.
     gated = is_gated(epilogues)
@@ -352,7 +381,7 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
     widths = tuple(t.width // 8 for t in out_types)
     box_n = epi_n(len(out_types), out_n, max(widths), narrow=config.narrow_boxes)
     buffers = out_buffers(out_n, box_n)
-    sCs = [smem.allocate_tensor(t, swizzled(BM, box_n, buffers, elem_bytes=w), 1024)   # per output
+    sCs = [smem.allocate_tensor(t, swizzled(BM, box_n, buffers, not out_m_major, w), 1024)   # per output
            for t, w in zip(out_types, widths)]
     # Staged inputs: each a whole output tile (boxes of 128 x box_n), filled by TMA (_load_staged)
     # at the start of an epilogue (ping-pong: the warpgroups take turns with them as with the
@@ -588,7 +617,10 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     out_n = BN // 2 if gated else BN
     widths = tuple(out.element_type.width // 8 for out in outs)
     box_n = epi_n(len(outs), out_n, max(widths), narrow=config.narrow_boxes)
-    stores = [cpasync.make_tiled_tma_atom(store, out, swizzled(BM, box_n, elem_bytes=w), (BM, box_n))
+    # Outputs with M contiguous leave through column-major boxes: stmatrix.trans into 64-row
+    # slabs (the layout of an M-major operand), each slab one TMA box.
+    m_major = output_m_major(c)
+    stores = [cpasync.make_tiled_tma_atom(store, out, swizzled(BM, box_n, None, not m_major, w), (BM, box_n))
               for out, w in zip(outs, widths)]
     tma_cs, mC = tuple(atom for atom, _ in stores), stores[0][1]   # one coordinate tensor serves all
     op = _mma_op(ab, b.element_type, BN, k_major)
@@ -598,7 +630,7 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     # issued: it only lays out the output tile).
     out_mma = tiled_mma if not gated else cute.make_tiled_mma(_mma_op(ab, b.element_type, out_n, k_major), atoms)
     out_types = tuple(out.element_type for out in outs)
-    stsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(), t), out_mma)
+    stsms = tuple(cute.make_tiled_copy_C(cute.make_copy_atom(warpgroup.StMatrix8x8x16bOp(m_major), t), out_mma)
                   if t.width == 16 else None for t in out_types)
     staged = config.staged or (False,) * len(inputs)
     loads = [cpasync.make_tiled_tma_atom(load, x, swizzled(BM, box_n), (BM, box_n))
@@ -613,8 +645,14 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma, out_mma, stsms, ldsms, epilogues,
                 input_dtypes, input_pairs, out_types, k_major,
                 _stages(widths, BN, pingpong, gated, sum(staged), BM),
-                config).launch(
+                config, m_major).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1, cluster=(cm, 1, 1) if cm == 2 else None)
+
+
+def output_m_major(c) -> bool:
+    """Whether an output view (M, N[, L]) has M contiguous rather than N: a transposed
+    problem's (gemm's C^T = B^T A^T, transpose_pays), 16-bit outputs only."""
+    return not (isinstance(c.stride[1], int) and c.stride[1] == 1)
 
 
 def staged_inputs(inputs, out_shape) -> tuple:
@@ -691,6 +729,10 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: 
             gemm(rows_a, b, rows if isinstance(c, (tuple, list)) else rows[0], epilogue, tile_n=tile_n,
                  schedule=schedule, raster=raster, tune=tune, cluster=cluster, tile_m=tile_m)
             return c
+    if not tune and transposes(a, b, outs, epilogue, inputs, (tile_n, schedule, raster, tile_m, cluster)):
+        swapped = tuple(out.t() for out in outs)        # (N, M) views with M contiguous
+        gemm(b.t(), a.t(), swapped if isinstance(c, (tuple, list)) else swapped[0], epilogue)
+        return c
     if tune and tile_n is None and schedule is None and raster is None and tile_m is None:
         tile_n, schedule, raster, tile_m = _tuned(a, b, c, epilogue, inputs)
     _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n, schedule, raster, cluster, tile_m))
@@ -740,15 +782,18 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     on vertically adjacent tiles that multicast their shared B tiles (cooperative only);
     `tile_m` is 128 or 64 (ping-pong only, 16-bit operands, no gate: one warpgroup per 64-row
     tile, any `tile_n`), by default 64 where short_tile_n finds it faster."""
-    outs, epilogues, gated, batched, views, tensors, dtypes = problem(a, b, c, epilogue, inputs)
+    outs, epilogues, gated, batched, views, tensors, dtypes = problem(a, b, c, epilogue, inputs, m_major_outputs=True)
     for name, t in (("a", a), ("b", b)):
         _check_tma_addressable(name, t)
     _check_operand_types(a, b)
     for i, out in enumerate(outs):
         _check_tma_addressable(f"output {i}", out, output=True)
-    if (outs[0].shape[-1] * outs[0].element_size()) % 16:
-        raise ValueError(f"gemm: an output row of {outs[0].shape[-1]} elements is not a multiple of 16 bytes (TMA "
-                         "stores it); pad N")
+    if len({out.stride(-2) == 1 and out.stride(-1) != 1 for out in outs}) > 1:
+        raise ValueError("gemm: the outputs must all have N contiguous, or all M")
+    line = 2 if outs[0].stride(-1) != 1 and outs[0].shape[-1] > 1 else 1     # the contiguous mode
+    if (outs[0].shape[-line] * outs[0].element_size()) % 16:
+        raise ValueError(f"gemm: an output line of {outs[0].shape[-line]} elements is not a multiple of 16 bytes (TMA "
+                         f"stores it); pad {'M' if line == 2 else 'N'}")
     shape = outs[0].shape
     pairs = tuple(reads_pairs(x.stride()) for x in tensors[len(outs):])
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 132

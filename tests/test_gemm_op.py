@@ -224,7 +224,6 @@ def test_the_cpp_variant_choice_is_the_python_one():
     with a staged residual, a second output or a broadcast input; cooperative past K = 2048,
     staging a residual where 3 operand stages fit beside it ("c01"), and for a residual TMA
     cannot address or that is not 16-bit, or few tiles or M <= 64 (64-row tiles)."""
-    from cute_torch.kernels.gemm_sm90 import host_arguments
     g = torch.Generator().manual_seed(9)
 
     def randn(*shape, dtype=torch.bfloat16):
@@ -251,7 +250,9 @@ def test_the_cpp_variant_choice_is_the_python_one():
         (a, b, [], 1, "256h"),
         (randn(2, 1024, 1024), randn(2, 1024, 1024), [randn(2, 1024, 1024)], 1, "256h1"),
         (randn(1536, 1536), randn(1536, 1536).t(), [], 1, "144"),                        # K-major B: any width
-        (randn(1536, 1536), randn(1536, 1536), [], 1, "192h"),                           # MN-major: 192 or 256
+        (randn(1536, 1536), randn(1536, 1536), [], 1, "t:144"),     # MN-major B: swapped, A^T is K-major
+        (randn(3072, 1024), randn(1024, 1024).t(), [], 1, "t:192h"),  # 96 tiles of 256 -> 1024 x 3072, swapped
+        (randn(3072, 1024), randn(1024, 1024).t(), [randn(1024)], 1, "208"),   # inputs: never swapped
         (randn(2560, 2560), randn(2560, 2560).t(), [], 1, "208"),
     ]
     for a_, b_, inputs, outputs, want in cases:
@@ -259,8 +260,19 @@ def test_the_cpp_variant_choice_is_the_python_one():
         c = torch.empty(*a_.shape[:-1], b_.shape[-1]).bfloat16()
         outs = (c,) * outputs if outputs > 1 else c
         exprs = ("acc" + "".join(f" + x{i}" for i in range(len(inputs))),) * outputs
-        config = host_arguments(a_, b_, outs, exprs if outputs > 1 else exprs[0], inputs)[3]
-        assert _choice_of(config, len(inputs)) == want, (a_.shape, want, config)
+        assert _python_choice(a_, b_, outs, exprs if outputs > 1 else exprs[0], inputs) == want, (a_.shape, want)
+
+
+def _python_choice(a, b, c, epilogue=None, inputs=()) -> str:
+    """gemm()'s choice as cute::gemm_choice spells it: "t:" and the swapped problem's where
+    gemm() transposes it (transposes), else host_arguments' Config."""
+    from cute_torch.kernels.gemm_sm90 import host_arguments, transposes
+    outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
+    if transposes(a, b, outs, epilogue, inputs, (None, None, None, None, False)):
+        swapped = tuple(out.t() for out in outs)
+        config = host_arguments(b.t(), a.t(), swapped if len(outs) > 1 else swapped[0], epilogue, inputs)[3]
+        return "t:" + _choice_of(config, len(inputs))
+    return _choice_of(host_arguments(a, b, c, epilogue, inputs)[3], len(inputs))
 
 
 def _choice_of(config, inputs: int = 0) -> str:
@@ -301,7 +313,6 @@ def test_a_few_tiles_with_a_long_k_split_k():
 def test_the_cpp_tile_rules_match_python_over_random_shapes():
     """chooseTileN / chooseShortTileN against choose_tile_n / short_tile_n on 200 random plain
     problems (sizes from 16 to 12288, either major mode of B, batches of 1-3)."""
-    from cute_torch.kernels.gemm_sm90 import host_arguments
     g = torch.Generator().manual_seed(17)
     sizes = [16, 64, 128, 256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096, 6144, 8192, 12288]
     kinds = set()
@@ -319,10 +330,11 @@ def test_the_cpp_tile_rules_match_python_over_random_shapes():
         if got.startswith("k"):                     # split-K: the batched GEMM of the K slices
             splits, got = got[1:].split(":")
             a, b, c = *_k_slices(a, b, int(splits)), torch.empty(int(splits), m, n)
-        want = _choice_of(host_arguments(a, b, c)[3])
+        want = _python_choice(a, b, c)
         assert got == want, (tuple(a.shape), tuple(b.stride()), want)
-        kinds.add(want[-1] == "h")
-    assert kinds == {True, False}                   # both 64-row and 128-row tiles were chosen
+        kinds.add((want[-1] == "h", want.startswith("t:")))
+    assert {h for h, _ in kinds} == {True, False}   # both 64-row and 128-row tiles were chosen
+    assert {t for _, t in kinds} == {True, False}   # some problems swapped, most not
 
 
 def _operands(m, n, k, seed, batch=None, dtype=torch.bfloat16):
@@ -335,6 +347,29 @@ def _operands(m, n, k, seed, batch=None, dtype=torch.bfloat16):
 
 def _close(got, want):
     torch.testing.assert_close(got.cpu().double(), want.to(got.dtype).cpu().double(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("layout", ["kk", "kn", "mn"])
+@pytest.mark.parametrize("k", [576, 2112])
+def test_few_tile_problems_run_transposed_and_match_matmul(layout, k):
+    """3072 x 1024 (gemm_choice "t:192h" at K = 576, "t:192" at 2112): the kernel computes the
+    1024 x 3072 problem and writes it back with M contiguous, into the op's ordinary (M, N)
+    outputs; one and two outputs."""
+    g = torch.Generator().manual_seed(k + ord(layout[0]) + ord(layout[1]))
+    a = torch.randn(3072, k, generator=g).bfloat16().cuda()
+    b = torch.randn(k, 1024, generator=g).bfloat16().cuda()
+    a = a.t().contiguous().t() if layout == "mn" else a
+    b = b.t().contiguous().t() if layout == "kk" else b
+    assert torch.ops.cute.gemm_choice(a, b, [], 1, 132).startswith("t:")
+    acc = a.double() @ b.double()
+    out = torch.ops.cute.gemm(a, b, "gelu_tanh(acc)", [], None)
+    assert out.shape == (3072, 1024) and out.stride() == (1024, 1)
+    _close(out, torch.nn.functional.gelu(acc, approximate="tanh"))
+    pre, act = torch.ops.cute.gemm.multi(a, b, ["acc", "relu(acc)"], [], [torch.float16, torch.bfloat16])
+    _close(pre, acc)
+    _close(act, torch.relu(acc))
 
 
 @pytest.mark.gpu

@@ -121,9 +121,10 @@ def test_the_epilogue_is_traced_into_the_kernel():
 
 
 def _check(m, n, k, dtype, epilogue=None, reference=lambda x: x, seed=0, a_row_major=True, b_row_major=True,
-           tile_n=None, schedule=None, cluster=False, tile_m=None):
+           tile_n=None, schedule=None, cluster=False, tile_m=None, m_major_out=False):
     a, b = _operands(m, n, k, dtype, a_row_major, b_row_major, "cuda", seed)
-    c = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+    c = torch.full((n, m) if m_major_out else (m, n), float("nan"), dtype=dtype, device="cuda")
+    c = c.t() if m_major_out else c
     gemm(a, b, c, epilogue, tile_n=tile_n, schedule=schedule, cluster=cluster, tile_m=tile_m)
     torch.cuda.synchronize()
     want = reference(a.double() @ b.double()).to(dtype)
@@ -218,6 +219,8 @@ def run_small():
     _staged_check(300, 520, 448, seed=2, tile_n=256)       # the cooperative schedule's staging
     test_fp32_outputs_match_matmul(256, None)
     test_gated_epilogues_match_torch(128, "pingpong")
+    _check(304, 520, 448, torch.bfloat16, tile_n=256, m_major_out=True)              # stmatrix.trans, 64-row boxes
+    _check(304, 520, 448, torch.bfloat16, tile_n=128, tile_m=64, m_major_out=True)
 
 
 def _few_ctas(ctas: int, schedule: str, raster: str = "m", cluster: bool = False, tile_m=None):
@@ -666,7 +669,8 @@ def test_shapes_that_make_no_gemm_are_errors_naming_the_operand():
              ((a, b, torch.empty(64, 64).bfloat16()), r"output 0 is \(64, 64\)"),
              ((a, b, (c, c), "acc"), "2 outputs and 1 epilogues"),
              ((a, b, c, "acc + x0", (torch.randn(64),)), r"x0 of shape \(64,\) does not broadcast"),
-             ((a, b, c.t().contiguous().t()), "must have N contiguous"),
+             ((a, b, torch.empty(64, 192).bfloat16()[:, ::2]), "must have N contiguous"),
+             ((a, b, c.float().t().contiguous().t()), r"must have N contiguous \(or M, for 16-bit outputs\)"),
              ((torch.randn(2, 64, 128).bfloat16(), torch.randn(3, 128, 96).bfloat16(), c), "different batch sizes")]
     for args, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -813,3 +817,94 @@ def test_fp8_gemm_with_a_per_tensor_scale_matches_matmul(tile_n):
     want = (a.double() @ b.double()) * 0.25
     # Hopper adds fp8 products with fewer bits than fp32 (about 14 after alignment).
     torch.testing.assert_close(c.double(), want, rtol=1e-3, atol=2e-2)
+
+
+# -- outputs with M contiguous: a transposed problem's (transpose_pays) --------------------------------
+
+def test_an_m_major_output_leaves_by_transposed_stmatrix_and_64_row_boxes():
+    a, b = _operands(304, 512, 448, torch.bfloat16)
+    args = host_arguments(a, b, torch.empty(512, 304).bfloat16().t(), tile_n=256)
+    ptx = cute.compile(_gemm_host, *args, options={"arch": "sm_90a"}).__ptx__
+    assert ptx.count("stmatrix.sync.aligned.x4.trans.m8n8.shared.b16") == 16 and "x4.m8n8.shared" not in ptx
+    # Four boxes of 64 columns per tile, each two 64-row slabs (128 bytes of M per column).
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 8
+
+
+def test_outputs_with_m_contiguous_are_16_bit_and_all_alike():
+    a, b = _operands(304, 512, 448, torch.bfloat16)
+    with pytest.raises(ValueError, match="must have N contiguous \\(or M, for 16-bit outputs\\)"):
+        host_arguments(a, b, torch.empty(512, 304).t(), tile_n=256)             # fp32
+    with pytest.raises(ValueError, match="all have N contiguous, or all M"):
+        host_arguments(a, b, (torch.empty(512, 304).bfloat16().t(), torch.empty(304, 512).bfloat16()),
+                       ("acc", "acc"))
+
+
+@pytest.mark.parametrize("m,n,any_width,want", [
+    (3072, 1024, True, True), (3072, 1024, False, True), (6144, 1024, True, True),   # 96 / 192 tiles of 256
+    (1024, 3072, True, False), (4096, 1024, True, False), (2816, 1024, True, False),  # as good or better as is
+    (3072, 3072, True, False), (1024, 1024, True, False), (8192, 3072, True, False)])
+def test_the_problem_is_transposed_where_its_tiles_end_their_last_wave_sooner(m, n, any_width, want):
+    from cute_torch.kernels.gemm_sm90 import transpose_pays
+    assert transpose_pays(m, n, 132, any_width, any_width) is want
+
+
+def test_only_plain_two_dimensional_calls_of_16_bit_outputs_are_transposed():
+    from cute_torch.kernels.gemm_sm90 import transposes
+    a, b = torch.empty(3072, 512).bfloat16(), torch.empty(1024, 512).bfloat16().t()
+    c = torch.empty(3072, 1024).bfloat16()
+    none = (None, None, None, None, False)
+    assert transposes(a, b, (c,), None, (), none)
+    assert transposes(a, b, (c,), "gelu(acc)", (), none)
+    assert not transposes(a, b, (c,), "acc + x0", (torch.empty(1024),), none)          # inputs keep their pairs
+    assert not transposes(a, b, (c.float(),), None, (), none)                          # fp32 output
+    assert not transposes(a, b, (c,), None, (), (256, None, None, None, False))         # a variant asked for
+    assert not transposes(a[:64], b, (c[:64],), None, (), none)                         # 64-row tiles' case
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("m,n,k", [(304, 520, 448), (1024, 768, 1000), (136, 264, 64)])  # M: 16-byte lines
+@pytest.mark.parametrize("variant", [dict(tile_n=256), dict(tile_n=192), dict(tile_n=128), dict(tile_n=64),
+                                     dict(tile_n=176), dict(schedule="pingpong"), dict(tile_m=64, tile_n=256),
+                                     dict(tile_m=64, tile_n=128), dict(tile_n=256, cluster=True)])
+def test_m_major_outputs_match_matmul(m, n, k, variant):
+    _check(m, n, k, torch.bfloat16, seed=m + k, b_row_major="tile_n" in variant and variant["tile_n"] % 64 == 0,
+           m_major_out=True, **variant)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("a_row_major,b_row_major", [(True, False), (False, True), (False, False)])
+def test_m_major_outputs_take_every_operand_layout(a_row_major, b_row_major):
+    _check(384, 512, 576, torch.float16, seed=9, a_row_major=a_row_major, b_row_major=b_row_major, m_major_out=True)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+def test_m_major_outputs_fuse_inputs_and_two_outputs_over_batches():
+    g = torch.Generator().manual_seed(31)
+    a = torch.randn(2, 304, 448, generator=g).bfloat16().cuda()
+    b = torch.randn(2, 448, 520, generator=g).bfloat16().cuda()
+    bias = torch.randn(520, generator=g).cuda()
+    residual = torch.randn(2, 304, 520, generator=g).bfloat16().cuda()
+    pre = torch.full((2, 520, 304), float("nan"), dtype=torch.bfloat16, device="cuda").transpose(1, 2)
+    out = torch.full((2, 520, 304), float("nan"), dtype=torch.bfloat16, device="cuda").transpose(1, 2)
+    gemm(a, b, (pre, out), ("acc + x0", "gelu(acc + x0) + x1"), (bias, residual))
+    acc = a.double() @ b.double() + bias.double()
+    torch.testing.assert_close(pre.double(), acc.to(torch.bfloat16).double(), rtol=8e-3, atol=1e-2)
+    want = torch.nn.functional.gelu(acc) + residual.double()
+    torch.testing.assert_close(out.double(), want.to(torch.bfloat16).double(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("a_row_major,b_row_major", [(True, False), (False, True)])
+def test_a_few_tile_problem_runs_transposed_and_matches_matmul(a_row_major, b_row_major):
+    """3072 x 1024: the 1024 x 3072 problem's 128 tiles of 128 x 192 instead of 96 of 128 x 256."""
+    from cute_torch.kernels.gemm_sm90 import transposes
+    a, b = _operands(3072, 1024, 320, torch.bfloat16, a_row_major, b_row_major, "cuda", seed=41)
+    c = torch.full((3072, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert transposes(a, b, (c,), None, (), (None, None, None, None, False))
+    gemm(a, b, c, "gelu_tanh(acc)")
+    want = torch.nn.functional.gelu(a.double() @ b.double(), approximate="tanh").to(torch.bfloat16)
+    torch.testing.assert_close(c.double(), want.double(), rtol=2e-2, atol=2e-2)

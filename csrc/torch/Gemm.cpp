@@ -573,6 +573,46 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
   return {pingpong ? 128 : tileN, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
 }
 
+/// Whether an M x N output's 128-row tiles end their last wave sooner as the swapped problem's
+/// (C^T = B^T A^T, written back with M contiguous), by chooseTileN's width and cost each way:
+/// 3072 x 1024 takes 96 tiles of 128 x 256, 1024 x 3072 128 of 128 x 192 (kernels/gemm_sm90.py's
+/// transpose_pays). `anyWidth`: chooseTileN's, for B and for the swapped B (A^T).
+bool transposePays(int64_t m, int64_t n, int64_t sms, bool anyWidth, bool anyWidthSwapped) {
+  auto cost = [&](int64_t rows, int64_t cols, bool widths) {
+    const int64_t width = chooseTileN(rows, cols, 1, sms, false, widths);
+    const int64_t tiles = (rows + 127) / 128 * ((cols + width - 1) / width);
+    return (tiles + sms - 1) / sms * (width + kTileOverheadColumns);
+  };
+  return cost(n, m, anyWidthSwapped) < cost(m, n, anyWidth);
+}
+
+/// Whether a planned call runs as C^T = B^T A^T (kernels/gemm_sm90.py's transposes): two
+/// dimensions, M and N past 64, no epilogue inputs or gate, 16-bit outputs, the Hopper kernel,
+/// where transposePays.
+bool transposes(const Plan &plan, size_t outputs, bool hasInputs, bool gated, bool ampere,
+                int64_t sms) {
+  const std::vector<View> &views = plan.views;
+  if (ampere || gated || hasInputs || views[0].rank != 2 || views[2].rank != 2 ||
+      std::min(views[2].sizes[0], views[2].sizes[1]) <= 64)
+    return false;
+  for (size_t i = 0; i < outputs; ++i)
+    if (plan.outs[i].element_size() != 2)
+      return false;
+  const bool fp8 = isFp8(views[0].tensor.scalar_type());
+  return transposePays(views[2].sizes[0], views[2].sizes[1], sms, isKMajor(views[1]) && !fp8,
+                       isKMajor(views[0]) && !fp8);
+}
+
+/// The swapped problem of a plan: a and b exchange places (both are (rows, K) views) and each
+/// output view becomes (N, M) with M contiguous. The outputs themselves stay (M, N).
+void transposePlan(Plan &plan, size_t outputs) {
+  std::swap(plan.views[0], plan.views[1]);
+  for (size_t i = 2; i < 2 + outputs; ++i) {
+    std::swap(plan.views[i].sizes[0], plan.views[i].sizes[1]);
+    std::swap(plan.views[i].strides[0], plan.views[i].strides[1]);
+  }
+}
+
 /// Split-K: a GEMM whose 64 x 128 tiles would keep at most a quarter of the SMs busy, with a long K
 /// (16 x 1024 x 8192: 8 tiles; cuBLAS splits K there), runs its K slices as one batched GEMM into
 /// Float32 partial sums, which one cute::pointwise adds up and passes through the epilogue. K of
@@ -678,13 +718,16 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
       splits > 1)
     return {splitGemm(plan.views[0].tensor, plan.views[1].tensor, epilogues[0], inputs,
                       plan.outs[0].scalar_type(), splits)};
+  if (transposes(plan, epilogues.size(), !inputs.empty(), gated, ampere, facts.sms))
+    transposePlan(plan, epilogues.size());
   const std::vector<View> &views = plan.views;
   const bool calls = std::any_of(epilogues.begin(), epilogues.end(), callsFunction);
   const auto [tileN, schedule] =
       chooseVariant(plan, epilogues.size(), calls, gated, ampere, facts.sms);
   const std::string joined = joinExprs(epilogues);
+  // (tileN / 16: every width its own key; the output views' patterns tell a transposed call's)
   std::string key = joined + '\x1f' + static_cast<char>('0' + device) +
-                    static_cast<char>('0' + tileN / 64) + static_cast<char>('0' + epilogues.size());
+                    static_cast<char>('0' + tileN / 16) + static_cast<char>('0' + epilogues.size());
   for (const View &v : views)
     appendPattern(key, v);
   key += schedule.empty() ? "c" : schedule;
@@ -744,9 +787,14 @@ std::string gemmChoice(const at::Tensor &a, const at::Tensor &b, at::TensorList 
     const auto [slicesA, slicesB] = kSlices(plan.views[0].tensor, plan.views[1].tensor, splits);
     return "k" + std::to_string(splits) + ":" + gemmChoice(slicesA, slicesB, {}, 1, sms);
   }
+  // "t:" and the choice of the swapped problem (transposes).
+  const bool swapped =
+      transposes(plan, static_cast<size_t>(outputs), !inputs.empty(), false, false, sms);
+  if (swapped)
+    transposePlan(plan, static_cast<size_t>(outputs));
   const auto [tileN, schedule] =
       chooseVariant(plan, static_cast<size_t>(outputs), false, false, false, sms);
-  return std::to_string(tileN) + schedule;
+  return (swapped ? "t:" : "") + std::to_string(tileN) + schedule;
 }
 
 std::string gemmPlan(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs,
