@@ -252,7 +252,8 @@ def test_the_cpp_variant_choice_is_the_python_one():
         (randn(1536, 1536), randn(1536, 1536).t(), [], 1, "144"),                        # K-major B: any width
         (randn(1536, 1536), randn(1536, 1536), [], 1, "t:144"),     # MN-major B: swapped, A^T is K-major
         (randn(3072, 1024), randn(1024, 1024).t(), [], 1, "t:192h"),  # 96 tiles of 256 -> 1024 x 3072, swapped
-        (randn(3072, 1024), randn(1024, 1024).t(), [randn(1024)], 1, "208"),   # inputs: never swapped
+        (randn(3072, 1024), randn(1024, 1024).t(), [randn(1024)], 1, "t:192h0"),   # a bias, swapped: per row
+        (randn(3, 1024, 1024), randn(1024, 1024).t(), [randn(1024)], 1, "208"),   # rows of a 3-D a, inputs: not
         (randn(2560, 2560), randn(2560, 2560).t(), [], 1, "208"),
     ]
     for a_, b_, inputs, outputs, want in cases:
@@ -270,7 +271,8 @@ def _python_choice(a, b, c, epilogue=None, inputs=()) -> str:
     outs = tuple(c) if isinstance(c, (tuple, list)) else (c,)
     if transposes(a, b, outs, epilogue, inputs, (None, None, None, None, False)):
         swapped = tuple(out.t() for out in outs)
-        config = host_arguments(b.t(), a.t(), swapped if len(outs) > 1 else swapped[0], epilogue, inputs)[3]
+        config = host_arguments(b.t(), a.t(), swapped if len(outs) > 1 else swapped[0], epilogue,
+                                tuple(x.expand(outs[0].shape).t() for x in inputs))[3]
         return "t:" + _choice_of(config, len(inputs))
     return _choice_of(host_arguments(a, b, c, epilogue, inputs)[3], len(inputs))
 
@@ -370,6 +372,11 @@ def test_few_tile_problems_run_transposed_and_match_matmul(layout, k):
     pre, act = torch.ops.cute.gemm.multi(a, b, ["acc", "relu(acc)"], [], [torch.float16, torch.bfloat16])
     _close(pre, acc)
     _close(act, torch.relu(acc))
+    bias = torch.randn(1024, generator=g).cuda()                       # per row of the swapped problem
+    residual = torch.randn(3072, 1024, generator=g).bfloat16().cuda()  # read one element at a time
+    assert torch.ops.cute.gemm_choice(a, b, [bias, residual], 1, 132).startswith("t:")
+    fused = torch.ops.cute.gemm(a, b, "gelu_tanh(acc + x0) + x1", [bias, residual], None)
+    _close(fused, torch.nn.functional.gelu(acc + bias.double(), approximate="tanh") + residual.double())
 
 
 @pytest.mark.gpu

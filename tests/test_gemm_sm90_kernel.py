@@ -848,14 +848,15 @@ def test_the_problem_is_transposed_where_its_tiles_end_their_last_wave_sooner(m,
     assert transpose_pays(m, n, 132, any_width, any_width) is want
 
 
-def test_only_plain_two_dimensional_calls_of_16_bit_outputs_are_transposed():
+def test_only_two_dimensional_calls_of_16_bit_outputs_are_transposed():
     from cute_torch.kernels.gemm_sm90 import transposes
     a, b = torch.empty(3072, 512).bfloat16(), torch.empty(1024, 512).bfloat16().t()
     c = torch.empty(3072, 1024).bfloat16()
     none = (None, None, None, None, False)
     assert transposes(a, b, (c,), None, (), none)
     assert transposes(a, b, (c,), "gelu(acc)", (), none)
-    assert not transposes(a, b, (c,), "acc + x0", (torch.empty(1024),), none)          # inputs keep their pairs
+    assert transposes(a, b, (c,), "acc + x0", (torch.empty(1024),), none)              # a bias: per row, swapped
+    assert transposes(a, b, (c, c), ("acc", "relu(acc)"), (), none)                     # two outputs too
     assert not transposes(a, b, (c.float(),), None, (), none)                          # fp32 output
     assert not transposes(a, b, (c,), None, (), (256, None, None, None, False))         # a variant asked for
     assert not transposes(a[:64], b, (c[:64],), None, (), none)                         # 64-row tiles' case
@@ -907,4 +908,10 @@ def test_a_few_tile_problem_runs_transposed_and_matches_matmul(a_row_major, b_ro
     assert transposes(a, b, (c,), None, (), (None, None, None, None, False))
     gemm(a, b, c, "gelu_tanh(acc)")
     want = torch.nn.functional.gelu(a.double() @ b.double(), approximate="tanh").to(torch.bfloat16)
+    torch.testing.assert_close(c.double(), want.double(), rtol=2e-2, atol=2e-2)
+    g = torch.Generator().manual_seed(42)
+    bias, residual = torch.randn(1024, generator=g).cuda(), torch.randn(3072, 1024, generator=g).bfloat16().cuda()
+    c.fill_(float("nan"))
+    gemm(a, b, c, "acc + x0 + x1", (bias, residual))          # their transposed views: per row, one at a time
+    want = (a.double() @ b.double() + bias.double() + residual.double()).to(torch.bfloat16)
     torch.testing.assert_close(c.double(), want.double(), rtol=2e-2, atol=2e-2)

@@ -587,12 +587,13 @@ bool transposePays(int64_t m, int64_t n, int64_t sms, bool anyWidth, bool anyWid
 }
 
 /// Whether a planned call runs as C^T = B^T A^T (kernels/gemm_sm90.py's transposes): two
-/// dimensions, M and N past 64, no epilogue inputs or gate, 16-bit outputs, the Hopper kernel,
-/// where transposePays.
-bool transposes(const Plan &plan, size_t outputs, bool hasInputs, bool gated, bool ampere,
+/// dimensions, M and N past 64, no gate, 16-bit outputs, the Hopper kernel, where
+/// transposePays. Epilogue inputs go as transposed views (transposePlan), except beside a 3-D
+/// `a` flattened to rows (`rowsWithInputs`), which the Python gemm runs batched.
+bool transposes(const Plan &plan, size_t outputs, bool gated, bool ampere, bool rowsWithInputs,
                 int64_t sms) {
   const std::vector<View> &views = plan.views;
-  if (ampere || gated || hasInputs || views[0].rank != 2 || views[2].rank != 2 ||
+  if (ampere || gated || rowsWithInputs || views[0].rank != 2 || views[2].rank != 2 ||
       std::min(views[2].sizes[0], views[2].sizes[1]) <= 64)
     return false;
   for (size_t i = 0; i < outputs; ++i)
@@ -604,10 +605,11 @@ bool transposes(const Plan &plan, size_t outputs, bool hasInputs, bool gated, bo
 }
 
 /// The swapped problem of a plan: a and b exchange places (both are (rows, K) views) and each
-/// output view becomes (N, M) with M contiguous. The outputs themselves stay (M, N).
-void transposePlan(Plan &plan, size_t outputs) {
+/// output and input view (M, N) becomes (N, M): outputs with M contiguous, a bias (stride 0
+/// along M) a per-row input. The tensors themselves stay as they are.
+void transposePlan(Plan &plan) {
   std::swap(plan.views[0], plan.views[1]);
-  for (size_t i = 2; i < 2 + outputs; ++i) {
+  for (size_t i = 2; i < plan.views.size(); ++i) {
     std::swap(plan.views[i].sizes[0], plan.views[i].sizes[1]);
     std::swap(plan.views[i].strides[0], plan.views[i].strides[1]);
   }
@@ -718,8 +720,8 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
       splits > 1)
     return {splitGemm(plan.views[0].tensor, plan.views[1].tensor, epilogues[0], inputs,
                       plan.outs[0].scalar_type(), splits)};
-  if (transposes(plan, epilogues.size(), !inputs.empty(), gated, ampere, facts.sms))
-    transposePlan(plan, epilogues.size());
+  if (transposes(plan, epilogues.size(), gated, ampere, a.dim() == 3 && !inputs.empty(), facts.sms))
+    transposePlan(plan);
   const std::vector<View> &views = plan.views;
   const bool calls = std::any_of(epilogues.begin(), epilogues.end(), callsFunction);
   const auto [tileN, schedule] =
@@ -788,10 +790,10 @@ std::string gemmChoice(const at::Tensor &a, const at::Tensor &b, at::TensorList 
     return "k" + std::to_string(splits) + ":" + gemmChoice(slicesA, slicesB, {}, 1, sms);
   }
   // "t:" and the choice of the swapped problem (transposes).
-  const bool swapped =
-      transposes(plan, static_cast<size_t>(outputs), !inputs.empty(), false, false, sms);
+  const bool swapped = transposes(plan, static_cast<size_t>(outputs), false, false,
+                                  a.dim() == 3 && !inputs.empty(), sms);
   if (swapped)
-    transposePlan(plan, static_cast<size_t>(outputs));
+    transposePlan(plan);
   const auto [tileN, schedule] =
       chooseVariant(plan, static_cast<size_t>(outputs), false, false, false, sms);
   return (swapped ? "t:" : "") + std::to_string(tileN) + schedule;
