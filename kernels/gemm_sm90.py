@@ -161,6 +161,12 @@ def out_buffers(out_cols: int, box_n: int) -> int:
 TILE_OVERHEAD_COLUMNS = 35
 
 
+def wave_cost(m: int, n: int, batches: int, sms: int, width: int) -> int:
+    """The time of an M x N output in 128-row tiles of `width` columns: its waves (rounded up)
+    times a tile's cost, its columns plus TILE_OVERHEAD_COLUMNS."""
+    return -(-(-(-m // BM) * -(-n // width) * batches) // sms) * (width + TILE_OVERHEAD_COLUMNS)
+
+
 def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False, any_width: bool = False) -> int:
     """Tile columns: 256 (the most work per byte of shared memory read) unless 128 x 256 tiles
     would leave more than half the SMs idle or N is narrow, then 128 (twice the tiles), and 64
@@ -180,7 +186,7 @@ def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False, a
         return 128
 
     def cost(width):
-        return -(-tiles(width) // sms) * (width + TILE_OVERHEAD_COLUMNS)
+        return wave_cost(m, n, batches, sms, width)
     widths = (256,) if gated else range(128, 257, 16) if any_width else TILE_WIDTHS[1:]
     best = min(reversed(widths), key=cost)      # ties: the wider
     return best if cost(best) <= 0.9 * cost(256) else 256
@@ -188,14 +194,13 @@ def choose_tile_n(m: int, n: int, batches: int, sms: int, gated: bool = False, a
 
 def transpose_pays(m: int, n: int, sms: int, any_width: bool, any_width_swapped: bool) -> bool:
     """Whether an M x N output's tiles end their last wave sooner as the swapped problem's (C^T =
-    B^T A^T: N x M, written back with M contiguous), by choose_tile_n's width and cost (waves x
-    (columns + TILE_OVERHEAD_COLUMNS)) of 128-row tiles each way. 3072 x 1024 takes 96 tiles of
+    B^T A^T: N x M, written back with M contiguous), by choose_tile_n's width and its
+    wave_cost each way. 3072 x 1024 takes 96 tiles of
     128 x 256 (0.73 of an H200's 132 SMs), 1024 x 3072 128 of 128 x 192, as cuBLAS's
     nvjet_sm90_tst_128x192 does: cuBLAS / ours 0.81 -> 0.99 at K = 4096, 0.87 -> 1.03 at 16384
     (dY^T X, H200). `any_width`: choose_tile_n's, for B and for the swapped B (A^T)."""
     def cost(rows, cols, widths):
-        width = choose_tile_n(rows, cols, 1, sms, False, widths)
-        return -(-(-(-rows // BM) * -(-cols // width)) // sms) * (width + TILE_OVERHEAD_COLUMNS)
+        return wave_cost(rows, cols, 1, sms, choose_tile_n(rows, cols, 1, sms, False, widths))
     return cost(n, m, any_width_swapped) < cost(m, n, any_width)
 
 

@@ -208,6 +208,13 @@ bool isKMajor(const View &v) { return v.strides[1] == 1 || v.sizes[1] == 1; }
 /// TILE_OVERHEAD_COLUMNS, with the measurements behind it).
 constexpr int64_t kTileOverheadColumns = 35;
 
+/// The time of an M x N output in 128-row tiles of `width` columns: its waves (rounded up) times
+/// a tile's cost, its columns plus kTileOverheadColumns (kernels/gemm_sm90.py's wave_cost).
+int64_t waveCost(int64_t m, int64_t n, int64_t batches, int64_t sms, int64_t width) {
+  const int64_t tiles = (m + 127) / 128 * ((n + width - 1) / width) * batches;
+  return (tiles + sms - 1) / sms * (width + kTileOverheadColumns);
+}
+
 /// 256-column tiles unless 128 x 256 tiles would leave more than half the SMs idle or N is
 /// narrow, then 128, and 64 where 128 x 128 tiles would; otherwise the width whose waves times
 /// its columns plus kTileOverheadColumns is least, where that is at least 10 % under 256's:
@@ -221,9 +228,7 @@ int64_t chooseTileN(int64_t m, int64_t n, int64_t batches, int64_t sms, bool gat
     return 128;
   if (gated)
     return 256;
-  auto cost = [&](int64_t width) {
-    return (tiles(width) + sms - 1) / sms * (width + kTileOverheadColumns);
-  };
+  auto cost = [&](int64_t width) { return waveCost(m, n, batches, sms, width); };
   int64_t best = 256;
   for (int64_t width = 256; width >= 128; width -= anyWidth ? 16 : 64)
     if (cost(width) < cost(best))
@@ -579,9 +584,7 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
 /// transpose_pays). `anyWidth`: chooseTileN's, for B and for the swapped B (A^T).
 bool transposePays(int64_t m, int64_t n, int64_t sms, bool anyWidth, bool anyWidthSwapped) {
   auto cost = [&](int64_t rows, int64_t cols, bool widths) {
-    const int64_t width = chooseTileN(rows, cols, 1, sms, false, widths);
-    const int64_t tiles = (rows + 127) / 128 * ((cols + width - 1) / width);
-    return (tiles + sms - 1) / sms * (width + kTileOverheadColumns);
+    return waveCost(rows, cols, 1, sms, chooseTileN(rows, cols, 1, sms, false, widths));
   };
   return cost(n, m, anyWidthSwapped) < cost(m, n, anyWidth);
 }
