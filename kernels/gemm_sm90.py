@@ -737,10 +737,10 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: 
             gemm(rows_a, b, rows if isinstance(c, (tuple, list)) else rows[0], epilogue, tile_n=tile_n,
                  schedule=schedule, raster=raster, tune=tune, cluster=cluster, tile_m=tile_m)
             return c
-    if not tune and transposes(a, b, outs, epilogue, inputs, (tile_n, schedule, raster, tile_m, cluster)):
-        swapped = tuple(out.t() for out in outs)        # (N, M) views with M contiguous
+    if transposes(a, b, outs, epilogue, inputs, (tile_n, schedule, raster, tile_m, cluster)):
+        swapped = tuple(out.t() for out in outs)        # (N, M) views with M contiguous; `tune` times its variants
         gemm(b.t(), a.t(), swapped if isinstance(c, (tuple, list)) else swapped[0], epilogue,
-             tuple(x.expand(outs[0].shape).t() for x in inputs))
+             tuple(x.expand(outs[0].shape).t() for x in inputs), tune=tune)
         return c
     if tune and tile_n is None and schedule is None and raster is None and tile_m is None:
         tile_n, schedule, raster, tile_m = _tuned(a, b, c, epilogue, inputs)

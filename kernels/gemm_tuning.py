@@ -6,7 +6,8 @@ call compiles one kernel (under a second). With it, the first call of a problem 
 and times each candidate (a few seconds), and every later call, in this process or another,
 reads the choice. A problem class is what the best variant depends on: the device, the dtypes,
 the operands' major modes, batching, the number of outputs, whether the epilogue reads inputs,
-and M, N and K rounded up to powers of two.
+M, N and K rounded up to powers of two, and whether the outputs have M contiguous (gemm tunes a
+problem it swaps, gemm_sm90.transposes, as the swapped one).
 
 The choices live in `<cache dir>/gemm_tuning.json` (CUTE_TORCH_CACHE_DIR; the compiled kernels'
 folder). A candidate that fails to compile or run is skipped; if none runs, the error of the
@@ -49,8 +50,9 @@ def problem_key(device_name: str, a, b, outs: tuple, epilogues: tuple, inputs: t
     majors = ("k" if a.stride(-1) == 1 else "m") + ("k" if b.stride(-2) == 1 else "n")
     batched = a.dim() == 3 or b.dim() == 3
     dtypes = ",".join(str(t.dtype).removeprefix("torch.") for t in (a, *outs))
+    swapped = "|T" if outs[0].stride(-1) != 1 and outs[0].shape[-1] > 1 else ""   # M-contiguous outputs
     return (f"{device_name}|{dtypes}|{majors}|{'L' if batched else '-'}|{len(epilogues)}|{'x' if inputs else '-'}|"
-            f"{_pow2(m)}x{_pow2(n)}x{_pow2(k)}")
+            f"{_pow2(m)}x{_pow2(n)}x{_pow2(k)}{swapped}")
 
 
 def _path() -> str:

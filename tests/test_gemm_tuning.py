@@ -68,6 +68,25 @@ def test_problem_classes_round_sizes_and_tell_layouts_apart():
     assert key.endswith("1024x4096x512") and "|kn|" in key
     assert tuning.problem_key("H100", a, b.t().contiguous().t(), (c,), (None,), ()) != key
     assert tuning.problem_key("H100", a, b, (c,), ("acc + x0",), (torch.empty(4000),)) != key
+    assert tuning.problem_key("H100", a, b, (c.t().contiguous().t(),), (None,), ()) == key + "|T"   # M-contiguous
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                    reason="needs an sm_90 GPU")
+def test_a_tuned_few_tile_gemm_tunes_its_swapped_problem(cache):
+    """3072 x 1024 runs as 1024 x 3072 (gemm_sm90.transposes) with or without `tune`: the tuned
+    class is the swapped problem's (M-contiguous output, "|T")."""
+    from cute_torch.kernels.gemm_sm90 import gemm
+    g = torch.Generator().manual_seed(62)
+    a, b = torch.randn(3072, 320, generator=g).bfloat16().cuda(), torch.randn(320, 1024, generator=g).bfloat16().cuda()
+    c = torch.full((3072, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm(a, b, c, tune=True)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.double(), (a.double() @ b.double()).to(torch.bfloat16).double(), rtol=8e-3,
+                               atol=1e-2)
+    (key,) = json.loads((cache / "gemm_tuning.json").read_text())
+    assert key.endswith("1024x4096x512|T")
 
 
 @pytest.mark.gpu
