@@ -1,8 +1,10 @@
-"""Row reductions (kernels/softmax.py, kernels/norms.py) against torch eager, Inductor and quack
-(where it imports), with copy as the ceiling.
+"""Row reductions (kernels/softmax.py: softmax and log_softmax; kernels/norms.py;
+kernels/cross_entropy.py) against torch eager, Inductor and quack (where it imports), with copy
+as the ceiling.
 
     python benchmarks/reductions.py [--dtypes bfloat16 float32] [--ns 256 1024 4096 8192 32768]
-                                    [--ops softmax rms_norm layer_norm] [--plot reductions.png]
+                                    [--ops softmax log_softmax rms_norm layer_norm cross_entropy]
+                                    [--plot reductions.png]
 
 M x N = 2^27 elements. Bytes counted: forward reads x and writes y (2 x M x N x size; the
 weight's N elements are left out), backward reads y or x and dy and writes dx (3 x);
@@ -35,7 +37,7 @@ except Exception:  # noqa: BLE001 - any import failure means "not measured"
 
 # Bytes moved per element of x, forward and backward: cross-entropy's forward reads the logits
 # only (a per-row loss out), its backward reads them and writes dlogits.
-BYTES = {"softmax": (2, 3), "rms_norm": (2, 3), "layer_norm": (2, 3), "cross_entropy": (1, 2)}
+BYTES = {"softmax": (2, 3), "log_softmax": (2, 3), "rms_norm": (2, 3), "layer_norm": (2, 3), "cross_entropy": (1, 2)}
 
 
 def _eager(op: str, n: int, dtype, target=None):
@@ -43,8 +45,8 @@ def _eager(op: str, n: int, dtype, target=None):
     b = torch.randn(n, device="cuda").to(dtype)
     if op == "cross_entropy":
         return (lambda x: F.cross_entropy(x, target, reduction="none")), []
-    if op == "softmax":
-        return lambda x: torch.softmax(x, -1), []
+    if op in ("softmax", "log_softmax"):
+        return (lambda x: torch.softmax(x, -1)) if op == "softmax" else (lambda x: torch.log_softmax(x, -1)), []
     if op == "rms_norm":
         return (lambda x, w=w: F.rms_norm(x, (n,), w, 1e-6)), [w]
     return (lambda x, w=w, b=b: F.layer_norm(x, (n,), w, b, 1e-6)), [w, b]
@@ -56,9 +58,10 @@ def _ours(op: str, x, dy, params, target=None):
         _, lse = cross_entropy.cross_entropy_forward(x, target)
         return ((lambda: cross_entropy.cross_entropy_forward(x, target)),
                 (lambda: cross_entropy.cross_entropy_backward(x, target, lse, dy)))
-    if op == "softmax":
-        y = softmax.softmax(x)
-        return (lambda: softmax.softmax(x)), (lambda: softmax.softmax_backward(y, dy))
+    if op in ("softmax", "log_softmax"):
+        log = op == "log_softmax"
+        y = softmax.softmax(x, log=log)
+        return (lambda: softmax.softmax(x, log=log)), (lambda: softmax.softmax_backward(y, dy, log=log))
     rms = op == "rms_norm"
     w, b = params[0], (None if rms else params[1])
     _, _, rstd, mean = norms.norm_forward(x, w, b, eps=1e-6, rms=rms)
@@ -92,7 +95,8 @@ def main() -> None:
     # Powers of two as issue 18 lists them, and two widths that are not (2560: rows the CTA shapes
     # can pad; 50257: GPT-2's vocabulary, an odd row stride).
     parser.add_argument("--ns", nargs="+", type=int, default=[256, 1024, 2560, 4096, 8192, 16384, 32768, 50257, 131072])
-    parser.add_argument("--ops", nargs="+", default=["softmax", "rms_norm", "layer_norm", "cross_entropy"])
+    parser.add_argument("--ops", nargs="+",
+                        default=["softmax", "log_softmax", "rms_norm", "layer_norm", "cross_entropy"])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--no-inductor", action="store_true")
     parser.add_argument("--plot", default=None)

@@ -267,8 +267,18 @@ def resident_ctas(cfg: RowConfig, log: bool, walk: int):
 
 @cute.jit
 def _backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, cfg: Constexpr, log: Constexpr):
+    resident = backward_resident_ctas(cfg, log, y.element_type.width)
     _backward_kernel(y, dy, dx, cfg, log).launch(grid=launch_grid(y.shape[0], cfg), block=(cfg.threads, 1, 1),
-                                                 cluster=launch_cluster(cfg))
+                                                 cluster=launch_cluster(cfg), min_blocks_per_mp=resident)
+
+
+def backward_resident_ctas(cfg: RowConfig, log: bool, bits: int):
+    """CTAs per SM the backward asks ptxas to fit (None: no bound): log_softmax's over 16-bit
+    rows in 256-thread CTAs (16384 columns), where 144 registers ran one CTA per SM (bf16 0.77
+    of copy on an H200, slower than eager's 1.00) and 128 fit two without spilling (bf16 / fp16
+    1.02 of copy). Float32 rows spill 44-52 bytes bounded so, softmax's backward 84 (155
+    registers; it reads 0.96 of copy unbounded)."""
+    return 2 if log and bits <= 16 and cfg.threads == 256 and cfg.cluster == 1 else None
 
 
 def _rows(t: torch.Tensor, name: str) -> torch.Tensor:

@@ -59,3 +59,12 @@ def test_log_softmax_keeps_two_ctas_per_sm(dtype, n, threads):
         per_thread[name] = kernel["registers"]
     ctas = 65536 // (per_thread["log_softmax"] * threads)
     assert ctas >= min(4, 65536 // (128 * threads)) and ctas >= 2, per_thread
+
+
+def test_log_softmax_backward_over_16_bit_rows_keeps_two_ctas_per_sm():
+    """softmax.backward_resident_ctas: 144 registers in 256-thread CTAs at 16384 columns ran
+    one CTA per SM (0.77 of copy on an H200); bounded, 128 and no spills."""
+    op, described, _ = _cases("bfloat16", 16384)["softmax backward"]
+    (kernel,) = row_build.build(op, described, "1", 0, arch="sm_90a")[-1].metadata["kernels"]
+    assert kernel["block_dims"][0] == 256 and kernel["spill_stores"] == 0
+    assert 65536 // (kernel["registers"] * 256) >= 2, kernel["registers"]
