@@ -14,6 +14,9 @@ import torch
 
 from cute_torch.kernels import gemm_tuning as tuning
 
+needs_sm90a = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+                                 reason="needs an sm_90 GPU")
+
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
@@ -71,37 +74,32 @@ def test_problem_classes_round_sizes_and_tell_layouts_apart():
     assert tuning.problem_key("H100", a, b, (c.t().contiguous().t(),), (None,), ()) == key + "|T"   # M-contiguous
 
 
+def _tuned_call(cache, m: int, n: int, k: int, seed: int) -> str:
+    """A tuned bf16 gemm of fresh operands, checked against float64; the one key it stored."""
+    from cute_torch.kernels.gemm_sm90 import gemm
+    g = torch.Generator().manual_seed(seed)
+    a, b = torch.randn(m, k, generator=g).bfloat16().cuda(), torch.randn(k, n, generator=g).bfloat16().cuda()
+    c = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm(a, b, c, tune=True)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.double(), (a.double() @ b.double()).to(torch.bfloat16).double(), rtol=8e-3,
+                               atol=1e-2)
+    (key,) = json.loads((cache / "gemm_tuning.json").read_text())
+    return key
+
+
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="needs an sm_90 GPU")
+@needs_sm90a
 def test_a_tuned_few_tile_gemm_tunes_its_swapped_problem(cache):
     """3072 x 1024 runs as 1024 x 3072 (gemm_sm90.transposes) with or without `tune`: the tuned
     class is the swapped problem's (M-contiguous output, "|T")."""
-    from cute_torch.kernels.gemm_sm90 import gemm
-    g = torch.Generator().manual_seed(62)
-    a, b = torch.randn(3072, 320, generator=g).bfloat16().cuda(), torch.randn(320, 1024, generator=g).bfloat16().cuda()
-    c = torch.full((3072, 1024), float("nan"), dtype=torch.bfloat16, device="cuda")
-    gemm(a, b, c, tune=True)
-    torch.cuda.synchronize()
-    torch.testing.assert_close(c.double(), (a.double() @ b.double()).to(torch.bfloat16).double(), rtol=8e-3,
-                               atol=1e-2)
-    (key,) = json.loads((cache / "gemm_tuning.json").read_text())
-    assert key.endswith("1024x4096x512|T")
+    assert _tuned_call(cache, 3072, 1024, 320, seed=62).endswith("1024x4096x512|T")
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="needs an sm_90 GPU")
+@needs_sm90a
 def test_a_tuned_gemm_matches_matmul_and_times_once(cache):
-    from cute_torch.kernels.gemm_sm90 import gemm
-    g = torch.Generator().manual_seed(61)
-    a, b = torch.randn(512, 384, generator=g).bfloat16().cuda(), torch.randn(384, 640, generator=g).bfloat16().cuda()
-    c = torch.full((512, 640), float("nan"), dtype=torch.bfloat16, device="cuda")
-    gemm(a, b, c, tune=True)
-    torch.cuda.synchronize()
-    torch.testing.assert_close(c.double(), (a.double() @ b.double()).to(torch.bfloat16).double(), rtol=8e-3,
-                               atol=1e-2)
-    (key,) = json.loads((cache / "gemm_tuning.json").read_text())
+    _tuned_call(cache, 512, 640, 384, seed=61)
     code = ("import torch, sys; from cute_torch.kernels import gemm_tuning as t; "
             "t.cuda_time_ms = lambda *a: sys.exit('timed again'); from cute_torch.kernels.gemm_sm90 import gemm; "
             "a = torch.randn(512, 384).bfloat16().cuda(); b = torch.randn(384, 640).bfloat16().cuda(); "
