@@ -860,6 +860,10 @@ def test_only_two_dimensional_calls_of_16_bit_outputs_are_transposed():
     assert not transposes(a, b, (c.float(),), None, (), none)                          # fp32 output
     assert not transposes(a, b, (c,), None, (), (256, None, None, None, False))         # a variant asked for
     assert not transposes(a[:64], b, (c[:64],), None, (), none)                         # 64-row tiles' case
+    import cute_torch.ops  # noqa: F401 - registers cute::gemm_choice
+    fp8 = torch.float8_e4m3fn
+    assert not transposes(a.to(fp8), b.t().contiguous().to(fp8).t(), (c,), None, (), none)   # not run on a GPU
+    assert not torch.ops.cute.gemm_choice(a.to(fp8), b.t().contiguous().to(fp8).t(), [], 1, 132).startswith("t:")
 
 
 @pytest.mark.gpu

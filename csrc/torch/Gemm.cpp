@@ -590,7 +590,7 @@ bool transposePays(int64_t m, int64_t n, int64_t sms, bool anyWidth, bool anyWid
 }
 
 /// Whether a planned call runs as C^T = B^T A^T (kernels/gemm_sm90.py's transposes): two
-/// dimensions, M and N past 64, no gate, 16-bit outputs, the Hopper kernel, where
+/// dimensions, M and N past 64, 16-bit operands, no gate, 16-bit outputs, the Hopper kernel, where
 /// transposePays. Epilogue inputs go as transposed views (transposePlan), except beside a 3-D
 /// `a` flattened to rows (`rowsWithInputs`), which the Python gemm runs batched.
 bool transposes(const Plan &plan, size_t outputs, bool gated, bool ampere, bool rowsWithInputs,
@@ -602,9 +602,10 @@ bool transposes(const Plan &plan, size_t outputs, bool gated, bool ampere, bool 
   for (size_t i = 0; i < outputs; ++i)
     if (plan.outs[i].element_size() != 2)
       return false;
-  const bool fp8 = isFp8(views[0].tensor.scalar_type());
-  return transposePays(views[2].sizes[0], views[2].sizes[1], sms, isKMajor(views[1]) && !fp8,
-                       isKMajor(views[0]) && !fp8);
+  if (isFp8(views[0].tensor.scalar_type())) // 8-bit operands, M-contiguous outputs: not run yet
+    return false;
+  return transposePays(views[2].sizes[0], views[2].sizes[1], sms, isKMajor(views[1]),
+                       isKMajor(views[0]));
 }
 
 /// The swapped problem of a plan: a and b exchange places (both are (rows, K) views) and each
