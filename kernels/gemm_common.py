@@ -167,8 +167,7 @@ def check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs, gated: b
         if tuple(out.shape) != want:
             raise ValueError(f"gemm: output {i} is {tuple(out.shape)}; a {tuple(a.shape)} @ b {tuple(b.shape)} "
                              f"is {want}")
-        if out.stride(-1) != 1 and out.shape[-1] > 1 and not (m_major_outputs and out.stride(-2) == 1
-                                                                and out.element_size() == 2):
+        if not n_contiguous(out) and not (m_major_outputs and out.stride(-2) == 1 and out.element_size() == 2):
             also = " (or M, for 16-bit outputs)" if m_major_outputs else ""
             raise ValueError(f"gemm: output {i} (strides {out.stride()}) must have N contiguous{also}")
     for t in (a, b, *outs, *inputs):
@@ -180,6 +179,12 @@ def check_shapes(a: torch.Tensor, b: torch.Tensor, outs: tuple, inputs, gated: b
         except RuntimeError:
             raise ValueError(f"gemm: input x{i} of shape {tuple(x.shape)} does not broadcast to the output's "
                              f"{want}") from None
+
+
+def n_contiguous(out: torch.Tensor) -> bool:
+    """Whether an output (M, N[, L]) has N contiguous; else, where check_shapes lets it, M (a
+    swapped problem's: gemm_sm90.transposes)."""
+    return out.stride(-1) == 1 or out.shape[-1] == 1
 
 
 def k_major_view(t) -> bool:

@@ -57,8 +57,8 @@ import torch
 
 import cute_torch as cute
 from cute_torch import Constexpr
-from cute_torch.kernels.gemm_common import (calls_function, epilogue_values, is_gated, k_major_view, problem,
-                                            swizzled, tile_of)
+from cute_torch.kernels.gemm_common import (calls_function, epilogue_values, is_gated, k_major_view, n_contiguous,
+                                            problem, swizzled, tile_of)
 
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
 
@@ -216,7 +216,7 @@ def transposes(a: torch.Tensor, b: torch.Tensor, outs: tuple, epilogue, inputs, 
     epilogues = tuple(epilogue) if isinstance(epilogue, (tuple, list)) else (epilogue,)
     if any(v not in (None, False) for v in variant) or a.dim() != 2 or b.dim() != 2 or is_gated(epilogues):
         return False
-    if min(a.shape[0], b.shape[1]) <= 64 or any(o.element_size() != 2 or o.stride(-1) != 1 for o in outs):
+    if min(a.shape[0], b.shape[1]) <= 64 or any(o.element_size() != 2 or not n_contiguous(o) for o in outs):
         return False
     if a.element_size() != 2:              # 8-bit operands with M-contiguous outputs: not run on a GPU yet
         return False
@@ -801,7 +801,7 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
         _check_tma_addressable(f"output {i}", out, output=True)
     if len({out.stride(-2) == 1 and out.stride(-1) != 1 for out in outs}) > 1:
         raise ValueError("gemm: the outputs must all have N contiguous, or all M")
-    line = 2 if outs[0].stride(-1) != 1 and outs[0].shape[-1] > 1 else 1     # the contiguous mode
+    line = 1 if n_contiguous(outs[0]) else 2                                   # the contiguous mode
     if (outs[0].shape[-line] * outs[0].element_size()) % 16:
         raise ValueError(f"gemm: an output line of {outs[0].shape[-line]} elements is not a multiple of 16 bytes (TMA "
                          f"stores it); pad {'M' if line == 2 else 'N'}")

@@ -23,6 +23,7 @@ import threading
 from typing import Callable, NamedTuple
 
 from cute_torch.env import knobs
+from cute_torch.kernels.gemm_common import n_contiguous
 
 _lock = threading.Lock()
 _memory: dict = {}
@@ -50,7 +51,7 @@ def problem_key(device_name: str, a, b, outs: tuple, epilogues: tuple, inputs: t
     majors = ("k" if a.stride(-1) == 1 else "m") + ("k" if b.stride(-2) == 1 else "n")
     batched = a.dim() == 3 or b.dim() == 3
     dtypes = ",".join(str(t.dtype).removeprefix("torch.") for t in (a, *outs))
-    swapped = "|T" if outs[0].stride(-1) != 1 and outs[0].shape[-1] > 1 else ""   # M-contiguous outputs
+    swapped = "" if n_contiguous(outs[0]) else "|T"                       # M-contiguous outputs
     return (f"{device_name}|{dtypes}|{majors}|{'L' if batched else '-'}|{len(epilogues)}|{'x' if inputs else '-'}|"
             f"{_pow2(m)}x{_pow2(n)}x{_pow2(k)}{swapped}")
 

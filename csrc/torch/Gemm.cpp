@@ -27,6 +27,7 @@
 #include <cctype>
 #include <mutex>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -679,6 +680,30 @@ int64_t planSplits(const Plan &plan, size_t outputs, at::TensorList inputs, bool
   return chooseSplits(a.size(0), b.size(1), a.size(1), sms);
 }
 
+/// What a planned call runs, decided in one place for gemmImpl and gemmChoice: K slices
+/// (planSplits; past 1 nothing else is decided), else whether the problem is swapped
+/// (transposes: the plan's views are then the swapped ones) and the variant (chooseVariant).
+struct Decision {
+  int64_t splits = 1;
+  bool swapped = false;
+  int64_t tileN = 0;
+  std::string schedule;
+};
+
+Decision decide(Plan &plan, size_t outputs, at::TensorList inputs, bool calls, bool gated,
+                bool ampere, bool rowsWithInputs, int64_t sms) {
+  Decision decision;
+  decision.splits = planSplits(plan, outputs, inputs, gated, ampere, sms);
+  if (decision.splits > 1)
+    return decision;
+  decision.swapped = transposes(plan, outputs, gated, ampere, rowsWithInputs, sms);
+  if (decision.swapped)
+    transposePlan(plan);
+  std::tie(decision.tileN, decision.schedule) =
+      chooseVariant(plan, outputs, calls, gated, ampere, sms);
+  return decision;
+}
+
 std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
                                  const std::vector<std::string> &epilogues, at::TensorList inputs,
                                  c10::ArrayRef<c10::ScalarType> outDtypes);
@@ -720,16 +745,15 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
   Plan plan = makePlan(a, b, epilogues.size(), inputs, outDtypes, gated, ampere);
   if (plan.views.empty())
     return plan.outs;
-  if (const int64_t splits = planSplits(plan, epilogues.size(), inputs, gated, ampere, facts.sms);
-      splits > 1)
-    return {splitGemm(plan.views[0].tensor, plan.views[1].tensor, epilogues[0], inputs,
-                      plan.outs[0].scalar_type(), splits)};
-  if (transposes(plan, epilogues.size(), gated, ampere, a.dim() == 3 && !inputs.empty(), facts.sms))
-    transposePlan(plan);
-  const std::vector<View> &views = plan.views;
   const bool calls = std::any_of(epilogues.begin(), epilogues.end(), callsFunction);
-  const auto [tileN, schedule] =
-      chooseVariant(plan, epilogues.size(), calls, gated, ampere, facts.sms);
+  const Decision decision = decide(plan, epilogues.size(), inputs, calls, gated, ampere,
+                                   a.dim() == 3 && !inputs.empty(), facts.sms);
+  if (decision.splits > 1)
+    return {splitGemm(plan.views[0].tensor, plan.views[1].tensor, epilogues[0], inputs,
+                      plan.outs[0].scalar_type(), decision.splits)};
+  const std::vector<View> &views = plan.views;
+  const int64_t tileN = decision.tileN;
+  const std::string &schedule = decision.schedule;
   const std::string joined = joinExprs(epilogues);
   // (tileN / 16: every width its own key; the output views' patterns tell a transposed call's)
   std::string key = joined + '\x1f' + static_cast<char>('0' + device) +
@@ -787,20 +811,15 @@ std::string gemmChoice(const at::Tensor &a, const at::Tensor &b, at::TensorList 
   Plan plan = makePlan(a, b, static_cast<size_t>(outputs), inputs, {}, false, false);
   if (plan.views.empty())
     return "";
-  if (const int64_t splits =
-          planSplits(plan, static_cast<size_t>(outputs), inputs, false, false, sms);
-      splits > 1) { // "k4:" and the choice of the batched GEMM of the slices' partial sums
-    const auto [slicesA, slicesB] = kSlices(plan.views[0].tensor, plan.views[1].tensor, splits);
-    return "k" + std::to_string(splits) + ":" + gemmChoice(slicesA, slicesB, {}, 1, sms);
+  const Decision decision = decide(plan, static_cast<size_t>(outputs), inputs, false, false, false,
+                                   a.dim() == 3 && !inputs.empty(), sms);
+  if (decision.splits > 1) { // "k4:" and the choice of the batched GEMM of the slices' partials
+    const auto [slicesA, slicesB] =
+        kSlices(plan.views[0].tensor, plan.views[1].tensor, decision.splits);
+    return "k" + std::to_string(decision.splits) + ":" + gemmChoice(slicesA, slicesB, {}, 1, sms);
   }
   // "t:" and the choice of the swapped problem (transposes).
-  const bool swapped = transposes(plan, static_cast<size_t>(outputs), false, false,
-                                  a.dim() == 3 && !inputs.empty(), sms);
-  if (swapped)
-    transposePlan(plan);
-  const auto [tileN, schedule] =
-      chooseVariant(plan, static_cast<size_t>(outputs), false, false, false, sms);
-  return (swapped ? "t:" : "") + std::to_string(tileN) + schedule;
+  return (decision.swapped ? "t:" : "") + std::to_string(decision.tileN) + decision.schedule;
 }
 
 std::string gemmPlan(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs,
