@@ -126,21 +126,22 @@ def one_trip_statistics(element_type, cfg: RowConfig, residual: bool) -> bool:
     0.977 -> 0.974 / 0.987, 16384 0.897 / 0.958 -> 0.896 / 0.982). With a residual it measured
     0.5-1.2 % slower on both; Float32 rows within 0.5 %, and there its rstd was less exact
     (relative error 4.9e-6 against 1.2e-7 on rows at 1000 + N(0, 1)), which a 16-bit output
-    does not resolve."""
-    return element_type.width <= 16 and cfg.cluster == 1 and not cfg.padding and not residual
+    does not resolve. Over a cluster the parts' (mean, M2) trade once instead of two sums
+    (WIP: not measured yet)."""
+    return element_type.width <= 16 and not cfg.padding and not residual
 
 
 @cute.jit
 def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta, peers, step, one_trip: Constexpr):
     """(mean, rstd) of this thread's row (mean is 0.0 for RMSNorm). `step` counts the kernel's
     reductions so far (row_reduce's slot sets; None: the kernel's only row, without a cluster);
-    LayerNorm makes two per row (the same slots with `one_trip`: one_trip_statistics)."""
+    LayerNorm makes two per row, one with `one_trip` (one_trip_statistics)."""
     first, second = (None, None) if cute.const_expr(step is None) else (step, step + 1)
     if cute.const_expr(rms):
         mean = 0.0
         var = row_reduce(fold(x * x, "sum"), "sum", cfg, lane, row_in_cta, first, peers) * (1.0 / cfg.n)
     elif cute.const_expr(one_trip):
-        mean, m2 = row_mean_m2(x, cfg, row_in_cta, None if cute.const_expr(first is None) else first // 2)
+        mean, m2 = row_mean_m2(x, cfg, row_in_cta, first, peers)
         var = m2 * (1.0 / cfg.n)
     else:
         mean = row_reduce(fold(x, "sum"), "sum", cfg, lane, row_in_cta, first, peers) * (1.0 / cfg.n)
@@ -181,7 +182,8 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
             _fetch_rows(mX, mRes, ahead_x, ahead_r, clamp_row((block + groups) * cfg.rows + row_in_cta, rows), cfg,
                         lane)
             _normalize_row(x, res, block * cfg.rows + row_in_cta, rows, mW, mB, held, outputs, eps, cfg, rms, lane,
-                           row_in_cta, peers, k * (1 if cute.const_expr(rms) else 2), one_trip)  # (a step a reduction)
+                           row_in_cta, peers, k * (1 if cute.const_expr(rms or one_trip) else 2), one_trip)
+            # (a step a reduction)
             k = k + 1
     else:                                           # one block of rows per CTA (cluster), no loop
         src = clamp_row(row, rows)

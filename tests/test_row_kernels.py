@@ -385,10 +385,10 @@ def test_layer_norm_over_a_cluster_keeps_rows_far_from_zero_exact(n):
 
 
 @needs_gpu
-@pytest.mark.parametrize("n", [1024, 2048, 8192, 16384])
+@pytest.mark.parametrize("n", [1024, 2048, 8192, 16384, 65536, 131072])
 def test_layer_norm_statistics_in_one_trip_keep_rows_far_from_zero_exact(n):
     """bf16 rows at 1000 + 8 N(0, 1) (one_trip_statistics: each thread's mean and squared
-    deviations merged by Chan's formula): mean and rstd to fp32 precision against float64 over
+    deviations merged by Chan's formula, over a cluster's parts too): mean and rstd to fp32 precision against float64 over
     the same bf16 values (E[x^2] - mean^2 would lose them: 1e6 - 1e6)."""
     x = (_rand((40, n), n, torch.float32) * 8.0 + 1000.0).bfloat16()
     _poison_allocator()
@@ -539,6 +539,7 @@ def run_small():
     wide = _rand((20, 131072), 14, torch.bfloat16)          # clusters of 8 walking rows, exchanges pipelined
     softmax.softmax(wide)
     softmax.softmax(wide, log=True)
+    norms.norm_forward(wide, None, None, eps=1e-5, rms=False)   # one exchange a row: (mean, M2)
     ahead = _rand((300, 20000), 8, torch.bfloat16)          # forwards walking rows, one CTA per block
     for rms in (True, False):
         norms.norm_forward(ahead, None, None, residual=ahead, eps=1e-5, rms=rms)
