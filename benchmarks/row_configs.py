@@ -60,7 +60,7 @@ def main() -> None:
             xr, dyr, outr, rstdr, meanr, stat, stat2 = rows
             line = f"{'rms_norm' if rms else 'layer_norm':10} N={n:6}"
             for cfg in configs((16, 32, 64)):
-                fwd = fraction(lambda: norms._forward(xr, None, w, b, outr, None, stat, stat2, 1e-6, cfg, rms, 1), 2)
+                fwd = fraction(lambda: norms._forward(xr, None, w, b, outr, None, stat, stat2, 1e-6, 1, cfg, rms, 1), 2)
                 line += f"  fwd {_label(cfg)}: {fwd:.2f}"
             for cfg in configs((16, 32, 64)):
                 cfg = replace(cfg, threads=512)        # the backward's CTAs (norms.backward_config)

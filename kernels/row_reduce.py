@@ -330,15 +330,15 @@ def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, step=None, peers=Non
 
 
 @cute.jit
-def row_mean_m2(x, cfg: RowConfig, row_in_cta, step=None, peers=None):
+def row_mean_m2(x, cfg: RowConfig, row_in_cta, step=None, peers=None, cluster_wide: bool = True):
     """(mean, sum of squared deviations) of each row in one trip through shared memory (and
     one exchange over a cluster), where the two-pass form (the mean, then the squares about it)
     takes two: each thread centers its own values on its own mean, and partial results merge
     pairwise by Chan's formula (counts n_a, n_b: M2 = M2_a + M2_b + (mean_b - mean_a)^2 n_a n_b
     / (n_a + n_b)), which keeps the two-pass form's accuracy. Every thread holds the same count
     of the row's values (no padding: the caller checks), so the counts are compile-time
-    constants. `step` and `peers` as row_reduce's; under a cluster each CTA sends its part's
-    (mean, M2) and merges every part's in rank order (the same result in every CTA)."""
+    constants. `step`, `peers` and `cluster_wide` as row_reduce's; under a cluster each CTA
+    sends its part's (mean, M2) and merges every part's in rank order (cluster_merge_mean_m2)."""
     values = cfg.vec * cfg.vectors
     mean = fold(x, "sum") * (1.0 / values)
     centered = x - mean
@@ -369,17 +369,26 @@ def row_mean_m2(x, cfg: RowConfig, row_in_cta, step=None, peers=None):
             delta = other_mean - mean
             mean = mean + delta * (1.0 / (w + 1))
             m2 = m2 + other_m2 + delta * delta * (count * w / (w + 1))
-        count = count * warps
-    if cute.const_expr(cfg.cluster > 1):
+    if cute.const_expr(cfg.cluster > 1 and cluster_wide):
         tidx, _, _ = cute.arch.thread_idx()
         cluster_send((mean, m2), cfg, tidx % cfg.threads_per_row, row_in_cta, step, peers)
-        slots, at = cluster_receive(cfg, step, peers)
-        mean, m2 = slots[(row_in_cta, 0, 0, at)], slots[(row_in_cta, 0, 1, at)]
-        for r in cute.range_constexpr(1, cfg.cluster):
-            other_mean, other_m2 = slots[(row_in_cta, r, 0, at)], slots[(row_in_cta, r, 1, at)]
-            delta = other_mean - mean
-            mean = mean + delta * (1.0 / (r + 1))
-            m2 = m2 + other_m2 + delta * delta * (count * r / (r + 1))
+        mean, m2 = cluster_merge_mean_m2(cfg, row_in_cta, step, peers)
+    return mean, m2
+
+
+@cute.jit
+def cluster_merge_mean_m2(cfg: RowConfig, row_in_cta, step, peers):
+    """Receives exchange `step`, every CTA's (mean, M2) of its part of the row (row_mean_m2
+    with cluster_wide=False, then cluster_send), and merges them in rank order by Chan's
+    formula: the row's (mean, M2), the same in every CTA. Every part holds cfg.part columns
+    (no padding)."""
+    slots, at = cluster_receive(cfg, step, peers)
+    mean, m2 = slots[(row_in_cta, 0, 0, at)], slots[(row_in_cta, 0, 1, at)]
+    for r in cute.range_constexpr(1, cfg.cluster):
+        other_mean, other_m2 = slots[(row_in_cta, r, 0, at)], slots[(row_in_cta, r, 1, at)]
+        delta = other_mean - mean
+        mean = mean + delta * (1.0 / (r + 1))
+        m2 = m2 + other_m2 + delta * delta * (cfg.part * r / (r + 1))
     return mean, m2
 
 

@@ -75,7 +75,7 @@ def test_cluster_norms_trade_partial_sums_through_distributed_shared_memory(rms)
     assert (fwd_cfg.cluster, bwd_cfg.cluster) == (2, 8)
     mean = None if rms else dynamic_rows(stat)
     fwd = cute.compile(norms._forward, dynamic_rows(x), None, w, None if rms else w, dynamic_rows(x), None,
-                       dynamic_rows(stat), mean, 1e-6, fwd_cfg, rms, 1, options={"arch": "sm_90a"})
+                       dynamic_rows(stat), mean, 1e-6, 1, fwd_cfg, rms, 1, options={"arch": "sm_90a"})
     part = torch.empty(4, 65536)
     bwd = cute.compile(norms._backward, dynamic_rows(x), w, dynamic_rows(x), dynamic_rows(stat), mean, dynamic_rows(x),
                        dynamic_rows(part), None if rms else dynamic_rows(part), w, None if rms else w, 1, bwd_cfg,
@@ -148,7 +148,7 @@ def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     assert "ex2.approx" in ptx and "max.f32" in ptx and "shfl.sync.bfly" in ptx
     w, rstd = torch.empty(4096, dtype=dtype), torch.empty(96)
     ptx = cute.compile(norms._forward, dynamic_rows(x), None, w, None, dynamic_rows(x), None, dynamic_rows(rstd),
-                       None, 1e-6, norms._config(4096, (x, w), norms.FORWARD_VALUES), True, 1).__ptx__
+                       None, 1e-6, 1, norms._config(4096, (x, w), norms.FORWARD_VALUES), True, 1).__ptx__
     assert f"ld.global.{vec}" in _accesses(ptx) and "rsqrt.approx" in ptx
 
 
@@ -168,7 +168,7 @@ def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
         values, walk = norms.forward_plan(16384, x.element_size(), rms, residual)
         cfg = norms._config(16384, (x, w), values)
         kernel = cute.compile(norms._forward, dynamic_rows(x), res, w, None if rms else w, dynamic_rows(x), res,
-                              dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, cfg, rms, walk,
+                              dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, 1, cfg, rms, walk,
                               options={"arch": "sm_90a"})
         assert all(k.get("spill_stores") == 0 for k in kernel.kernels)
         return cfg, walk, kernel.__ptx__
@@ -201,7 +201,7 @@ def test_every_walking_forward_plan_compiles_without_spilling(key):
         x, w, stat = torch.empty(64, n, dtype=dtype), torch.empty(n, dtype=dtype), torch.empty(64)
         res = dynamic_rows(x) if residual else None
         kernel = cute.compile(norms._forward, dynamic_rows(x), res, w, None if rms else w, dynamic_rows(x), res,
-                              dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6,
+                              dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, 1,
                               norms._config(n, (x, w), values), rms, walk, options={"arch": "sm_90a"})
         assert all(k.get("spill_stores") == 0 for k in kernel.kernels), (n, values, walk, kernel.kernels)
 

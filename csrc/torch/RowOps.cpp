@@ -36,7 +36,7 @@ struct RowKernel {
   int64_t rowsPerCta = 1; // per group of `cluster` CTAs
   int64_t threads = 128;
   int64_t cluster = 1;
-  int64_t resident = 0;        // groups that run at once (the norm backward's grid)
+  int64_t resident = 0;        // groups that run at once (a persistent grid; 0: not one)
   std::vector<int64_t> recipe; // kind * 1000 + index (cute_torch/ops/row_build.py)
 };
 
@@ -230,7 +230,11 @@ layerNormCuda(const at::Tensor &x, const std::optional<at::Tensor> &weight,
                         describe('c', b, op), describe('r', y, op), describe('r', rOut, op),
                         describe('v', rstd, op), describe('v', mean, op)}),
                   rms ? "1" : "0", x.device().index());
-    launch(k, {x2, r2, w, b, y, rOut, rstd, mean}, {eps}, {}, op);
+    // kernels/norms.forward_groups: a pipelined forward's persistent grid (resident groups
+    // asked), unused by the other forwards.
+    const int64_t blocks = (m + k.rowsPerCta - 1) / k.rowsPerCta;
+    const int64_t groups = k.resident ? std::max<int64_t>(1, std::min(blocks, k.resident)) : 1;
+    launch(k, {x2, r2, w, b, y, rOut, rstd, mean}, {eps}, {groups}, op);
   }
   return {y.view(x.sizes()), rOut.defined() ? rOut.view(x.sizes()) : at::empty({0}, x.options()),
           rstd, orEmpty(mean, rstd)};

@@ -83,7 +83,7 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
     from ..kernels.row_chunks import chunk_config
 
     ops = _operands(descriptions, device)
-    resident = 0                        # the norm backward's co-resident groups (0: not asked)
+    resident = 0                        # co-resident groups of a persistent grid (0: not asked, or none)
     args = [None if o is None else o.arg() for o in ops]
     bits = [f == "1" for f in flags]
     options = {"arch": arch} if arch else None
@@ -102,8 +102,10 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         size = max(o.element_size() for o in ops[:6] if o is not None)
         values, walk = norms.forward_plan(ops[0].n, size, bits[0], ops[1] is not None)
         cfg = norms.forward_config(ops[0].n, [o for o in ops[:6]], values)
-        compiled = norms._forward.compile(*args, 1e-5, cfg, bits[0], walk, options=options)
-        recipe = _recipe(ops, floats=1)
+        compiled = norms._forward.compile(*args, 1e-5, 1, cfg, bits[0], walk, options=options)
+        recipe = _recipe(ops, floats=1, ints=1)
+        if arch is None and norms.pipelined_forward(cfg, walk, 8 * ops[0].element_size(), bits[0], ops[1] is not None):
+            resident = norms.forward_resident(compiled, cfg, device)
     elif op == "layer_norm_backward":   # x, weight, dy, rstd, mean, dx, dweight and dbias partials, dweight, dbias
         cfg = norms.backward_config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]], ops[4] is not None)
         compiled = norms._backward.compile(*args, 1, cfg, options=options)
