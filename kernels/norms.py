@@ -52,8 +52,8 @@ from cute_torch import Constexpr
 from .column_sums import launch_sum_partials
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_staged, cluster_merge_mean_m2,
                          cluster_peers, cluster_reduce_received, cluster_send, column_mask, cta_group, dynamic_rows,
-                         fetch_row, fold, launch_cluster, launch_grid, load_row, row_config, row_mean_m2, row_reduce,
-                         stage_row, stage_vectors, store_row, thread_place)
+                         fetch_row, fold, launch_cluster, launch_grid, load_row, persistent_groups, resident_groups,
+                         row_config, row_mean_m2, row_reduce, stage_row, stage_vectors, store_row, thread_place)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -197,7 +197,7 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
 
 def pipelined_forward(cfg: RowConfig, walk: int, bits: int, rms: bool, residual: bool) -> bool:
     """Whether the forward walks rows over a cluster with its exchanges pipelined
-    (_walk_cluster_rows) on a persistent grid (forward_groups): LayerNorm's walking forwards
+    (_walk_cluster_rows) on a persistent grid (row_reduce.persistent_groups): LayerNorm's walking forwards
     over clusters whose statistics take one trip (one_trip_statistics: 16-bit rows without
     padding or a residual). bf16 with weight and bias, fraction of copy, H200: two exchanges
     a row -> one 0.80 -> 0.81 (65536) / 0.77 -> 0.77 (131072); pipelined 0.82 / 0.80; on the
@@ -550,7 +550,7 @@ def _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg: Conste
 def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, groups: cute.Int32, cfg: Constexpr,
              rms: Constexpr, walk: Constexpr):
     """`walk`: forward_plan's blocks of rows per CTA (cluster); `groups`: a pipelined_forward's
-    persistent grid (forward_groups), unused by the others."""
+    persistent grid (row_reduce.persistent_groups), unused by the others."""
     grid = launch_grid(x.shape[0], cfg, walk)
     if cute.const_expr(pipelined_forward(cfg, walk, x.element_type.width, rms, res is not None)):
         grid = (groups * cfg.cluster, 1, 1)
@@ -675,44 +675,6 @@ def backward_ring(cfg, x_size: int, dy_size: int, w_size: int) -> tuple[int, int
         padded(cfg.part * w_size)
 
 
-_RESIDENT: dict = {}
-
-
-def backward_groups(m: int, cfg, resident: int) -> int:
-    """The backward's persistent grid, in groups of cfg.cluster CTAs: as many as run at once
-    (`resident`, from the compiled kernel's occupancy), at most one per block of rows; each
-    group writes one partial row. csrc/torch/RowOps.cpp computes the same."""
-    return max(1, min(-(-m // cfg.rows), resident))
-
-
-def forward_groups(m: int, cfg, resident: int) -> int:
-    """A pipelined_forward's persistent grid, in groups of cfg.cluster CTAs: as many as run at
-    once (`resident`: forward_resident), each walking every groups-th row; the walk fills again
-    at every group's start, and groups of 8 rows of 131072 columns had made 128 clusters of 8,
-    9 waves of the 15 that fit an H200 at once, the last half full (16 clusters walking 64
-    rows: two waves, 0.52 of copy). csrc/torch/RowOps.cpp computes the same."""
-    return max(1, min(-(-m // cfg.rows), resident))
-
-
-def forward_resident(compiled, cfg, device: int) -> int:
-    """Groups of the forward `compiled` (_forward's) that run at once on `device`, asked once
-    per kernel shape."""
-    kernel = compiled.kernels[0]        # (what the occupancy depends on)
-    key = (cfg.threads, cfg.cluster, kernel.get("registers"), kernel.get("static_smem"), device)
-    if key not in _RESIDENT:
-        _RESIDENT[key] = compiled.max_active_clusters(0, device)
-    return _RESIDENT[key]
-
-
-def resident_groups(compiled, cfg, sizes: tuple, device: int) -> int:
-    """Clusters of the compiled backward (`_backward`'s host function; operand element `sizes`
-    as backward_ring takes them) that run at once on `device`, asked once per configuration."""
-    key = (cfg, sizes, device)
-    if key not in _RESIDENT:
-        _RESIDENT[key] = compiled.max_active_clusters(backward_ring(cfg, *sizes)[1], device)
-    return _RESIDENT[key]
-
-
 def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: float = 1e-6, rms: bool = True):
     """(y, residual_out or None, rstd, mean or None): RMSNorm (rms) or LayerNorm of x (+ residual)
     over the last dim; y in x's dtype, residual_out in the residual's, statistics Float32."""
@@ -736,7 +698,7 @@ def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: fl
         compiled = _forward.compile(*args, 1, cfg, rms, walk)
         groups = 1                                  # (a grid of forward_plan's walks: not asked)
         if pipelined_forward(cfg, walk, 8 * x2.element_size(), rms, residual is not None):
-            groups = forward_groups(m, cfg, forward_resident(compiled, cfg, x.device.index))
+            groups = persistent_groups(m, cfg, resident_groups(compiled, cfg, x.device.index))
         compiled(*args, groups, cfg, rms, walk)
     shape = x.shape
     return y.view(shape), None if res_out is None else res_out.view(shape), rstd, mean
@@ -766,7 +728,8 @@ def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor,
     if m:
         compiled = _backward.compile(*args, 1, cfg)
         sizes = tuple(0 if t is None else t.element_size() for t in (x2, dy2, w))
-        groups = backward_groups(m, cfg, resident_groups(compiled, cfg, sizes, x.device.index))
+        groups = persistent_groups(m, cfg, resident_groups(compiled, cfg, x.device.index,
+                                                           backward_ring(cfg, *sizes)[1]))
     dw_partial = partial(groups) if want_dw else None
     db_partial = partial(groups) if want_db else None
     if m:

@@ -462,6 +462,27 @@ def fold(values, op):
     return values.reduce(cute.ReductionOp.ADD)
 
 
+_RESIDENT: dict = {}
+
+
+def persistent_groups(m: int, cfg: RowConfig, resident: int) -> int:
+    """A persistent grid, in groups of cfg.cluster CTAs: as many as run at once (`resident`:
+    resident_groups), at most one per block of rows; each group walks every groups-th block.
+    csrc/torch/RowOps.cpp computes the same (persistentGroups)."""
+    return max(1, min(-(-m // cfg.rows), resident))
+
+
+def resident_groups(compiled, cfg: RowConfig, device: int, smem: int = 0) -> int:
+    """Groups of the first kernel of `compiled` (cfg.cluster CTAs each, `smem` bytes of dynamic
+    shared memory) that run at once on `device` (its GPCs may leave SMs over that a cluster
+    cannot span: fewer than SMs / cluster size), asked of the driver once per kernel shape."""
+    kernel = compiled.kernels[0]
+    key = (cfg.threads, cfg.cluster, kernel.get("registers"), kernel.get("static_smem"), smem, device)
+    if key not in _RESIDENT:
+        _RESIDENT[key] = compiled.max_active_clusters(smem, device)
+    return _RESIDENT[key]
+
+
 def launch_grid(rows, cfg: RowConfig, blocks_per_group: int = 1):
     """One group of CTAs (one cluster) per `blocks_per_group` blocks of `cfg.rows` rows."""
     blocks = (rows + cfg.rows - 1) // cfg.rows

@@ -35,14 +35,12 @@ from cute_torch import Constexpr
 
 from .row_chunks import chunk_config, chunks, load_chunk, load_edge, online_logsumexp, store_chunk, store_edge
 from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive, cluster_send,
-                         cta_group, dynamic_rows, fetch_row, fold, launch_cluster, launch_grid, load_row, row_config,
-                         row_reduce, store_row, thread_place)
+                         cta_group, dynamic_rows, fetch_row, fold, launch_cluster, launch_grid, load_row,
+                         persistent_groups, resident_groups, row_config, row_reduce, store_row, thread_place)
 
 LOG2_E = math.log2(math.e)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
-# Rows each cluster walks forward (_walk_cluster_rows).
-CLUSTER_WALK = 8
 
 
 def values_per_thread(n: int) -> int:
@@ -245,13 +243,16 @@ def _long_backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, cfg: Conste
 
 
 @cute.jit
-def _forward(x: cute.Tensor, y: cute.Tensor, cfg: Constexpr, log: Constexpr):
-    walk = CLUSTER_WALK if cute.const_expr(pipelined(cfg, x.element_type.width, log)) else 1
-    _forward_kernel(x, y, cfg, log).launch(grid=launch_grid(x.shape[0], cfg, walk), block=(cfg.threads, 1, 1),
-                                           cluster=launch_cluster(cfg), min_blocks_per_mp=resident_ctas(cfg, log, walk))
+def _forward(x: cute.Tensor, y: cute.Tensor, groups: cute.Int32, cfg: Constexpr, log: Constexpr):
+    """`groups`: a pipelined walk's persistent grid (row_reduce.persistent_groups), unused by
+    the one-row-per-CTA forward."""
+    walk = pipelined(cfg, x.element_type.width, log)
+    grid = (groups * cfg.cluster, 1, 1) if cute.const_expr(walk) else launch_grid(x.shape[0], cfg)
+    _forward_kernel(x, y, cfg, log).launch(grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
+                                           min_blocks_per_mp=resident_ctas(cfg, log, walk))
 
 
-def resident_ctas(cfg: RowConfig, log: bool, walk: int):
+def resident_ctas(cfg: RowConfig, log: bool, walk: bool):
     """CTAs per SM the forward asks ptxas to fit (None: no bound). log_softmax holds x through
     both reductions, and ptxas makes every exponential of the sum live beside it: 124-141
     registers per thread from 4096 columns, so one CTA per SM where softmax (which holds the
@@ -260,7 +261,7 @@ def resident_ctas(cfg: RowConfig, log: bool, walk: int):
     threads: 128 registers), no spills. H200 fraction of copy, unbounded -> bounded: bf16 4096
     0.90 -> 0.99, 8192 0.89 -> 0.98, 16384 0.59 -> 0.94; Float32 16384 0.90 -> 0.98, 32768
     0.82 -> 1.00. The pipelined walks keep theirs: bounded, they spill (240 bytes)."""
-    if not log or walk > 1:
+    if not log or walk:
         return None
     return max(2, 65536 // (128 * cfg.threads))
 
@@ -325,7 +326,13 @@ def softmax(x: torch.Tensor, log: bool = False, out: torch.Tensor | None = None)
     if x2.numel() and takes_chunks(x2, y):
         _long_forward(dynamic_rows(x2), dynamic_rows(y), *chunk_config(x2, y), log)
     elif x2.numel():
-        _forward(dynamic_rows(x2), dynamic_rows(y), _config(x2, y), log)
+        cfg = _config(x2, y)
+        args = (dynamic_rows(x2), dynamic_rows(y))
+        compiled = _forward.compile(*args, 1, cfg, log)
+        groups = 1
+        if pipelined(cfg, 8 * x2.element_size(), log):
+            groups = persistent_groups(x2.shape[0], cfg, resident_groups(compiled, cfg, x.device.index))
+        compiled(*args, groups, cfg, log)
     return y.view(x.shape)
 
 

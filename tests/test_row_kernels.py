@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import cute_torch as cute
 from conftest import run_under_sanitizer
 from cute_torch.kernels import norms, softmax
-from cute_torch.kernels.row_reduce import MAX_N, dynamic_rows, row_config
+from cute_torch.kernels.row_reduce import MAX_N, dynamic_rows, resident_groups, row_config
 
 needs_gpu = pytest.mark.gpu
 
@@ -103,7 +103,7 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
     cfg = softmax._config(x, x)
     assert cfg.cluster == 8 and cfg.vectors * cfg.vec == 32
     rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
-    fwd = cute.compile(softmax._forward, rows, rows, cfg, log, options=hopper)
+    fwd = cute.compile(softmax._forward, rows, rows, 1, cfg, log, options=hopper)
     for kernel in (fwd, cute.compile(softmax._backward, rows, rows, rows, cfg, log, options=hopper)):
         ptx = kernel.__ptx__
         assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32" in ptx
@@ -125,7 +125,7 @@ def test_cluster_rows_pipeline_their_exchanges_within_the_register_budget(dtype)
     x, w, stat = torch.empty(8, 65536, dtype=dtype), torch.empty(65536, dtype=dtype), torch.empty(8)
     rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
     cfg = softmax._config(x, x)
-    fwd = cute.compile(softmax._forward, rows, rows, cfg, True, options=hopper)
+    fwd = cute.compile(softmax._forward, rows, rows, 1, cfg, True, options=hopper)
     assert softmax.pipelined(cfg, x.element_size() * 8, True) == (dtype == torch.float16)
     assert fwd.__ptx__.count("mbarrier.init") == (4 if dtype == torch.float16 else 2)
     bwd_cfg = norms.backward_config(65536, (x, x, w, x))
@@ -143,7 +143,7 @@ def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     x = torch.empty(96, 4096, dtype=dtype)
     cfg = softmax._config(x, x)
     vec = "v4.b32" if dtype == torch.bfloat16 else "v4.f32"
-    ptx = cute.compile(softmax._forward, dynamic_rows(x), dynamic_rows(x), cfg, False).__ptx__
+    ptx = cute.compile(softmax._forward, dynamic_rows(x), dynamic_rows(x), 1, cfg, False).__ptx__
     assert {f"ld.global.{vec}", f"st.global.{vec}"} == {a for a in _accesses(ptx) if ".v" in a}
     assert "ex2.approx" in ptx and "max.f32" in ptx and "shfl.sync.bfly" in ptx
     w, rstd = torch.empty(4096, dtype=dtype), torch.empty(96)
@@ -235,8 +235,8 @@ def test_rows_too_long_for_registers_are_read_in_chunks_16_bytes_at_a_time():
 
 def test_one_kernel_serves_every_number_of_rows():
     a, b = torch.empty(7, 512), torch.empty(70000, 512)
-    ka = cute.compile(softmax._forward, dynamic_rows(a), dynamic_rows(a), softmax._config(a, a), False)
-    kb = cute.compile(softmax._forward, dynamic_rows(b), dynamic_rows(b), softmax._config(b, b), False)
+    ka = cute.compile(softmax._forward, dynamic_rows(a), dynamic_rows(a), 1, softmax._config(a, a), False)
+    kb = cute.compile(softmax._forward, dynamic_rows(b), dynamic_rows(b), 1, softmax._config(b, b), False)
     assert ka.__ptx__ == kb.__ptx__
 
 
@@ -289,6 +289,20 @@ def test_softmax_forward_and_backward(m, n, log, dtype):
     want = (dy.double() - torch.exp(yd) * dy.double().sum(-1, keepdim=True)) if log else \
         yd * (dy.double() - (dy.double() * yd).sum(-1, keepdim=True))
     _check(dx, want.detach(), dtype, "backward")
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("m,n", [(700, 32768), (300, 65536), (60, 131072)])
+def test_softmax_pipelined_walks_rows_on_a_persistent_grid(m, n, log, dtype):
+    """The pipelined walks (softmax.pipelined: 16-bit log_softmax over a cluster, softmax over 8
+    CTAs) on a grid of the clusters that run at once, each walking several rows (both slot
+    sets and the walk's last rows), every element against float64."""
+    x = _rand((m, n), m + n, dtype, scale=30.0)
+    _poison_allocator()
+    y = softmax.softmax(x, log=log)
+    _check(y, (torch.log_softmax if log else torch.softmax)(x.double(), -1), dtype, "forward")
 
 
 @needs_gpu
@@ -402,18 +416,20 @@ def test_layer_norm_statistics_in_one_trip_keep_rows_far_from_zero_exact(n):
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("rms", [True, False])
-@pytest.mark.parametrize("m,n", [(300, 16384), (130, 20000), (70, 40000), (9, 65536), (5, 131072)])
+@pytest.mark.parametrize("m,n", [(300, 16384), (130, 20000), (70, 40000), (9, 65536), (200, 65536), (5, 131072),
+                                 (70, 131072)])
 def test_norm_forwards_walking_rows_with_a_residual_of_their_dtype(m, n, rms, dtype):
     """forward_plan's walks (the next rows fetched ahead; one CTA or a cluster per block; 300
-    rows: each of 38 groups walks 8 blocks, both slot sets), with and without a residual of
-    the input's dtype, every element against float64."""
+    rows: each of 38 groups walks 8 blocks, both slot sets; bf16 LayerNorm past 32768 columns
+    pipelined on a persistent grid: 200 rows of 65536 and 70 of 131072 walk several rows per
+    cluster), with and without a residual of the input's dtype, every element against float64."""
     seed = m + n * 7 + rms
     x = _rand((m, n), seed, dtype, scale=3.0) + 1.5
     w, b = _rand((n,), seed + 1, dtype), None if rms else _rand((n,), seed + 2, dtype)
     r = _rand((m, n), seed + 3, dtype)
     for residual in (None, r):
         _poison_allocator()
-        y, r_out, rstd, _ = norms.norm_forward(x, w, b, residual, eps=1e-5, rms=rms)
+        y, r_out, rstd, mean = norms.norm_forward(x, w, b, residual, eps=1e-5, rms=rms)
         xs = x.double() + (0 if residual is None else r.double())
         if residual is not None:
             _check(r_out, xs, dtype, "residual out")
@@ -421,6 +437,8 @@ def test_norm_forwards_walking_rows_with_a_residual_of_their_dtype(m, n, rms, dt
         _check(y, want, dtype, "y")
         var = xs.pow(2).mean(-1) if rms else xs.var(-1, unbiased=False)
         _check(rstd, torch.rsqrt(var + 1e-5), torch.float32, "rstd")
+        if not rms:
+            _check(mean, xs.mean(-1), torch.float32, "mean")
 
 
 @needs_gpu
@@ -577,7 +595,7 @@ def test_the_norm_backward_grid_is_what_runs_at_once():
         probe = dynamic_rows(torch.empty(1, n, device="cuda"))
         compiled = norms._backward.compile(dynamic_rows(x), w, dynamic_rows(x), dynamic_rows(x[:, 0].float()), None,
                                            dynamic_rows(x), probe, None, w, None, 1, cfg)
-        resident = norms.resident_groups(compiled, cfg, (2, 2, 2), 0)
+        resident = resident_groups(compiled, cfg, 0, norms.backward_ring(cfg, 2, 2, 2)[1])
         assert 1 <= resident <= sms // cfg.cluster, (n, cfg, resident)
 
 

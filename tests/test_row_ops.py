@@ -181,8 +181,8 @@ def test_the_builder_compiles_each_op_and_says_where_its_arguments_come_from():
     from cute_torch.ops import row_build
     rows, vec, col = "r;bfloat16;4096;4096;16;0", "v;float32;1;1;16;0", "c;bfloat16;4096;1;16;0"
     cases = {
-        ("softmax", f"{rows}|{rows}", "0"): [0, 1000, 1, 1001],
-        ("softmax", "r;float32;131072;131072;16;0|r;float32;131072;131072;16;0", "1"): [0, 1000, 1, 1001],
+        ("softmax", f"{rows}|{rows}", "0"): [0, 1000, 1, 1001, 5000],
+        ("softmax", "r;float32;131072;131072;16;0|r;float32;131072;131072;16;0", "1"): [0, 1000, 1, 1001, 5000],
         ("softmax_backward", f"{rows}|{rows}|{rows}", "1"): [0, 1000, 1, 1001, 2, 1002],
         ("layer_norm", f"{rows}|-|{col}|-|{rows}|-|{vec}|-", "1"): [0, 1000, 2, 4, 1004, 6, 1006, 4000, 5000],
         ("layer_norm_backward", f"{rows}|{col}|{rows}|{vec}|{vec}|{rows}|r;float32;4096;4096;16;0|-|{col}|-", ""):
