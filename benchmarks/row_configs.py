@@ -48,7 +48,7 @@ def main() -> None:
         line = f"softmax  N={n:6}"
         for cfg in configs((32, 64)):
             forward = softmax._forward.compile(dynamic_rows(x), dynamic_rows(out), 1, cfg, False)
-            groups = persistent_groups(m, cfg, resident_groups(forward, cfg, 0)) if softmax.pipelined(cfg, 16, False) \
+            groups = persistent_groups(m, cfg, resident_groups(forward, cfg, 0)) if softmax.persistent(cfg, 16, False) \
                 else 1
             fwd = fraction(lambda: forward(dynamic_rows(x), dynamic_rows(out), groups, cfg, False), 2)
             bwd = fraction(lambda: softmax._backward(dynamic_rows(y), dynamic_rows(dy), dynamic_rows(out), cfg, False),

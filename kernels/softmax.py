@@ -41,6 +41,8 @@ from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers
 LOG2_E = math.log2(math.e)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
+# Rows each cluster of 2 walks forward (_walk_cluster_rows; larger clusters: persistent).
+CLUSTER_WALK = 8
 
 
 def values_per_thread(n: int) -> int:
@@ -85,6 +87,18 @@ def pipelined(cfg: RowConfig, bits: int, log: bool) -> bool:
     the H100 less than 1 % (bf16 131072: 0.740 -> 0.767 of copy, H100 0.919 -> 0.912; 2026-11-26),
     so softmax walks there. Longer rows, or Float32 ones, would spill the two rows' registers."""
     return (log or cfg.cluster >= MAX_CLUSTER) and cfg.cluster > 1 and cfg.vectors * cfg.vec <= 32 and bits <= 16
+
+
+def persistent(cfg: RowConfig, bits: int, log: bool) -> bool:
+    """Whether the pipelined walk runs on a persistent grid (row_reduce.persistent_groups: as
+    many clusters as run at once, each walking every groups-th row) rather than clusters of
+    CLUSTER_WALK rows: over clusters of 4 and 8. Clusters of 8 for 1024 rows of 131072 columns
+    had made 9 waves of the 15 that fit at once, the last half full, and the walk fills again
+    at every cluster's start. bf16 fraction of copy, H200 / H100: softmax 131072 0.765 -> 0.877
+    / 0.911 -> 0.944; log_softmax 65536 0.805 -> 0.884 / 0.928 -> 0.926, 131072 0.781 -> 0.877
+    / 0.918 -> 0.947. Over clusters of 2 (log_softmax at 32768: 0.861 -> 0.907 / 0.953 ->
+    0.917) it cost the H100 more than 2 %: those keep CLUSTER_WALK."""
+    return pipelined(cfg, bits, log) and cfg.cluster >= 4
 
 
 @cute.jit
@@ -244,10 +258,11 @@ def _long_backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, cfg: Conste
 
 @cute.jit
 def _forward(x: cute.Tensor, y: cute.Tensor, groups: cute.Int32, cfg: Constexpr, log: Constexpr):
-    """`groups`: a pipelined walk's persistent grid (row_reduce.persistent_groups), unused by
-    the one-row-per-CTA forward."""
+    """`groups`: a persistent walk's grid (row_reduce.persistent_groups), unused by the others."""
     walk = pipelined(cfg, x.element_type.width, log)
-    grid = (groups * cfg.cluster, 1, 1) if cute.const_expr(walk) else launch_grid(x.shape[0], cfg)
+    grid = launch_grid(x.shape[0], cfg, CLUSTER_WALK if cute.const_expr(walk) else 1)
+    if cute.const_expr(persistent(cfg, x.element_type.width, log)):
+        grid = (groups * cfg.cluster, 1, 1)
     _forward_kernel(x, y, cfg, log).launch(grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
                                            min_blocks_per_mp=resident_ctas(cfg, log, walk))
 
@@ -330,7 +345,7 @@ def softmax(x: torch.Tensor, log: bool = False, out: torch.Tensor | None = None)
         args = (dynamic_rows(x2), dynamic_rows(y))
         compiled = _forward.compile(*args, 1, cfg, log)
         groups = 1
-        if pipelined(cfg, 8 * x2.element_size(), log):
+        if persistent(cfg, 8 * x2.element_size(), log):
             groups = persistent_groups(x2.shape[0], cfg, resident_groups(compiled, cfg, x.device.index))
         compiled(*args, groups, cfg, log)
     return y.view(x.shape)

@@ -206,6 +206,23 @@ def test_every_walking_forward_plan_compiles_without_spilling(key):
         assert all(k.get("spill_stores") == 0 for k in kernel.kernels), (n, values, walk, kernel.kernels)
 
 
+def test_pipelined_walks_take_persistent_grids_where_measured():
+    """LayerNorm's 16-bit forward over a cluster (one exchange a row: one_trip_statistics) walks
+    pipelined on a persistent grid, RMSNorm's and those with a residual or Float32 rows do not;
+    softmax's pipelined walks are persistent over clusters of 4 and 8, not 2 (the H100 lost)."""
+    for n, want in ((32768, False), (65536, True), (131072, True)):
+        values, walk = norms.forward_plan(n, 2, False, False)
+        cfg = norms._config(n, (torch.empty(1, n, dtype=torch.bfloat16),), values)
+        assert norms.pipelined_forward(cfg, walk, 16, False, False) == want, n
+        assert not norms.pipelined_forward(cfg, walk, 16, True, False) and not norms.pipelined_forward(
+            cfg, walk, 16, False, True)
+    for n, log, want in ((32768, True, False), (65536, True, True), (131072, False, True), (65536, False, False)):
+        x = torch.empty(1, n, dtype=torch.bfloat16)
+        assert softmax.persistent(softmax._config(x, x), 16, log) == want, (n, log)
+    x = torch.empty(1, 65536)
+    assert not softmax.persistent(softmax._config(x, x), 32, True)
+
+
 def test_forward_plans_walk_long_rows():
     """forward_plan: the last table entry reached applies; short rows keep one block per CTA."""
     assert norms.forward_plan(4096, 2, True, False) == (norms.FORWARD_VALUES, 1)

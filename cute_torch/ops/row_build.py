@@ -9,7 +9,8 @@ kernels/row_reduce.dynamic_rows makes; "v" a per-row vector (M,); "c" a per-colu
 descriptions as they would from the tensors (the alignment stands in for the address).
 
 The result is (host entry, runtime, rows per CTA group, threads per CTA, CTAs per group (the
-cluster), groups that run at once (the norm backward's persistent grid, the column sum's slabs;
+cluster), groups that run at once (the persistent grids of the norm backward, the pipelined walks
+of LayerNorm and softmax forward, the column sum's slabs;
 0 for the others), *recipe, compiled function):
 the recipe lists, per argument slot of the compiled host function, kind * 1000 + index, kinds
 0 operand `index`'s data pointer, 1 its number of rows, 4 float scalar `index` (as float32),
@@ -97,10 +98,10 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         else:
             host = softmax._long_backward if long else softmax._backward
         cfg, *exact = chunk_config(*present) if long else (softmax._config(*present),)
-        persistent = op == "softmax" and not long      # (its groups: a pipelined walk's grid)
-        compiled = host.compile(*args, *([1] if persistent else []), cfg, *exact, log, options=options)
-        recipe = _recipe(ops, ints=int(persistent))
-        if arch is None and persistent and softmax.pipelined(cfg, 8 * ops[0].element_size(), log):
+        grouped = op == "softmax" and not long      # (its groups: a persistent walk's grid)
+        compiled = host.compile(*args, *([1] if grouped else []), cfg, *exact, log, options=options)
+        recipe = _recipe(ops, ints=int(grouped))
+        if arch is None and grouped and softmax.persistent(cfg, 8 * ops[0].element_size(), log):
             resident = resident_groups(compiled, cfg, device)
     elif op == "layer_norm":            # x, residual, weight, bias, y, residual_out, rstd, mean
         size = max(o.element_size() for o in ops[:6] if o is not None)
