@@ -13,7 +13,9 @@ each thread's mean and squared deviations merged by Chan's formula (one_trip_sta
 Short rows take one block of rows per CTA, and two or more CTAs per SM overlap one's
 reductions with another's loads. Long rows (and rows with a residual) leave room for one CTA
 per SM: there each CTA walks several blocks of rows and loads the next block's rows into
-registers before the current block's reductions (forward_plan).
+registers before the current block's reductions (forward_plan). Over a cluster, LayerNorm's
+16-bit parts trade their (mean, M2) once per row, and that trip is pipelined behind the next
+row's, on a grid of as many clusters as run at once (pipelined_forward).
 
 Backward, with x_hat = (x - mean) * rstd and g = dy * w:
 
@@ -83,6 +85,7 @@ FORWARD_WALKS = {
     # Up to 16384 one row per CTA since its statistics take one trip (one_trip_statistics; they walked
     # 2048 .. 16384 with two trips): 2048 / 4096 / 8192 / 16384 0.958 / 0.956 / 0.943 / 0.897 -> 0.968 / 0.971 /
     # 0.974 / 0.896 (H200), 0.970 / 0.991 / 0.977 / 0.958 -> 0.979 / 0.985 / 0.987 / 0.982 (H100)
+    # 65536 and 131072 walk pipelined on a persistent grid (pipelined_forward; the 8 is unused there).
     (2, False, False): [(32768, 64, 8), (65536, 32, 8)],
     # 32768 .. 131072: 0.78 / 0.72 / 0.73 -> 0.94 / 0.90 / 0.87 (H200), 0.86 / 0.84 / 0.86 -> 0.95 / 0.95 / 0.94;
     # 16384 and 32768 walking 4 blocks instead of 8: 0.936 / 0.931 -> 0.943-0.950 / 0.932-0.942 (H200),
@@ -126,8 +129,9 @@ def one_trip_statistics(bits: int, cfg: RowConfig, residual: bool) -> bool:
     0.977 -> 0.974 / 0.987, 16384 0.897 / 0.958 -> 0.896 / 0.982). With a residual it measured
     0.5-1.2 % slower on both; Float32 rows within 0.5 %, and there its rstd was less exact
     (relative error 4.9e-6 against 1.2e-7 on rows at 1000 + N(0, 1)), which a 16-bit output
-    does not resolve. Over a cluster the parts' (mean, M2) trade once instead of two sums
-    (WIP: not measured yet)."""
+    does not resolve. Over a cluster each part's (mean, M2) trade once instead of two sums
+    (bf16 with weight and bias, fraction of copy, 65536 / 131072 columns: H200 0.80 / 0.77 ->
+    0.81 / 0.77, H100 0.918 / 0.898 -> 0.925 / 0.901; then pipelined: pipelined_forward)."""
     return bits <= 16 and not cfg.padding and not residual
 
 
@@ -199,11 +203,13 @@ def pipelined_forward(cfg: RowConfig, walk: int, bits: int, rms: bool, residual:
     """Whether the forward walks rows over a cluster with its exchanges pipelined
     (_walk_cluster_rows) on a persistent grid (row_reduce.persistent_groups): LayerNorm's walking forwards
     over clusters whose statistics take one trip (one_trip_statistics: 16-bit rows without
-    padding or a residual). bf16 with weight and bias, fraction of copy, H200: two exchanges
-    a row -> one 0.80 -> 0.81 (65536) / 0.77 -> 0.77 (131072); pipelined 0.82 / 0.80; on the
-    persistent grid 0.90 / 0.90. The persistent grid cost the other walks (one CTA a block at
-    32768 columns 0.91 -> 0.86, RMSNorm over clusters of 2 at 65536 0.94 -> 0.91): they keep
-    forward_plan's groups of `walk` blocks."""
+    padding or a residual). bf16 with weight and bias, fraction of copy at 65536 / 131072
+    columns, H200: two exchanges a row -> one 0.80 / 0.77 -> 0.81 / 0.77; pipelined 0.82 /
+    0.80; on the persistent grid 0.90 / 0.90 (without weight and bias 0.85 / 0.83 -> 0.93 /
+    0.93). H100: 0.917 / 0.898 -> 0.915 / 0.929 (0.937 / 0.924 -> 0.927 / 0.929). The
+    persistent grid cost the other walks on the H200 (one CTA a block at 32768 columns 0.91 ->
+    0.86, RMSNorm over clusters of 2 at 65536 0.94 -> 0.91): they keep forward_plan's groups of
+    `walk` blocks."""
     return walk > 1 and cfg.cluster > 1 and not rms and one_trip_statistics(bits, cfg, residual)
 
 

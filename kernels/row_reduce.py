@@ -365,10 +365,8 @@ def row_mean_m2(x, cfg: RowConfig, row_in_cta, step=None, peers=None, cluster_wi
         cute.arch.sync_threads()
         mean, m2 = partial[(row_in_cta, 0, 0, at)], partial[(row_in_cta, 0, 1, at)]
         for w in cute.range_constexpr(1, warps):     # warps in order: the same result in every thread
-            other_mean, other_m2 = partial[(row_in_cta, w, 0, at)], partial[(row_in_cta, w, 1, at)]
-            delta = other_mean - mean
-            mean = mean + delta * (1.0 / (w + 1))
-            m2 = m2 + other_m2 + delta * delta * (count * w / (w + 1))
+            mean, m2 = _merge_next(mean, m2, partial[(row_in_cta, w, 0, at)], partial[(row_in_cta, w, 1, at)], w,
+                                   count)
     if cute.const_expr(cfg.cluster > 1 and cluster_wide):
         tidx, _, _ = cute.arch.thread_idx()
         cluster_send((mean, m2), cfg, tidx % cfg.threads_per_row, row_in_cta, step, peers)
@@ -385,11 +383,15 @@ def cluster_merge_mean_m2(cfg: RowConfig, row_in_cta, step, peers):
     slots, at = cluster_receive(cfg, step, peers)
     mean, m2 = slots[(row_in_cta, 0, 0, at)], slots[(row_in_cta, 0, 1, at)]
     for r in cute.range_constexpr(1, cfg.cluster):
-        other_mean, other_m2 = slots[(row_in_cta, r, 0, at)], slots[(row_in_cta, r, 1, at)]
-        delta = other_mean - mean
-        mean = mean + delta * (1.0 / (r + 1))
-        m2 = m2 + other_m2 + delta * delta * (cfg.part * r / (r + 1))
+        mean, m2 = _merge_next(mean, m2, slots[(row_in_cta, r, 0, at)], slots[(row_in_cta, r, 1, at)], r, cfg.part)
     return mean, m2
+
+
+def _merge_next(mean, m2, other_mean, other_m2, merged: int, count: int):
+    """Chan's formula for the (mean, M2) of `merged` partials of `count` values each and one
+    more partial of `count`."""
+    delta = other_mean - mean
+    return mean + delta * (1.0 / (merged + 1)), m2 + other_m2 + delta * delta * (count * merged / (merged + 1))
 
 
 @cute.jit

@@ -17,7 +17,8 @@ Rows over row_reduce.MAX_N elements do not fit a CTA's registers: up to REGISTER
 split over a cluster of CTAs (kernels/row_reduce.py), still one pass; the forward's CTAs
 trade their parts' max and sum of exponentials once per row and combine them; for 16-bit
 log_softmax (and softmax over clusters of 8) each cluster walks several rows with that trip
-pipelined (_walk_cluster_rows).
+pipelined (_walk_cluster_rows), over clusters of 4 and 8 on a grid of as many clusters as run
+at once (persistent).
 Longer rows (and 16-bit rows past MAX_N whose length or stride would make the register path
 read them one element at a time: takes_chunks) are read in chunks (kernels/row_chunks.py), the
 forward's log-sum-exp online in one pass and the output in a second (two reads and one write),
