@@ -15,7 +15,7 @@ import torch
 from timing import kernel_ms
 
 from cute_torch.kernels import norms, softmax
-from cute_torch.kernels.row_reduce import MAX_CLUSTER, MAX_N, dynamic_rows, row_config
+from cute_torch.kernels.row_reduce import MAX_CLUSTER, MAX_N, dynamic_rows, persistent_groups, resident_groups, row_config
 
 
 def _label(cfg) -> str:
@@ -47,7 +47,10 @@ def main() -> None:
         y = softmax.softmax(x)
         line = f"softmax  N={n:6}"
         for cfg in configs((32, 64)):
-            fwd = fraction(lambda: softmax._forward(dynamic_rows(x), dynamic_rows(out), cfg, False), 2)
+            forward = softmax._forward.compile(dynamic_rows(x), dynamic_rows(out), 1, cfg, False)
+            groups = persistent_groups(m, cfg, resident_groups(forward, cfg, 0)) if softmax.persistent(cfg, 16, False) \
+                else 1
+            fwd = fraction(lambda: forward(dynamic_rows(x), dynamic_rows(out), groups, cfg, False), 2)
             bwd = fraction(lambda: softmax._backward(dynamic_rows(y), dynamic_rows(dy), dynamic_rows(out), cfg, False),
                            3)
             line += f"  {_label(cfg)}: fwd {fwd:.2f} bwd {bwd:.2f}"
@@ -60,7 +63,7 @@ def main() -> None:
             xr, dyr, outr, rstdr, meanr, stat, stat2 = rows
             line = f"{'rms_norm' if rms else 'layer_norm':10} N={n:6}"
             for cfg in configs((16, 32, 64)):
-                fwd = fraction(lambda: norms._forward(xr, None, w, b, outr, None, stat, stat2, 1e-6, cfg, rms, 1), 2)
+                fwd = fraction(lambda: norms._forward(xr, None, w, b, outr, None, stat, stat2, 1e-6, 1, cfg, rms, 1), 2)
                 line += f"  fwd {_label(cfg)}: {fwd:.2f}"
             for cfg in configs((16, 32, 64)):
                 cfg = replace(cfg, threads=512)        # the backward's CTAs (norms.backward_config)
@@ -68,7 +71,8 @@ def main() -> None:
                 dw, db = torch.empty_like(w), None if rms else torch.empty_like(w)
                 compiled = norms._backward.compile(xr, w, dyr, rstdr, meanr, outr, probe, None if rms else probe, dw,
                                                    db, 1, cfg)
-                groups = norms.backward_groups(m, cfg, norms.resident_groups(compiled, cfg, (2, 2, 2), 0))
+                smem = norms.backward_ring(cfg, 2, 2, 2)[1]
+                groups = persistent_groups(m, cfg, resident_groups(compiled, cfg, 0, smem))
                 part = torch.empty(groups, n, device="cuda")
                 dw_r, db_r = dynamic_rows(part), None if rms else dynamic_rows(torch.empty_like(part))
                 bwd = fraction(lambda: compiled(xr, w, dyr, rstdr, meanr, outr, dw_r, db_r, dw, db, groups, cfg), 3)

@@ -13,7 +13,9 @@ each thread's mean and squared deviations merged by Chan's formula (one_trip_sta
 Short rows take one block of rows per CTA, and two or more CTAs per SM overlap one's
 reductions with another's loads. Long rows (and rows with a residual) leave room for one CTA
 per SM: there each CTA walks several blocks of rows and loads the next block's rows into
-registers before the current block's reductions (forward_plan).
+registers before the current block's reductions (forward_plan). Over a cluster, LayerNorm's
+16-bit parts trade their (mean, M2) once per row, and that trip is pipelined behind the next
+row's, on a grid of as many clusters as run at once (pipelined_forward).
 
 Backward, with x_hat = (x - mean) * rstd and g = dy * w:
 
@@ -50,10 +52,10 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .column_sums import launch_sum_partials
-from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_staged, cluster_peers,
-                         cluster_reduce_received, cluster_send, column_mask, cta_group, dynamic_rows, fetch_row, fold,
-                         launch_cluster, launch_grid, load_row, row_config, row_mean_m2, row_reduce, stage_row,
-                         stage_vectors, store_row, thread_place)
+from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_staged, cluster_merge_mean_m2,
+                         cluster_peers, cluster_reduce_received, cluster_send, column_mask, cta_group, dynamic_rows,
+                         fetch_row, fold, launch_cluster, launch_grid, load_row, persistent_groups, resident_groups,
+                         row_config, row_mean_m2, row_reduce, stage_row, stage_vectors, store_row, thread_place)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -83,6 +85,7 @@ FORWARD_WALKS = {
     # Up to 16384 one row per CTA since its statistics take one trip (one_trip_statistics; they walked
     # 2048 .. 16384 with two trips): 2048 / 4096 / 8192 / 16384 0.958 / 0.956 / 0.943 / 0.897 -> 0.968 / 0.971 /
     # 0.974 / 0.896 (H200), 0.970 / 0.991 / 0.977 / 0.958 -> 0.979 / 0.985 / 0.987 / 0.982 (H100)
+    # 65536 and 131072 walk pipelined on a persistent grid (pipelined_forward; the 8 is unused there).
     (2, False, False): [(32768, 64, 8), (65536, 32, 8)],
     # 32768 .. 131072: 0.78 / 0.72 / 0.73 -> 0.94 / 0.90 / 0.87 (H200), 0.86 / 0.84 / 0.86 -> 0.95 / 0.95 / 0.94;
     # 16384 and 32768 walking 4 blocks instead of 8: 0.936 / 0.931 -> 0.943-0.950 / 0.932-0.942 (H200),
@@ -117,7 +120,7 @@ def forward_values(n: int, rms: bool, residual: bool = False) -> int:
     return 32 if n > 8192 and residual else FORWARD_VALUES
 
 
-def one_trip_statistics(element_type, cfg: RowConfig, residual: bool) -> bool:
+def one_trip_statistics(bits: int, cfg: RowConfig, residual: bool) -> bool:
     """Whether LayerNorm's forward takes its mean and variance in one trip through shared memory
     (row_reduce.row_mean_m2: each thread's own mean and squared deviations, merged by Chan's
     formula) instead of two (the mean, then the squares about it): for 16-bit rows held whole
@@ -126,21 +129,23 @@ def one_trip_statistics(element_type, cfg: RowConfig, residual: bool) -> bool:
     0.977 -> 0.974 / 0.987, 16384 0.897 / 0.958 -> 0.896 / 0.982). With a residual it measured
     0.5-1.2 % slower on both; Float32 rows within 0.5 %, and there its rstd was less exact
     (relative error 4.9e-6 against 1.2e-7 on rows at 1000 + N(0, 1)), which a 16-bit output
-    does not resolve."""
-    return element_type.width <= 16 and cfg.cluster == 1 and not cfg.padding and not residual
+    does not resolve. Over a cluster each part's (mean, M2) trade once instead of two sums
+    (bf16 with weight and bias, fraction of copy, 65536 / 131072 columns: H200 0.80 / 0.77 ->
+    0.81 / 0.77, H100 0.918 / 0.898 -> 0.925 / 0.901; then pipelined: pipelined_forward)."""
+    return bits <= 16 and not cfg.padding and not residual
 
 
 @cute.jit
 def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta, peers, step, one_trip: Constexpr):
     """(mean, rstd) of this thread's row (mean is 0.0 for RMSNorm). `step` counts the kernel's
     reductions so far (row_reduce's slot sets; None: the kernel's only row, without a cluster);
-    LayerNorm makes two per row (the same slots with `one_trip`: one_trip_statistics)."""
+    LayerNorm makes two per row, one with `one_trip` (one_trip_statistics)."""
     first, second = (None, None) if cute.const_expr(step is None) else (step, step + 1)
     if cute.const_expr(rms):
         mean = 0.0
         var = row_reduce(fold(x * x, "sum"), "sum", cfg, lane, row_in_cta, first, peers) * (1.0 / cfg.n)
     elif cute.const_expr(one_trip):
-        mean, m2 = row_mean_m2(x, cfg, row_in_cta, None if cute.const_expr(first is None) else first // 2)
+        mean, m2 = row_mean_m2(x, cfg, row_in_cta, first, peers)
         var = m2 * (1.0 / cfg.n)
     else:
         mean = row_reduce(fold(x, "sum"), "sum", cfg, lane, row_in_cta, first, peers) * (1.0 / cfg.n)
@@ -155,11 +160,14 @@ def _statistics(x, cfg: Constexpr, rms: Constexpr, eps, lane, row_in_cta, peers,
 def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRstd: cute.Tensor, mMean,
                     eps: cute.Float32, cfg: Constexpr, rms: Constexpr, walk: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
-    peers = cluster_peers(cfg)
+    one_trip = one_trip_statistics(mX.element_type.width, cfg, mRes is not None)
+    pipelined = pipelined_forward(cfg, walk, mX.element_type.width, rms, mRes is not None)
+    peers = cluster_peers(cfg, sets=4 if cute.const_expr(pipelined) else 2)   # (pipelined: sends run ahead)
     rows = mX.shape[0]
     outputs = (mY, mResOut, mRstd, mMean)
-    one_trip = one_trip_statistics(mX.element_type, cfg, mRes is not None)
-    if cute.const_expr(walk > 1):
+    if cute.const_expr(pipelined):
+        _walk_cluster_rows(mX, mW, mB, outputs, eps, cfg, lane, peers)
+    elif cute.const_expr(walk > 1):
         # Each CTA (cluster) walks every groups-th block of rows, the next block's x (and
         # residual) fetched into registers before this one's reductions: its loads are in
         # flight through them.
@@ -181,13 +189,69 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
             _fetch_rows(mX, mRes, ahead_x, ahead_r, clamp_row((block + groups) * cfg.rows + row_in_cta, rows), cfg,
                         lane)
             _normalize_row(x, res, block * cfg.rows + row_in_cta, rows, mW, mB, held, outputs, eps, cfg, rms, lane,
-                           row_in_cta, peers, k * (1 if cute.const_expr(rms) else 2), one_trip)  # (a step a reduction)
+                           row_in_cta, peers, k * (1 if cute.const_expr(rms or one_trip) else 2), one_trip)
+            # (a step a reduction)
             k = k + 1
     else:                                           # one block of rows per CTA (cluster), no loop
         src = clamp_row(row, rows)
         res = load_row(mRes, src, lane, cfg) if cute.const_expr(mRes is not None) else None
         _normalize_row(load_row(mX, src, lane, cfg), res, row, rows, mW, mB, (None, None), outputs, eps, cfg, rms, lane,
                        row_in_cta, peers, 0 if cute.const_expr(peers is not None) else None, one_trip)
+
+
+def pipelined_forward(cfg: RowConfig, walk: int, bits: int, rms: bool, residual: bool) -> bool:
+    """Whether the forward walks rows over a cluster with its exchanges pipelined
+    (_walk_cluster_rows) on a persistent grid (row_reduce.persistent_groups): LayerNorm's walking forwards
+    over clusters whose statistics take one trip (one_trip_statistics: 16-bit rows without
+    padding or a residual). bf16 with weight and bias, fraction of copy at 65536 / 131072
+    columns, H200: two exchanges a row -> one 0.80 / 0.77 -> 0.81 / 0.77; pipelined 0.82 /
+    0.80; on the persistent grid 0.90 / 0.90 (without weight and bias 0.85 / 0.83 -> 0.93 /
+    0.93). H100: 0.917 / 0.898 -> 0.915 / 0.929 (0.937 / 0.924 -> 0.927 / 0.929). The
+    persistent grid cost the other walks on the H200 (one CTA a block at 32768 columns 0.91 ->
+    0.86, RMSNorm over clusters of 2 at 65536 0.94 -> 0.91): they keep forward_plan's groups of
+    `walk` blocks."""
+    return walk > 1 and cfg.cluster > 1 and not rms and one_trip_statistics(bits, cfg, residual)
+
+
+@cute.jit
+def _walk_cluster_rows(mX, mW, mB, outputs, eps, cfg: Constexpr, lane, peers):
+    """LayerNorm's walk over rows split across a cluster (one row per cluster at a time, every
+    groups-th one; one_trip_statistics). A row's parts trade their (mean, M2) once, a trip that
+    waits for the cluster's slowest CTA; so a CTA takes the next row's part statistics and
+    sends them before it receives this row's, and the row after next is already loading into
+    registers (as softmax's walk does)."""
+    group, groups = cta_group(cfg)
+    rows = mX.shape[0]
+    ahead = cute.make_rmem_tensor((cfg.vec, cfg.vectors), mX.element_type)
+    held = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
+    held_next = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
+    fetch_row(mX, group, lane, cfg, ahead)
+    params = (None, None)
+    if cute.const_expr(_stages_parameters(mW, mB)):
+        smem = cute.SmemAllocator()
+        params = tuple(_stage_parameter(smem, p, cfg, lane, 0) for p in (mW, mB))
+        cute.arch.sync_threads()
+    _start_row(mX, group + groups, rows, ahead, held, cfg, lane, peers, 0)
+    k = 0                                           # rows done: their exchanges' steps
+    for row in range(group, rows, groups):
+        if row + groups < rows:
+            _start_row(mX, row + 2 * groups, rows, ahead, held_next, cfg, lane, peers, k + 1)
+        mean, m2 = cluster_merge_mean_m2(cfg, 0, k, peers)
+        _store_normalized(held.load(), mean, cute.math.rsqrt(m2 * (1.0 / cfg.n) + eps), row, rows, mW, mB, params,
+                          outputs, cfg, False, lane)
+        held.store(held_next.load())
+        k = k + 1
+
+
+@cute.jit
+def _start_row(mX, following, rows, ahead, held, cfg: Constexpr, lane, peers, step):
+    """Takes a row from `ahead` into `held` (Float32), starts loading row `following` there,
+    and sends this CTA's part's (mean, M2) (exchange `step`)."""
+    x = ahead.load().to(cute.Float32)
+    fetch_row(mX, clamp_row(following, rows), lane, cfg, ahead)
+    held.store(x)
+    tidx, _, _ = cute.arch.thread_idx()
+    cluster_send(row_mean_m2(x, cfg, 0, step, peers, cluster_wide=False), cfg, tidx, 0, step, peers)
 
 
 def _stages_parameters(mW, mB) -> bool:
@@ -235,10 +299,17 @@ def _normalize_row(x, res, row, rows, mW, mB, held, outputs, eps, cfg: Constexpr
     """One row (`x` and the residual `res` or None, as load_row reads them) normalized and stored
     with its statistics. `held`: the weight's and bias's shared-memory copies where the kernel
     made them (None: read from global memory here, after the reductions)."""
-    mY, mResOut, mRstd, mMean = outputs
     if cute.const_expr(res is not None):
         x = x + res
     mean, rstd = _statistics(x, cfg, rms, eps, lane, row_in_cta, peers, step, one_trip)
+    _store_normalized(x, mean, rstd, row, rows, mW, mB, held, outputs, cfg, rms, lane)
+
+
+@cute.jit
+def _store_normalized(x, mean, rstd, row, rows, mW, mB, held, outputs, cfg: Constexpr, rms: Constexpr, lane):
+    """Row `row` (`x`, after any residual) normalized by its statistics, with its weight and
+    bias (from their shared-memory copies `held`, or global memory), and stored with them."""
+    mY, mResOut, mRstd, mMean = outputs
     y = x * rstd if cute.const_expr(rms) else (x - mean) * rstd
     if cute.const_expr(mW is not None):
         y = y * _parameter(mW, held[0], cfg, lane)
@@ -482,10 +553,15 @@ def _backward_terms(mX, mDY, mW, sX, sDY, sW, row, slot, mean, rstd, cfg: Conste
 
 
 @cute.jit
-def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, cfg: Constexpr, rms: Constexpr, walk: Constexpr):
-    """`walk`: forward_plan's blocks of rows per CTA (cluster)."""
+def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, groups: cute.Int32, cfg: Constexpr,
+             rms: Constexpr, walk: Constexpr):
+    """`walk`: forward_plan's blocks of rows per CTA (cluster); `groups`: a pipelined_forward's
+    persistent grid (row_reduce.persistent_groups), unused by the others."""
+    grid = launch_grid(x.shape[0], cfg, walk)
+    if cute.const_expr(pipelined_forward(cfg, walk, x.element_type.width, rms, res is not None)):
+        grid = (groups * cfg.cluster, 1, 1)
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, walk).launch(
-        grid=launch_grid(x.shape[0], cfg, walk), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg))
+        grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg))
 
 
 @cute.jit
@@ -605,25 +681,6 @@ def backward_ring(cfg, x_size: int, dy_size: int, w_size: int) -> tuple[int, int
         padded(cfg.part * w_size)
 
 
-_RESIDENT: dict = {}
-
-
-def backward_groups(m: int, cfg, resident: int) -> int:
-    """The backward's persistent grid, in groups of cfg.cluster CTAs: as many as run at once
-    (`resident`, from the compiled kernel's occupancy), at most one per block of rows; each
-    group writes one partial row. csrc/torch/RowOps.cpp computes the same."""
-    return max(1, min(-(-m // cfg.rows), resident))
-
-
-def resident_groups(compiled, cfg, sizes: tuple, device: int) -> int:
-    """Clusters of the compiled backward (`_backward`'s host function; operand element `sizes`
-    as backward_ring takes them) that run at once on `device`, asked once per configuration."""
-    key = (cfg, sizes, device)
-    if key not in _RESIDENT:
-        _RESIDENT[key] = compiled.max_active_clusters(backward_ring(cfg, *sizes)[1], device)
-    return _RESIDENT[key]
-
-
 def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: float = 1e-6, rms: bool = True):
     """(y, residual_out or None, rstd, mean or None): RMSNorm (rms) or LayerNorm of x (+ residual)
     over the last dim; y in x's dtype, residual_out in the residual's, statistics Float32."""
@@ -642,8 +699,13 @@ def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: fl
         size = max(t.element_size() for t in tensors if t is not None)
         values, walk = forward_plan(n, size, rms, residual is not None)
         cfg = forward_config(n, tensors, values)
-        _forward(dynamic_rows(x2), dynamic_rows(res2), w, b, dynamic_rows(y), dynamic_rows(res_out), dynamic_rows(rstd),
-                 dynamic_rows(mean), eps, cfg, rms, walk)
+        args = (dynamic_rows(x2), dynamic_rows(res2), w, b, dynamic_rows(y), dynamic_rows(res_out), dynamic_rows(rstd),
+                dynamic_rows(mean), eps)
+        compiled = _forward.compile(*args, 1, cfg, rms, walk)
+        groups = 1                                  # (a grid of forward_plan's walks: not asked)
+        if pipelined_forward(cfg, walk, 8 * x2.element_size(), rms, residual is not None):
+            groups = persistent_groups(m, cfg, resident_groups(compiled, cfg, x.device.index))
+        compiled(*args, groups, cfg, rms, walk)
     shape = x.shape
     return y.view(shape), None if res_out is None else res_out.view(shape), rstd, mean
 
@@ -672,7 +734,8 @@ def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor,
     if m:
         compiled = _backward.compile(*args, 1, cfg)
         sizes = tuple(0 if t is None else t.element_size() for t in (x2, dy2, w))
-        groups = backward_groups(m, cfg, resident_groups(compiled, cfg, sizes, x.device.index))
+        groups = persistent_groups(m, cfg, resident_groups(compiled, cfg, x.device.index,
+                                                           backward_ring(cfg, *sizes)[1]))
     dw_partial = partial(groups) if want_dw else None
     db_partial = partial(groups) if want_db else None
     if m:

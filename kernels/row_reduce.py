@@ -330,14 +330,15 @@ def row_reduce(value, op, cfg: RowConfig, lane, row_in_cta, step=None, peers=Non
 
 
 @cute.jit
-def row_mean_m2(x, cfg: RowConfig, row_in_cta, step=None):
-    """(mean, sum of squared deviations) of each row in one trip through shared memory, where
-    the two-pass form (the mean, then the squares about it) takes two: each thread centers its
-    own values on its own mean, and partial results merge pairwise by Chan's formula (counts
-    n_a, n_b: M2 = M2_a + M2_b + (mean_b - mean_a)^2 n_a n_b / (n_a + n_b)), which keeps the
-    two-pass form's accuracy. Every thread holds the same count of the row's values (no cluster,
-    no padding: the caller checks), so the counts are compile-time constants. `step` as
-    row_reduce's (slot sets that alternate in a loop)."""
+def row_mean_m2(x, cfg: RowConfig, row_in_cta, step=None, peers=None, cluster_wide: bool = True):
+    """(mean, sum of squared deviations) of each row in one trip through shared memory (and
+    one exchange over a cluster), where the two-pass form (the mean, then the squares about it)
+    takes two: each thread centers its own values on its own mean, and partial results merge
+    pairwise by Chan's formula (counts n_a, n_b: M2 = M2_a + M2_b + (mean_b - mean_a)^2 n_a n_b
+    / (n_a + n_b)), which keeps the two-pass form's accuracy. Every thread holds the same count
+    of the row's values (no padding: the caller checks), so the counts are compile-time
+    constants. `step`, `peers` and `cluster_wide` as row_reduce's; under a cluster each CTA
+    sends its part's (mean, M2) and merges every part's in rank order (cluster_merge_mean_m2)."""
     values = cfg.vec * cfg.vectors
     mean = fold(x, "sum") * (1.0 / values)
     centered = x - mean
@@ -364,11 +365,33 @@ def row_mean_m2(x, cfg: RowConfig, row_in_cta, step=None):
         cute.arch.sync_threads()
         mean, m2 = partial[(row_in_cta, 0, 0, at)], partial[(row_in_cta, 0, 1, at)]
         for w in cute.range_constexpr(1, warps):     # warps in order: the same result in every thread
-            other_mean, other_m2 = partial[(row_in_cta, w, 0, at)], partial[(row_in_cta, w, 1, at)]
-            delta = other_mean - mean
-            mean = mean + delta * (1.0 / (w + 1))
-            m2 = m2 + other_m2 + delta * delta * (count * w / (w + 1))
+            mean, m2 = _merge_next(mean, m2, partial[(row_in_cta, w, 0, at)], partial[(row_in_cta, w, 1, at)], w,
+                                   count)
+    if cute.const_expr(cfg.cluster > 1 and cluster_wide):
+        tidx, _, _ = cute.arch.thread_idx()
+        cluster_send((mean, m2), cfg, tidx % cfg.threads_per_row, row_in_cta, step, peers)
+        mean, m2 = cluster_merge_mean_m2(cfg, row_in_cta, step, peers)
     return mean, m2
+
+
+@cute.jit
+def cluster_merge_mean_m2(cfg: RowConfig, row_in_cta, step, peers):
+    """Receives exchange `step`, every CTA's (mean, M2) of its part of the row (row_mean_m2
+    with cluster_wide=False, then cluster_send), and merges them in rank order by Chan's
+    formula: the row's (mean, M2), the same in every CTA. Every part holds cfg.part columns
+    (no padding)."""
+    slots, at = cluster_receive(cfg, step, peers)
+    mean, m2 = slots[(row_in_cta, 0, 0, at)], slots[(row_in_cta, 0, 1, at)]
+    for r in cute.range_constexpr(1, cfg.cluster):
+        mean, m2 = _merge_next(mean, m2, slots[(row_in_cta, r, 0, at)], slots[(row_in_cta, r, 1, at)], r, cfg.part)
+    return mean, m2
+
+
+def _merge_next(mean, m2, other_mean, other_m2, merged: int, count: int):
+    """Chan's formula for the (mean, M2) of `merged` partials of `count` values each and one
+    more partial of `count`."""
+    delta = other_mean - mean
+    return mean + delta * (1.0 / (merged + 1)), m2 + other_m2 + delta * delta * (count * merged / (merged + 1))
 
 
 @cute.jit
@@ -439,6 +462,27 @@ def fold(values, op):
     if op == "max":
         return values.reduce(cute.ReductionOp.MAX)
     return values.reduce(cute.ReductionOp.ADD)
+
+
+_RESIDENT: dict = {}
+
+
+def persistent_groups(m: int, cfg: RowConfig, resident: int) -> int:
+    """A persistent grid, in groups of cfg.cluster CTAs: as many as run at once (`resident`:
+    resident_groups), at most one per block of rows; each group walks every groups-th block.
+    csrc/torch/RowOps.cpp computes the same (persistentGroups)."""
+    return max(1, min(-(-m // cfg.rows), resident))
+
+
+def resident_groups(compiled, cfg: RowConfig, device: int, smem: int = 0) -> int:
+    """Groups of the first kernel of `compiled` (cfg.cluster CTAs each, `smem` bytes of dynamic
+    shared memory) that run at once on `device` (its GPCs may leave SMs over that a cluster
+    cannot span: fewer than SMs / cluster size), asked of the driver once per kernel shape."""
+    kernel = compiled.kernels[0]
+    key = (cfg.threads, cfg.cluster, kernel.get("registers"), kernel.get("static_smem"), smem, device)
+    if key not in _RESIDENT:
+        _RESIDENT[key] = compiled.max_active_clusters(smem, device)
+    return _RESIDENT[key]
 
 
 def launch_grid(rows, cfg: RowConfig, blocks_per_group: int = 1):

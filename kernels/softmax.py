@@ -17,7 +17,8 @@ Rows over row_reduce.MAX_N elements do not fit a CTA's registers: up to REGISTER
 split over a cluster of CTAs (kernels/row_reduce.py), still one pass; the forward's CTAs
 trade their parts' max and sum of exponentials once per row and combine them; for 16-bit
 log_softmax (and softmax over clusters of 8) each cluster walks several rows with that trip
-pipelined (_walk_cluster_rows).
+pipelined (_walk_cluster_rows), over clusters of 4 and 8 on a grid of as many clusters as run
+at once (persistent).
 Longer rows (and 16-bit rows past MAX_N whose length or stride would make the register path
 read them one element at a time: takes_chunks) are read in chunks (kernels/row_chunks.py), the
 forward's log-sum-exp online in one pass and the output in a second (two reads and one write),
@@ -35,13 +36,13 @@ from cute_torch import Constexpr
 
 from .row_chunks import chunk_config, chunks, load_chunk, load_edge, online_logsumexp, store_chunk, store_edge
 from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive, cluster_send,
-                         cta_group, dynamic_rows, fetch_row, fold, launch_cluster, launch_grid, load_row, row_config,
-                         row_reduce, store_row, thread_place)
+                         cta_group, dynamic_rows, fetch_row, fold, launch_cluster, launch_grid, load_row,
+                         persistent_groups, resident_groups, row_config, row_reduce, store_row, thread_place)
 
 LOG2_E = math.log2(math.e)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
-# Rows each cluster walks forward (_walk_cluster_rows).
+# Rows each cluster of 2 walks forward (_walk_cluster_rows; larger clusters: persistent).
 CLUSTER_WALK = 8
 
 
@@ -87,6 +88,18 @@ def pipelined(cfg: RowConfig, bits: int, log: bool) -> bool:
     the H100 less than 1 % (bf16 131072: 0.740 -> 0.767 of copy, H100 0.919 -> 0.912; 2026-11-26),
     so softmax walks there. Longer rows, or Float32 ones, would spill the two rows' registers."""
     return (log or cfg.cluster >= MAX_CLUSTER) and cfg.cluster > 1 and cfg.vectors * cfg.vec <= 32 and bits <= 16
+
+
+def persistent(cfg: RowConfig, bits: int, log: bool) -> bool:
+    """Whether the pipelined walk runs on a persistent grid (row_reduce.persistent_groups: as
+    many clusters as run at once, each walking every groups-th row) rather than clusters of
+    CLUSTER_WALK rows: over clusters of 4 and 8. Clusters of 8 for 1024 rows of 131072 columns
+    had made 9 waves of the 15 that fit at once, the last half full, and the walk fills again
+    at every cluster's start. bf16 fraction of copy, H200 / H100: softmax 131072 0.765 -> 0.877
+    / 0.911 -> 0.944; log_softmax 65536 0.805 -> 0.884 / 0.928 -> 0.926, 131072 0.781 -> 0.877
+    / 0.918 -> 0.947. Over clusters of 2 (log_softmax at 32768: 0.861 -> 0.907 / 0.953 ->
+    0.917) it cost the H100 more than 2 %: those keep CLUSTER_WALK."""
+    return pipelined(cfg, bits, log) and cfg.cluster >= 4
 
 
 @cute.jit
@@ -245,13 +258,17 @@ def _long_backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, cfg: Conste
 
 
 @cute.jit
-def _forward(x: cute.Tensor, y: cute.Tensor, cfg: Constexpr, log: Constexpr):
-    walk = CLUSTER_WALK if cute.const_expr(pipelined(cfg, x.element_type.width, log)) else 1
-    _forward_kernel(x, y, cfg, log).launch(grid=launch_grid(x.shape[0], cfg, walk), block=(cfg.threads, 1, 1),
-                                           cluster=launch_cluster(cfg), min_blocks_per_mp=resident_ctas(cfg, log, walk))
+def _forward(x: cute.Tensor, y: cute.Tensor, groups: cute.Int32, cfg: Constexpr, log: Constexpr):
+    """`groups`: a persistent walk's grid (row_reduce.persistent_groups), unused by the others."""
+    walk = pipelined(cfg, x.element_type.width, log)
+    grid = launch_grid(x.shape[0], cfg, CLUSTER_WALK if cute.const_expr(walk) else 1)
+    if cute.const_expr(persistent(cfg, x.element_type.width, log)):
+        grid = (groups * cfg.cluster, 1, 1)
+    _forward_kernel(x, y, cfg, log).launch(grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
+                                           min_blocks_per_mp=resident_ctas(cfg, log, walk))
 
 
-def resident_ctas(cfg: RowConfig, log: bool, walk: int):
+def resident_ctas(cfg: RowConfig, log: bool, walk: bool):
     """CTAs per SM the forward asks ptxas to fit (None: no bound). log_softmax holds x through
     both reductions, and ptxas makes every exponential of the sum live beside it: 124-141
     registers per thread from 4096 columns, so one CTA per SM where softmax (which holds the
@@ -260,7 +277,7 @@ def resident_ctas(cfg: RowConfig, log: bool, walk: int):
     threads: 128 registers), no spills. H200 fraction of copy, unbounded -> bounded: bf16 4096
     0.90 -> 0.99, 8192 0.89 -> 0.98, 16384 0.59 -> 0.94; Float32 16384 0.90 -> 0.98, 32768
     0.82 -> 1.00. The pipelined walks keep theirs: bounded, they spill (240 bytes)."""
-    if not log or walk > 1:
+    if not log or walk:
         return None
     return max(2, 65536 // (128 * cfg.threads))
 
@@ -325,7 +342,13 @@ def softmax(x: torch.Tensor, log: bool = False, out: torch.Tensor | None = None)
     if x2.numel() and takes_chunks(x2, y):
         _long_forward(dynamic_rows(x2), dynamic_rows(y), *chunk_config(x2, y), log)
     elif x2.numel():
-        _forward(dynamic_rows(x2), dynamic_rows(y), _config(x2, y), log)
+        cfg = _config(x2, y)
+        args = (dynamic_rows(x2), dynamic_rows(y))
+        compiled = _forward.compile(*args, 1, cfg, log)
+        groups = 1
+        if persistent(cfg, 8 * x2.element_size(), log):
+            groups = persistent_groups(x2.shape[0], cfg, resident_groups(compiled, cfg, x.device.index))
+        compiled(*args, groups, cfg, log)
     return y.view(x.shape)
 
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import cute_torch as cute
 from conftest import run_under_sanitizer
 from cute_torch.kernels import norms, softmax
-from cute_torch.kernels.row_reduce import MAX_N, dynamic_rows, row_config
+from cute_torch.kernels.row_reduce import MAX_N, dynamic_rows, resident_groups, row_config
 
 needs_gpu = pytest.mark.gpu
 
@@ -75,7 +75,7 @@ def test_cluster_norms_trade_partial_sums_through_distributed_shared_memory(rms)
     assert (fwd_cfg.cluster, bwd_cfg.cluster) == (2, 8)
     mean = None if rms else dynamic_rows(stat)
     fwd = cute.compile(norms._forward, dynamic_rows(x), None, w, None if rms else w, dynamic_rows(x), None,
-                       dynamic_rows(stat), mean, 1e-6, fwd_cfg, rms, 1, options={"arch": "sm_90a"})
+                       dynamic_rows(stat), mean, 1e-6, 1, fwd_cfg, rms, 1, options={"arch": "sm_90a"})
     part = torch.empty(4, 65536)
     bwd = cute.compile(norms._backward, dynamic_rows(x), w, dynamic_rows(x), dynamic_rows(stat), mean, dynamic_rows(x),
                        dynamic_rows(part), None if rms else dynamic_rows(part), w, None if rms else w, 1, bwd_cfg,
@@ -103,7 +103,7 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
     cfg = softmax._config(x, x)
     assert cfg.cluster == 8 and cfg.vectors * cfg.vec == 32
     rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
-    fwd = cute.compile(softmax._forward, rows, rows, cfg, log, options=hopper)
+    fwd = cute.compile(softmax._forward, rows, rows, 1, cfg, log, options=hopper)
     for kernel in (fwd, cute.compile(softmax._backward, rows, rows, rows, cfg, log, options=hopper)):
         ptx = kernel.__ptx__
         assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32" in ptx
@@ -125,7 +125,7 @@ def test_cluster_rows_pipeline_their_exchanges_within_the_register_budget(dtype)
     x, w, stat = torch.empty(8, 65536, dtype=dtype), torch.empty(65536, dtype=dtype), torch.empty(8)
     rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
     cfg = softmax._config(x, x)
-    fwd = cute.compile(softmax._forward, rows, rows, cfg, True, options=hopper)
+    fwd = cute.compile(softmax._forward, rows, rows, 1, cfg, True, options=hopper)
     assert softmax.pipelined(cfg, x.element_size() * 8, True) == (dtype == torch.float16)
     assert fwd.__ptx__.count("mbarrier.init") == (4 if dtype == torch.float16 else 2)
     bwd_cfg = norms.backward_config(65536, (x, x, w, x))
@@ -143,12 +143,12 @@ def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     x = torch.empty(96, 4096, dtype=dtype)
     cfg = softmax._config(x, x)
     vec = "v4.b32" if dtype == torch.bfloat16 else "v4.f32"
-    ptx = cute.compile(softmax._forward, dynamic_rows(x), dynamic_rows(x), cfg, False).__ptx__
+    ptx = cute.compile(softmax._forward, dynamic_rows(x), dynamic_rows(x), 1, cfg, False).__ptx__
     assert {f"ld.global.{vec}", f"st.global.{vec}"} == {a for a in _accesses(ptx) if ".v" in a}
     assert "ex2.approx" in ptx and "max.f32" in ptx and "shfl.sync.bfly" in ptx
     w, rstd = torch.empty(4096, dtype=dtype), torch.empty(96)
     ptx = cute.compile(norms._forward, dynamic_rows(x), None, w, None, dynamic_rows(x), None, dynamic_rows(rstd),
-                       None, 1e-6, norms._config(4096, (x, w), norms.FORWARD_VALUES), True, 1).__ptx__
+                       None, 1e-6, 1, norms._config(4096, (x, w), norms.FORWARD_VALUES), True, 1).__ptx__
     assert f"ld.global.{vec}" in _accesses(ptx) and "rsqrt.approx" in ptx
 
 
@@ -168,7 +168,7 @@ def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
         values, walk = norms.forward_plan(16384, x.element_size(), rms, residual)
         cfg = norms._config(16384, (x, w), values)
         kernel = cute.compile(norms._forward, dynamic_rows(x), res, w, None if rms else w, dynamic_rows(x), res,
-                              dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, cfg, rms, walk,
+                              dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, 1, cfg, rms, walk,
                               options={"arch": "sm_90a"})
         assert all(k.get("spill_stores") == 0 for k in kernel.kernels)
         return cfg, walk, kernel.__ptx__
@@ -201,9 +201,26 @@ def test_every_walking_forward_plan_compiles_without_spilling(key):
         x, w, stat = torch.empty(64, n, dtype=dtype), torch.empty(n, dtype=dtype), torch.empty(64)
         res = dynamic_rows(x) if residual else None
         kernel = cute.compile(norms._forward, dynamic_rows(x), res, w, None if rms else w, dynamic_rows(x), res,
-                              dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6,
+                              dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, 1,
                               norms._config(n, (x, w), values), rms, walk, options={"arch": "sm_90a"})
         assert all(k.get("spill_stores") == 0 for k in kernel.kernels), (n, values, walk, kernel.kernels)
+
+
+def test_pipelined_walks_take_persistent_grids_where_measured():
+    """LayerNorm's 16-bit forward over a cluster (one exchange a row: one_trip_statistics) walks
+    pipelined on a persistent grid, RMSNorm's and those with a residual or Float32 rows do not;
+    softmax's pipelined walks are persistent over clusters of 4 and 8, not 2 (the H100 lost)."""
+    for n, want in ((32768, False), (65536, True), (131072, True)):
+        values, walk = norms.forward_plan(n, 2, False, False)
+        cfg = norms._config(n, (torch.empty(1, n, dtype=torch.bfloat16),), values)
+        assert norms.pipelined_forward(cfg, walk, 16, False, False) == want, n
+        assert not norms.pipelined_forward(cfg, walk, 16, True, False) and not norms.pipelined_forward(
+            cfg, walk, 16, False, True)
+    for n, log, want in ((32768, True, False), (65536, True, True), (131072, False, True), (65536, False, False)):
+        x = torch.empty(1, n, dtype=torch.bfloat16)
+        assert softmax.persistent(softmax._config(x, x), 16, log) == want, (n, log)
+    x = torch.empty(1, 65536)
+    assert not softmax.persistent(softmax._config(x, x), 32, True)
 
 
 def test_forward_plans_walk_long_rows():
@@ -235,8 +252,8 @@ def test_rows_too_long_for_registers_are_read_in_chunks_16_bytes_at_a_time():
 
 def test_one_kernel_serves_every_number_of_rows():
     a, b = torch.empty(7, 512), torch.empty(70000, 512)
-    ka = cute.compile(softmax._forward, dynamic_rows(a), dynamic_rows(a), softmax._config(a, a), False)
-    kb = cute.compile(softmax._forward, dynamic_rows(b), dynamic_rows(b), softmax._config(b, b), False)
+    ka = cute.compile(softmax._forward, dynamic_rows(a), dynamic_rows(a), 1, softmax._config(a, a), False)
+    kb = cute.compile(softmax._forward, dynamic_rows(b), dynamic_rows(b), 1, softmax._config(b, b), False)
     assert ka.__ptx__ == kb.__ptx__
 
 
@@ -289,6 +306,20 @@ def test_softmax_forward_and_backward(m, n, log, dtype):
     want = (dy.double() - torch.exp(yd) * dy.double().sum(-1, keepdim=True)) if log else \
         yd * (dy.double() - (dy.double() * yd).sum(-1, keepdim=True))
     _check(dx, want.detach(), dtype, "backward")
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("m,n", [(700, 32768), (300, 65536), (60, 131072)])
+def test_softmax_pipelined_walks_rows_on_a_persistent_grid(m, n, log, dtype):
+    """The pipelined walks (softmax.pipelined: 16-bit log_softmax over a cluster, softmax over 8
+    CTAs) on a grid of the clusters that run at once, each walking several rows (both slot
+    sets and the walk's last rows), every element against float64."""
+    x = _rand((m, n), m + n, dtype, scale=30.0)
+    _poison_allocator()
+    y = softmax.softmax(x, log=log)
+    _check(y, (torch.log_softmax if log else torch.softmax)(x.double(), -1), dtype, "forward")
 
 
 @needs_gpu
@@ -385,10 +416,10 @@ def test_layer_norm_over_a_cluster_keeps_rows_far_from_zero_exact(n):
 
 
 @needs_gpu
-@pytest.mark.parametrize("n", [1024, 2048, 8192, 16384])
+@pytest.mark.parametrize("n", [1024, 2048, 8192, 16384, 65536, 131072])
 def test_layer_norm_statistics_in_one_trip_keep_rows_far_from_zero_exact(n):
     """bf16 rows at 1000 + 8 N(0, 1) (one_trip_statistics: each thread's mean and squared
-    deviations merged by Chan's formula): mean and rstd to fp32 precision against float64 over
+    deviations merged by Chan's formula, over a cluster's parts too): mean and rstd to fp32 precision against float64 over
     the same bf16 values (E[x^2] - mean^2 would lose them: 1e6 - 1e6)."""
     x = (_rand((40, n), n, torch.float32) * 8.0 + 1000.0).bfloat16()
     _poison_allocator()
@@ -402,18 +433,20 @@ def test_layer_norm_statistics_in_one_trip_keep_rows_far_from_zero_exact(n):
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("rms", [True, False])
-@pytest.mark.parametrize("m,n", [(300, 16384), (130, 20000), (70, 40000), (9, 65536), (5, 131072)])
+@pytest.mark.parametrize("m,n", [(300, 16384), (130, 20000), (70, 40000), (9, 65536), (200, 65536), (5, 131072),
+                                 (70, 131072)])
 def test_norm_forwards_walking_rows_with_a_residual_of_their_dtype(m, n, rms, dtype):
     """forward_plan's walks (the next rows fetched ahead; one CTA or a cluster per block; 300
-    rows: each of 38 groups walks 8 blocks, both slot sets), with and without a residual of
-    the input's dtype, every element against float64."""
+    rows: each of 38 groups walks 8 blocks, both slot sets; bf16 LayerNorm past 32768 columns
+    pipelined on a persistent grid: 200 rows of 65536 and 70 of 131072 walk several rows per
+    cluster), with and without a residual of the input's dtype, every element against float64."""
     seed = m + n * 7 + rms
     x = _rand((m, n), seed, dtype, scale=3.0) + 1.5
     w, b = _rand((n,), seed + 1, dtype), None if rms else _rand((n,), seed + 2, dtype)
     r = _rand((m, n), seed + 3, dtype)
     for residual in (None, r):
         _poison_allocator()
-        y, r_out, rstd, _ = norms.norm_forward(x, w, b, residual, eps=1e-5, rms=rms)
+        y, r_out, rstd, mean = norms.norm_forward(x, w, b, residual, eps=1e-5, rms=rms)
         xs = x.double() + (0 if residual is None else r.double())
         if residual is not None:
             _check(r_out, xs, dtype, "residual out")
@@ -421,6 +454,8 @@ def test_norm_forwards_walking_rows_with_a_residual_of_their_dtype(m, n, rms, dt
         _check(y, want, dtype, "y")
         var = xs.pow(2).mean(-1) if rms else xs.var(-1, unbiased=False)
         _check(rstd, torch.rsqrt(var + 1e-5), torch.float32, "rstd")
+        if not rms:
+            _check(mean, xs.mean(-1), torch.float32, "mean")
 
 
 @needs_gpu
@@ -539,6 +574,7 @@ def run_small():
     wide = _rand((20, 131072), 14, torch.bfloat16)          # clusters of 8 walking rows, exchanges pipelined
     softmax.softmax(wide)
     softmax.softmax(wide, log=True)
+    norms.norm_forward(wide, None, None, eps=1e-5, rms=False)   # one exchange a row: (mean, M2)
     ahead = _rand((300, 20000), 8, torch.bfloat16)          # forwards walking rows, one CTA per block
     for rms in (True, False):
         norms.norm_forward(ahead, None, None, residual=ahead, eps=1e-5, rms=rms)
@@ -576,7 +612,7 @@ def test_the_norm_backward_grid_is_what_runs_at_once():
         probe = dynamic_rows(torch.empty(1, n, device="cuda"))
         compiled = norms._backward.compile(dynamic_rows(x), w, dynamic_rows(x), dynamic_rows(x[:, 0].float()), None,
                                            dynamic_rows(x), probe, None, w, None, 1, cfg)
-        resident = norms.resident_groups(compiled, cfg, (2, 2, 2), 0)
+        resident = resident_groups(compiled, cfg, 0, norms.backward_ring(cfg, 2, 2, 2)[1])
         assert 1 <= resident <= sms // cfg.cluster, (n, cfg, resident)
 
 

@@ -36,7 +36,7 @@ struct RowKernel {
   int64_t rowsPerCta = 1; // per group of `cluster` CTAs
   int64_t threads = 128;
   int64_t cluster = 1;
-  int64_t resident = 0;        // groups that run at once (the norm backward's grid)
+  int64_t resident = 0;        // groups that run at once (a persistent grid; 0: not one)
   std::vector<int64_t> recipe; // kind * 1000 + index (cute_torch/ops/row_build.py)
 };
 
@@ -107,6 +107,13 @@ const RowKernel &rowKernel(const std::string &op, const std::string &described,
   return kernelCache.emplace(key, std::move(kernel)).first->second;
 }
 
+/// kernels/row_reduce.persistent_groups: a persistent grid of as many groups as run at once
+/// (at most one per block of `m` rows); 1 (unused) for a kernel whose grid is not persistent.
+int64_t persistentGroups(const RowKernel &k, int64_t m) {
+  const int64_t blocks = (m + k.rowsPerCta - 1) / k.rowsPerCta;
+  return std::max<int64_t>(1, std::min(blocks, k.resident));
+}
+
 void launch(const RowKernel &kernel, const std::vector<at::Tensor> &operands,
             std::initializer_list<double> floats, std::initializer_list<int64_t> ints,
             const char *op) {
@@ -154,7 +161,7 @@ at::Tensor softmaxCuda(const at::Tensor &x, bool log) {
     const RowKernel &k = rowKernel(
         "softmax", join({describe('r', x2, "cute::softmax"), describe('r', y, "cute::softmax")}),
         log ? "1" : "0", x.device().index());
-    launch(k, {x2, y}, {}, {}, "cute::softmax");
+    launch(k, {x2, y}, {}, {persistentGroups(k, x2.size(0))}, "cute::softmax");
   }
   return y.view(x.sizes());
 }
@@ -230,7 +237,7 @@ layerNormCuda(const at::Tensor &x, const std::optional<at::Tensor> &weight,
                         describe('c', b, op), describe('r', y, op), describe('r', rOut, op),
                         describe('v', rstd, op), describe('v', mean, op)}),
                   rms ? "1" : "0", x.device().index());
-    launch(k, {x2, r2, w, b, y, rOut, rstd, mean}, {eps}, {}, op);
+    launch(k, {x2, r2, w, b, y, rOut, rstd, mean}, {eps}, {persistentGroups(k, m)}, op);
   }
   return {y.view(x.sizes()), rOut.defined() ? rOut.view(x.sizes()) : at::empty({0}, x.options()),
           rstd, orEmpty(mean, rstd)};
@@ -284,9 +291,7 @@ layerNormBackwardCuda(const at::Tensor &x, const std::optional<at::Tensor> &weig
                       wantW ? part : "-", biasGrad ? part : "-",
                       wantW ? describe('c', dw, op) : "-", biasGrad ? describe('c', db, op) : "-"}),
                 "", x.device().index());
-  const int64_t blocks = (m + k.rowsPerCta - 1) / k.rowsPerCta;
-  // kernels/norms.backward_groups: as many groups of one cluster as run at once.
-  const int64_t groups = std::max<int64_t>(1, std::min(blocks, k.resident));
+  const int64_t groups = persistentGroups(k, m);
   at::Tensor dwPart = wantW ? at::empty({groups, n}, f32) : at::Tensor(); // a row per group
   at::Tensor dbPart = biasGrad ? at::empty({groups, n}, f32) : at::Tensor();
   launch(k,
@@ -385,9 +390,6 @@ at::Tensor crossEntropyBackwardCpu(const at::Tensor &logits, const at::Tensor &t
 
 // -- column sums -------------------------------------------------------------------------------
 
-// kernels/column_sums.MIN_SLAB_ROWS: rows per slab at least.
-constexpr int64_t kMinSlabRows = 32;
-
 at::Tensor columnSumCuda(const at::Tensor &x) {
   const char *op = "cute::column_sum";
   checkCuda("column_sum", {&x});
@@ -406,9 +408,9 @@ at::Tensor columnSumCuda(const at::Tensor &x) {
   const RowKernel &k =
       rowKernel("column_sum", join({describe('r', x2, op), part, describe('c', out, op)}), "",
                 x.device().index());
-  // kernels/column_sums.slab_groups: a slab per CTA that runs at once, of 32 rows at least.
-  const int64_t groups =
-      std::max<int64_t>(1, std::min((m + kMinSlabRows - 1) / kMinSlabRows, k.resident));
+  // kernels/column_sums.slab_groups: a slab per CTA that runs at once, of 32 rows at least (the
+  // builder's rows per group).
+  const int64_t groups = persistentGroups(k, m);
   at::Tensor partial = at::empty({groups, n}, x.options().dtype(at::kFloat));
   launch(k, {x2, partial, out}, {}, {groups}, op);
   return out;

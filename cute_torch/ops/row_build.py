@@ -9,7 +9,8 @@ kernels/row_reduce.dynamic_rows makes; "v" a per-row vector (M,); "c" a per-colu
 descriptions as they would from the tensors (the alignment stands in for the address).
 
 The result is (host entry, runtime, rows per CTA group, threads per CTA, CTAs per group (the
-cluster), groups that run at once (the norm backward's persistent grid, the column sum's slabs;
+cluster), groups that run at once (the persistent grids of the norm backward, the pipelined walks
+of LayerNorm and softmax forward, the column sum's slabs;
 0 for the others), *recipe, compiled function):
 the recipe lists, per argument slot of the compiled host function, kind * 1000 + index, kinds
 0 operand `index`'s data pointer, 1 its number of rows, 4 float scalar `index` (as float32),
@@ -81,9 +82,10 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
     without a GPU) overrides the device's."""
     from ..kernels import cross_entropy, norms, softmax
     from ..kernels.row_chunks import chunk_config
+    from ..kernels.row_reduce import resident_groups
 
     ops = _operands(descriptions, device)
-    resident = 0                        # the norm backward's co-resident groups (0: not asked)
+    resident = 0                        # co-resident groups of a persistent grid (0: not asked, or none)
     args = [None if o is None else o.arg() for o in ops]
     bits = [f == "1" for f in flags]
     options = {"arch": arch} if arch else None
@@ -96,21 +98,26 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         else:
             host = softmax._long_backward if long else softmax._backward
         cfg, *exact = chunk_config(*present) if long else (softmax._config(*present),)
-        compiled = host.compile(*args, cfg, *exact, log, options=options)
-        recipe = _recipe(ops)
+        grouped = op == "softmax" and not long      # (its groups: a persistent walk's grid)
+        compiled = host.compile(*args, *([1] if grouped else []), cfg, *exact, log, options=options)
+        recipe = _recipe(ops, ints=int(grouped))
+        if arch is None and grouped and softmax.persistent(cfg, 8 * ops[0].element_size(), log):
+            resident = resident_groups(compiled, cfg, device)
     elif op == "layer_norm":            # x, residual, weight, bias, y, residual_out, rstd, mean
         size = max(o.element_size() for o in ops[:6] if o is not None)
         values, walk = norms.forward_plan(ops[0].n, size, bits[0], ops[1] is not None)
         cfg = norms.forward_config(ops[0].n, [o for o in ops[:6]], values)
-        compiled = norms._forward.compile(*args, 1e-5, cfg, bits[0], walk, options=options)
-        recipe = _recipe(ops, floats=1)
+        compiled = norms._forward.compile(*args, 1e-5, 1, cfg, bits[0], walk, options=options)
+        recipe = _recipe(ops, floats=1, ints=1)
+        if arch is None and norms.pipelined_forward(cfg, walk, 8 * ops[0].element_size(), bits[0], ops[1] is not None):
+            resident = resident_groups(compiled, cfg, device)
     elif op == "layer_norm_backward":   # x, weight, dy, rstd, mean, dx, dweight and dbias partials, dweight, dbias
         cfg = norms.backward_config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]], ops[4] is not None)
         compiled = norms._backward.compile(*args, 1, cfg, options=options)
         recipe = _recipe(ops, ints=1)
         if arch is None:    # (tests without a GPU name the arch: nothing to ask then)
             sizes = tuple(0 if o is None else o.element_size() for o in (ops[0], ops[2], ops[1]))
-            resident = norms.resident_groups(compiled, cfg, sizes, device)
+            resident = resident_groups(compiled, cfg, device, norms.backward_ring(cfg, *sizes)[1])
     elif op == "cross_entropy":          # logits, target, loss, lse; flags: label smoothing
         cfg, exact = chunk_config(ops[0])
         compiled = cross_entropy._forward.compile(*args, 0.0, -100, cfg, exact, bits[0], options=options)
