@@ -15,7 +15,8 @@ import torch
 from timing import kernel_ms
 
 from cute_torch.kernels import norms, softmax
-from cute_torch.kernels.row_reduce import MAX_CLUSTER, MAX_N, dynamic_rows, persistent_groups, resident_groups, row_config
+from cute_torch.kernels.row_reduce import (MAX_CLUSTER, MAX_N, dynamic_rows, persistent_groups, resident_groups,
+                                           row_config)
 
 
 def _label(cfg) -> str:

@@ -419,8 +419,9 @@ def test_layer_norm_over_a_cluster_keeps_rows_far_from_zero_exact(n):
 @pytest.mark.parametrize("n", [1024, 2048, 8192, 16384, 65536, 131072])
 def test_layer_norm_statistics_in_one_trip_keep_rows_far_from_zero_exact(n):
     """bf16 rows at 1000 + 8 N(0, 1) (one_trip_statistics: each thread's mean and squared
-    deviations merged by Chan's formula, over a cluster's parts too): mean and rstd to fp32 precision against float64 over
-    the same bf16 values (E[x^2] - mean^2 would lose them: 1e6 - 1e6)."""
+    deviations merged by Chan's formula, over a cluster's parts too): mean and rstd to fp32
+    precision against float64 over the same bf16 values (E[x^2] - mean^2 would lose them: 1e6 -
+    1e6)."""
     x = (_rand((40, n), n, torch.float32) * 8.0 + 1000.0).bfloat16()
     _poison_allocator()
     y, _, rstd, mean = norms.norm_forward(x, None, None, None, eps=1e-5, rms=False)
