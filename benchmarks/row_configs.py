@@ -15,8 +15,8 @@ import torch
 from timing import kernel_ms
 
 from cute_torch.kernels import norms, softmax
-from cute_torch.kernels.row_reduce import (MAX_CLUSTER, MAX_N, dynamic_rows, persistent_groups, resident_groups,
-                                           row_config)
+from cute_torch.kernels.row_reduce import (MAX_CLUSTER, MAX_N, dynamic_rows, fast_memory, persistent_groups,
+                                           resident_groups, row_config)
 
 
 def _label(cfg) -> str:
@@ -48,10 +48,10 @@ def main() -> None:
         y = softmax.softmax(x)
         line = f"softmax  N={n:6}"
         for cfg in configs((32, 64)):
-            forward = softmax._forward.compile(dynamic_rows(x), dynamic_rows(out), 1, cfg, False)
-            groups = persistent_groups(m, cfg, resident_groups(forward, cfg, 0)) if softmax.persistent(cfg, 16, False) \
-                else 1
-            fwd = fraction(lambda: forward(dynamic_rows(x), dynamic_rows(out), groups, cfg, False), 2)
+            walk = softmax.forward_walk(cfg, 16, False, fast_memory(0))
+            forward = softmax._forward.compile(dynamic_rows(x), dynamic_rows(out), 1, cfg, False, walk)
+            groups = persistent_groups(m, cfg, resident_groups(forward, cfg, 0)) if walk == "persistent" else 1
+            fwd = fraction(lambda: forward(dynamic_rows(x), dynamic_rows(out), groups, cfg, False, walk), 2)
             bwd = fraction(lambda: softmax._backward(dynamic_rows(y), dynamic_rows(dy), dynamic_rows(out), cfg, False),
                            3)
             line += f"  {_label(cfg)}: fwd {fwd:.2f} bwd {bwd:.2f}"

@@ -485,6 +485,26 @@ def resident_groups(compiled, cfg: RowConfig, device: int, smem: int = 0) -> int
     return _RESIDENT[key]
 
 
+# Peak DRAM bytes per second per SM above which memory outruns what a CTA's one row in flight
+# keeps busy between its rows (fast_memory): an H100 SXM feeds 25 GB/s per SM, an H200 37.
+FAST_MEMORY_PER_SM = 30e9
+_FAST_MEMORY: dict = {}
+
+
+def fast_memory(device: int | None) -> bool:
+    """Whether `device`'s memory feeds each SM faster than FAST_MEMORY_PER_SM (peak bandwidth:
+    2 transfers a clock of the memory bus, over the SMs). Kernels whose CTAs hold one row at a
+    time leave that memory idle while a row's reductions and exchanges run, so on such a card
+    they walk rows with the next one loading (softmax.forward_walk). False without a GPU."""
+    if device is None or not torch.cuda.is_available():
+        return False
+    if device not in _FAST_MEMORY:
+        p = torch.cuda.get_device_properties(device)
+        clock_khz, bus_bits = getattr(p, "memory_clock_rate", 0), getattr(p, "memory_bus_width", 0)
+        _FAST_MEMORY[device] = 2 * clock_khz * 1e3 * bus_bits / 8 / p.multi_processor_count > FAST_MEMORY_PER_SM
+    return _FAST_MEMORY[device]
+
+
 def launch_grid(rows, cfg: RowConfig, blocks_per_group: int = 1):
     """One group of CTAs (one cluster) per `blocks_per_group` blocks of `cfg.rows` rows."""
     blocks = (rows + cfg.rows - 1) // cfg.rows

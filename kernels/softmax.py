@@ -16,9 +16,9 @@ Statistics are Float32 whatever the input type (bfloat16, float16, float32).
 Rows over row_reduce.MAX_N elements do not fit a CTA's registers: up to REGISTER_N they are
 split over a cluster of CTAs (kernels/row_reduce.py), still one pass; the forward's CTAs
 trade their parts' max and sum of exponentials once per row and combine them; for 16-bit
-log_softmax (and softmax over clusters of 8) each cluster walks several rows with that trip
-pipelined (_walk_cluster_rows), over clusters of 4 and 8 on a grid of as many clusters as run
-at once (persistent).
+log_softmax (and softmax over clusters of 8, or any 16-bit rows on a card with fast memory)
+each cluster walks several rows with that trip pipelined (_walk_cluster_rows), on a grid of as
+many clusters as run at once (forward_walk).
 Longer rows (and 16-bit rows past MAX_N whose length or stride would make the register path
 read them one element at a time: takes_chunks) are read in chunks (kernels/row_chunks.py), the
 forward's log-sum-exp online in one pass and the output in a second (two reads and one write),
@@ -36,13 +36,13 @@ from cute_torch import Constexpr
 
 from .row_chunks import chunk_config, chunks, load_chunk, load_edge, online_logsumexp, store_chunk, store_edge
 from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive, cluster_send,
-                         cta_group, dynamic_rows, fetch_row, fold, launch_cluster, launch_grid, load_row,
+                         cta_group, dynamic_rows, fast_memory, fetch_row, fold, launch_cluster, launch_grid, load_row,
                          persistent_groups, resident_groups, row_config, row_reduce, store_row, thread_place)
 
 LOG2_E = math.log2(math.e)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
-# Rows each cluster of 2 walks forward (_walk_cluster_rows; larger clusters: persistent).
+# Rows each cluster walks forward where forward_walk says "groups" (clusters of 2 on an H100).
 CLUSTER_WALK = 8
 
 
@@ -54,9 +54,9 @@ def values_per_thread(n: int) -> int:
 
 
 @cute.kernel
-def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr):
+def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr, walk: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
-    if cute.const_expr(pipelined(cfg, mX.element_type.width, log)):
+    if cute.const_expr(walk is not None):
         _walk_cluster_rows(mX, mY, cfg, log, lane)
     else:
         peers = cluster_peers(cfg)
@@ -76,30 +76,36 @@ def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Const
             store_row(mY, row, lane, cfg, y)
 
 
-def pipelined(cfg: RowConfig, bits: int, log: bool) -> bool:
-    """Whether the forward walks rows over a cluster with its exchanges pipelined
-    (_walk_cluster_rows): log_softmax of 16-bit rows split over a cluster whose threads hold
-    up to 32 values each (up to 131072 columns), 1.4-1.7x faster than one row per CTA (bf16,
-    0.86 / 0.80 / 0.78 of copy against 0.54 / 0.49 / 0.47 at 32768 / 65536 / 131072 on an
-    H200; 0.96 / 0.93 / 0.91 against 0.69 / 0.62 / 0.60 on an H100), whose x and
-    exponentials both live leave room for one CTA per SM. softmax, whose one row per CTA
-    keeps two CTAs per SM, measured 3 % slower pipelined on an H100 at 32768 and 65536 and
-    within 2 % on an H200; over clusters of 8 (past 65536 columns) it pays on the H200 and costs
-    the H100 less than 1 % (bf16 131072: 0.740 -> 0.767 of copy, H100 0.919 -> 0.912; 2026-11-26),
-    so softmax walks there. Longer rows, or Float32 ones, would spill the two rows' registers."""
-    return (log or cfg.cluster >= MAX_CLUSTER) and cfg.cluster > 1 and cfg.vectors * cfg.vec <= 32 and bits <= 16
+def forward_walk(cfg: RowConfig, bits: int, log: bool, fast: bool) -> str | None:
+    """How the forward walks 16-bit rows split over a cluster whose threads hold up to 32
+    values each (up to 131072 columns) with their exchanges pipelined (_walk_cluster_rows):
+    None (one row per cluster, no walk), "groups" (each cluster walks CLUSTER_WALK rows) or
+    "persistent" (a grid of as many clusters as run at once, each walking every groups-th row:
+    row_reduce.persistent_groups). Longer rows, or Float32 ones, would spill the two rows'
+    registers. `fast`: the device's memory outruns one row in flight per CTA
+    (row_reduce.fast_memory); there every such row walks on the persistent grid.
 
-
-def persistent(cfg: RowConfig, bits: int, log: bool) -> bool:
-    """Whether the pipelined walk runs on a persistent grid (row_reduce.persistent_groups: as
-    many clusters as run at once, each walking every groups-th row) rather than clusters of
-    CLUSTER_WALK rows: over clusters of 4 and 8. Clusters of 8 for 1024 rows of 131072 columns
-    had made 9 waves of the 15 that fit at once, the last half full, and the walk fills again
-    at every cluster's start. bf16 fraction of copy, H200 / H100: softmax 131072 0.765 -> 0.877
-    / 0.911 -> 0.944; log_softmax 65536 0.805 -> 0.884 / 0.928 -> 0.926, 131072 0.781 -> 0.877
-    / 0.918 -> 0.947. Over clusters of 2 (log_softmax at 32768: 0.861 -> 0.907 / 0.953 ->
-    0.917) it cost the H100 more than 2 %: those keep CLUSTER_WALK."""
-    return pipelined(cfg, bits, log) and cfg.cluster >= 4
+    Measured, bf16 fraction of copy (2026-11-26):
+    - log_softmax, whose x and exponentials both live, runs one CTA per SM: walking is 1.4-1.7x
+      one row per CTA (H200 0.86 / 0.80 / 0.78 against 0.54 / 0.49 / 0.47 at 32768 / 65536 /
+      131072 walking groups; H100 0.96 / 0.93 / 0.91 against 0.69 / 0.62 / 0.60).
+    - softmax keeps two CTAs per SM one row each: on the H100 walking cost 3 % at 32768 and
+      65536, so only its clusters of 8 walk there (131072: 0.911 -> 0.944 persistent).
+    - The persistent grid over clusters of 4 and 8: clusters of 8 for 1024 rows of 131072
+      columns made 9 waves of the 15 that fit at once, the last half full, and the walk fills
+      again at every cluster's start. H200 / H100: softmax 131072 0.765 -> 0.877 / 0.911 ->
+      0.944; log_softmax 65536 0.805 -> 0.884 / 0.928 -> 0.926, 131072 0.781 -> 0.877 / 0.918
+      -> 0.947. Over clusters of 2 it cost the H100 (log_softmax 32768 0.953 -> 0.917): there
+      clusters walk CLUSTER_WALK rows.
+    - The H200 (fast memory) gains from every walk on the persistent grid: softmax 32768 0.867
+      -> 0.908, 65536 0.782 -> 0.883; log_softmax 32768 0.862 -> 0.909."""
+    if not (cfg.cluster > 1 and cfg.vectors * cfg.vec <= 32 and bits <= 16):
+        return None
+    if fast:
+        return "persistent"
+    if not (log or cfg.cluster >= MAX_CLUSTER):
+        return None
+    return "persistent" if cfg.cluster >= 4 else "groups"
 
 
 @cute.jit
@@ -258,14 +264,14 @@ def _long_backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, cfg: Conste
 
 
 @cute.jit
-def _forward(x: cute.Tensor, y: cute.Tensor, groups: cute.Int32, cfg: Constexpr, log: Constexpr):
-    """`groups`: a persistent walk's grid (row_reduce.persistent_groups), unused by the others."""
-    walk = pipelined(cfg, x.element_type.width, log)
-    grid = launch_grid(x.shape[0], cfg, CLUSTER_WALK if cute.const_expr(walk) else 1)
-    if cute.const_expr(persistent(cfg, x.element_type.width, log)):
+def _forward(x: cute.Tensor, y: cute.Tensor, groups: cute.Int32, cfg: Constexpr, log: Constexpr, walk: Constexpr):
+    """`walk`: forward_walk's; `groups`: a persistent walk's grid (row_reduce.persistent_groups),
+    unused by the others."""
+    grid = launch_grid(x.shape[0], cfg, CLUSTER_WALK if cute.const_expr(walk == "groups") else 1)
+    if cute.const_expr(walk == "persistent"):
         grid = (groups * cfg.cluster, 1, 1)
-    _forward_kernel(x, y, cfg, log).launch(grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
-                                           min_blocks_per_mp=resident_ctas(cfg, log, walk))
+    _forward_kernel(x, y, cfg, log, walk).launch(grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
+                                                 min_blocks_per_mp=resident_ctas(cfg, log, walk is not None))
 
 
 def resident_ctas(cfg: RowConfig, log: bool, walk: bool):
@@ -343,12 +349,13 @@ def softmax(x: torch.Tensor, log: bool = False, out: torch.Tensor | None = None)
         _long_forward(dynamic_rows(x2), dynamic_rows(y), *chunk_config(x2, y), log)
     elif x2.numel():
         cfg = _config(x2, y)
+        walk = forward_walk(cfg, 8 * x2.element_size(), log, fast_memory(x.device.index))
         args = (dynamic_rows(x2), dynamic_rows(y))
         groups = 1
-        if persistent(cfg, 8 * x2.element_size(), log):
-            compiled = _forward.compile(*args, 1, cfg, log)           # (a memory-cache hit after the first)
+        if walk == "persistent":
+            compiled = _forward.compile(*args, 1, cfg, log, walk)     # (a memory-cache hit after the first)
             groups = persistent_groups(x2.shape[0], cfg, resident_groups(compiled, cfg, x.device.index))
-        _forward(*args, groups, cfg, log)
+        _forward(*args, groups, cfg, log, walk)
     return y.view(x.shape)
 
 

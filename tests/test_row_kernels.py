@@ -103,7 +103,8 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
     cfg = softmax._config(x, x)
     assert cfg.cluster == 8 and cfg.vectors * cfg.vec == 32
     rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
-    fwd = cute.compile(softmax._forward, rows, rows, 1, cfg, log, options=hopper)
+    walk = softmax.forward_walk(cfg, 16, log, False)
+    fwd = cute.compile(softmax._forward, rows, rows, 1, cfg, log, walk, options=hopper)
     for kernel in (fwd, cute.compile(softmax._backward, rows, rows, rows, cfg, log, options=hopper)):
         ptx = kernel.__ptx__
         assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32" in ptx
@@ -112,9 +113,10 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
     # The forward's one trip through distributed shared memory per row (one mbarrier wait),
     # pipelined over a cluster of 8: sends run one row ahead of receives, over four sets of slots.
     assert fwd.__ptx__.count("mbarrier.try_wait") == 1
-    assert fwd.__ptx__.count("mbarrier.init") == 4 and softmax.pipelined(cfg, 16, log)
+    assert fwd.__ptx__.count("mbarrier.init") == 4 and walk == "persistent"
     four = softmax._config(torch.empty(4, 65536, dtype=torch.bfloat16))     # a cluster of 4: one row per CTA
-    assert four.cluster == 4 and softmax.pipelined(four, 16, True) and not softmax.pipelined(four, 16, False)
+    assert four.cluster == 4 and softmax.forward_walk(four, 16, True, False) == "persistent"
+    assert softmax.forward_walk(four, 16, False, False) is None
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
@@ -125,8 +127,9 @@ def test_cluster_rows_pipeline_their_exchanges_within_the_register_budget(dtype)
     x, w, stat = torch.empty(8, 65536, dtype=dtype), torch.empty(65536, dtype=dtype), torch.empty(8)
     rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
     cfg = softmax._config(x, x)
-    fwd = cute.compile(softmax._forward, rows, rows, 1, cfg, True, options=hopper)
-    assert softmax.pipelined(cfg, x.element_size() * 8, True) == (dtype == torch.float16)
+    walk = softmax.forward_walk(cfg, x.element_size() * 8, True, False)
+    fwd = cute.compile(softmax._forward, rows, rows, 1, cfg, True, walk, options=hopper)
+    assert (walk is not None) == (dtype == torch.float16)
     assert fwd.__ptx__.count("mbarrier.init") == (4 if dtype == torch.float16 else 2)
     bwd_cfg = norms.backward_config(65536, (x, x, w, x))
     stages, _ = norms.backward_ring(bwd_cfg, x.element_size(), x.element_size(), w.element_size())
@@ -143,7 +146,7 @@ def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     x = torch.empty(96, 4096, dtype=dtype)
     cfg = softmax._config(x, x)
     vec = "v4.b32" if dtype == torch.bfloat16 else "v4.f32"
-    ptx = cute.compile(softmax._forward, dynamic_rows(x), dynamic_rows(x), 1, cfg, False).__ptx__
+    ptx = cute.compile(softmax._forward, dynamic_rows(x), dynamic_rows(x), 1, cfg, False, None).__ptx__
     assert {f"ld.global.{vec}", f"st.global.{vec}"} == {a for a in _accesses(ptx) if ".v" in a}
     assert "ex2.approx" in ptx and "max.f32" in ptx and "shfl.sync.bfly" in ptx
     w, rstd = torch.empty(4096, dtype=dtype), torch.empty(96)
@@ -209,18 +212,22 @@ def test_every_walking_forward_plan_compiles_without_spilling(key):
 def test_pipelined_walks_take_persistent_grids_where_measured():
     """LayerNorm's 16-bit forward over a cluster (one exchange a row: one_trip_statistics) walks
     pipelined on a persistent grid, RMSNorm's and those with a residual or Float32 rows do not;
-    softmax's pipelined walks are persistent over clusters of 4 and 8, not 2 (the H100 lost)."""
+    softmax's pipelined walks are persistent over clusters of 4 and 8, not 2 (the H100 lost),
+    except on fast memory (an H200), where every 16-bit cluster row walks persistent."""
     for n, want in ((32768, False), (65536, True), (131072, True)):
         values, walk = norms.forward_plan(n, 2, False, False)
         cfg = norms._config(n, (torch.empty(1, n, dtype=torch.bfloat16),), values)
         assert norms.pipelined_forward(cfg, walk, 16, False, False) == want, n
         assert not norms.pipelined_forward(cfg, walk, 16, True, False) and not norms.pipelined_forward(
             cfg, walk, 16, False, True)
-    for n, log, want in ((32768, True, False), (65536, True, True), (131072, False, True), (65536, False, False)):
+    for n, log, want in ((16384, True, None), (32768, True, "groups"), (32768, False, None),
+                         (65536, True, "persistent"), (131072, False, "persistent"), (65536, False, None)):
         x = torch.empty(1, n, dtype=torch.bfloat16)
-        assert softmax.persistent(softmax._config(x, x), 16, log) == want, (n, log)
+        assert softmax.forward_walk(softmax._config(x, x), 16, log, False) == want, (n, log)
+        fast = None if n == 16384 else "persistent"
+        assert softmax.forward_walk(softmax._config(x, x), 16, log, True) == fast, (n, log)
     x = torch.empty(1, 65536)
-    assert not softmax.persistent(softmax._config(x, x), 32, True)
+    assert softmax.forward_walk(softmax._config(x, x), 32, True, True) is None
 
 
 def test_forward_plans_walk_long_rows():
@@ -252,8 +259,8 @@ def test_rows_too_long_for_registers_are_read_in_chunks_16_bytes_at_a_time():
 
 def test_one_kernel_serves_every_number_of_rows():
     a, b = torch.empty(7, 512), torch.empty(70000, 512)
-    ka = cute.compile(softmax._forward, dynamic_rows(a), dynamic_rows(a), 1, softmax._config(a, a), False)
-    kb = cute.compile(softmax._forward, dynamic_rows(b), dynamic_rows(b), 1, softmax._config(b, b), False)
+    ka = cute.compile(softmax._forward, dynamic_rows(a), dynamic_rows(a), 1, softmax._config(a, a), False, None)
+    kb = cute.compile(softmax._forward, dynamic_rows(b), dynamic_rows(b), 1, softmax._config(b, b), False, None)
     assert ka.__ptx__ == kb.__ptx__
 
 
@@ -313,13 +320,25 @@ def test_softmax_forward_and_backward(m, n, log, dtype):
 @pytest.mark.parametrize("log", [False, True])
 @pytest.mark.parametrize("m,n", [(700, 32768), (300, 65536), (60, 131072)])
 def test_softmax_pipelined_walks_rows_on_a_persistent_grid(m, n, log, dtype):
-    """The pipelined walks (softmax.pipelined: 16-bit log_softmax over a cluster, softmax over 8
-    CTAs) on a grid of the clusters that run at once, each walking several rows (both slot
-    sets and the walk's last rows), every element against float64."""
+    """The pipelined walks (softmax.forward_walk: 16-bit log_softmax over a cluster, softmax over 8
+    CTAs, every 16-bit cluster row on fast memory) on a grid of the clusters that run at once,
+    each walking several rows (both slot sets and the walk's last rows), every element against
+    float64."""
     x = _rand((m, n), m + n, dtype, scale=30.0)
     _poison_allocator()
     y = softmax.softmax(x, log=log)
     _check(y, (torch.log_softmax if log else torch.softmax)(x.double(), -1), dtype, "forward")
+
+
+@needs_gpu
+def test_fast_memory_tells_an_h200_from_an_h100():
+    """row_reduce.fast_memory (softmax.forward_walk's `fast`) from the device's memory clock and
+    bus width: an H200 (4.8 TB/s over 132 SMs) has it, an H100 SXM (3.35 TB/s) does not."""
+    from cute_torch.kernels.row_reduce import fast_memory
+    name = torch.cuda.get_device_name()
+    if "H200" not in name and "H100" not in name:
+        pytest.skip(f"no measured expectation for {name}")
+    assert fast_memory(torch.cuda.current_device()) == ("H200" in name), name
 
 
 @needs_gpu

@@ -82,7 +82,7 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
     without a GPU) overrides the device's."""
     from ..kernels import cross_entropy, norms, softmax
     from ..kernels.row_chunks import chunk_config
-    from ..kernels.row_reduce import resident_groups
+    from ..kernels.row_reduce import fast_memory, resident_groups
 
     ops = _operands(descriptions, device)
     resident = 0                        # co-resident groups of a persistent grid (0: not asked, or none)
@@ -98,10 +98,11 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         else:
             host = softmax._long_backward if long else softmax._backward
         cfg, *exact = chunk_config(*present) if long else (softmax._config(*present),)
-        grouped = op == "softmax" and not long      # (its groups: a persistent walk's grid)
-        compiled = host.compile(*args, *([1] if grouped else []), cfg, *exact, log, options=options)
+        grouped = op == "softmax" and not long      # (its groups: a persistent walk's grid; its walk)
+        walk = [softmax.forward_walk(cfg, 8 * ops[0].element_size(), log, fast_memory(device))] if grouped else []
+        compiled = host.compile(*args, *([1] if grouped else []), cfg, *exact, log, *walk, options=options)
         recipe = _recipe(ops, ints=int(grouped))
-        if arch is None and grouped and softmax.persistent(cfg, 8 * ops[0].element_size(), log):
+        if arch is None and walk == ["persistent"]:
             resident = resident_groups(compiled, cfg, device)
     elif op == "layer_norm":            # x, residual, weight, bias, y, residual_out, rstd, mean
         size = max(o.element_size() for o in ops[:6] if o is not None)
