@@ -189,16 +189,17 @@ def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
     assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == ((2 if residual else 1) * inputs + 1) * cfg.vectors
 
 
-@pytest.mark.parametrize("key", sorted(norms.FORWARD_WALKS),
+@pytest.mark.parametrize("key", sorted(set(norms.FORWARD_WALKS) | set(norms.FAST_MEMORY_WALKS)),
                          ids=lambda k: f"{8 * k[0]}bit-{'rms' if k[1] else 'layer'}{'-residual' if k[2] else ''}")
 def test_every_walking_forward_plan_compiles_without_spilling(key):
-    """Each walk forward_plan ships (element size, RMSNorm, residual) from 2048 to 131072
-    columns fits its registers: a walk holds the next rows beside the current ones, and a spill
-    would cost more than the walk wins."""
+    """Each walk forward_plan ships (element size, RMSNorm, residual; on fast memory or not) from
+    2048 to 131072 columns fits its registers: a walk holds the next rows beside the current
+    ones, and a spill would cost more than the walk wins."""
     size, rms, residual = key
     dtype = {2: torch.bfloat16, 4: torch.float32}[size]
-    for n in (2048, 4096, 8192, 16384, 32768, 65536, 131072):
-        values, walk = norms.forward_plan(n, size, rms, residual)
+    plans = {norms.forward_plan(n, size, rms, residual, fast) + (n,)
+             for n in (2048, 4096, 8192, 16384, 32768, 65536, 131072) for fast in (False, True)}
+    for values, walk, n in sorted(plans):
         if walk == 1:
             continue
         x, w, stat = torch.empty(64, n, dtype=dtype), torch.empty(n, dtype=dtype), torch.empty(64)
@@ -239,6 +240,10 @@ def test_forward_plans_walk_long_rows():
     assert norms.forward_plan(65536, 2, False, True) == (32, 8)
     assert norms.forward_plan(131072, 2, False, False) == (32, 8)
     assert norms.forward_plan(131072, 4, False, True) == (norms.forward_values(131072, False, True), 1)
+    # Fast memory (an H200) adds its own walks, merged by N: RMSNorm at 32768 walks 4 blocks.
+    assert norms.forward_plan(32768, 2, True, False) == (64, 1)
+    assert norms.forward_plan(32768, 2, True, False, fast=True) == (64, 4)
+    assert norms.forward_plan(65536, 2, True, False, fast=True) == (64, 8)
 
 
 def test_rows_too_long_for_registers_are_read_in_chunks_16_bytes_at_a_time():
@@ -453,13 +458,14 @@ def test_layer_norm_statistics_in_one_trip_keep_rows_far_from_zero_exact(n):
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("rms", [True, False])
-@pytest.mark.parametrize("m,n", [(300, 16384), (130, 20000), (70, 40000), (9, 65536), (200, 65536), (5, 131072),
-                                 (70, 131072)])
+@pytest.mark.parametrize("m,n", [(300, 16384), (130, 20000), (130, 32768), (70, 40000), (9, 65536), (200, 65536),
+                                 (5, 131072), (70, 131072)])
 def test_norm_forwards_walking_rows_with_a_residual_of_their_dtype(m, n, rms, dtype):
     """forward_plan's walks (the next rows fetched ahead; one CTA or a cluster per block; 300
-    rows: each of 38 groups walks 8 blocks, both slot sets; bf16 LayerNorm past 32768 columns
-    pipelined on a persistent grid: 200 rows of 65536 and 70 of 131072 walk several rows per
-    cluster), with and without a residual of the input's dtype, every element against float64."""
+    rows: each of 38 groups walks 8 blocks, both slot sets; bf16 RMSNorm at 32768 on fast memory
+    walks 4; bf16 LayerNorm past 32768 columns pipelined on a persistent grid: 200 rows of 65536
+    and 70 of 131072 walk several rows per cluster), with and without a residual of the input's
+    dtype, every element against float64."""
     seed = m + n * 7 + rms
     x = _rand((m, n), seed, dtype, scale=3.0) + 1.5
     w, b = _rand((n,), seed + 1, dtype), None if rms else _rand((n,), seed + 2, dtype)
