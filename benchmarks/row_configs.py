@@ -52,8 +52,11 @@ def main() -> None:
             forward = softmax._forward.compile(dynamic_rows(x), dynamic_rows(out), 1, cfg, False, walk)
             groups = persistent_groups(m, cfg, resident_groups(forward, cfg, 0)) if walk == "persistent" else 1
             fwd = fraction(lambda: forward(dynamic_rows(x), dynamic_rows(out), groups, cfg, False, walk), 2)
-            bwd = fraction(lambda: softmax._backward(dynamic_rows(y), dynamic_rows(dy), dynamic_rows(out), cfg, False),
-                           3)
+            walk = softmax.backward_walk(cfg, 16, fast_memory(0))
+            back = (dynamic_rows(y), dynamic_rows(dy), dynamic_rows(out))
+            backward = softmax._backward.compile(*back, 1, cfg, False, walk)
+            groups = persistent_groups(m, cfg, resident_groups(backward, cfg, 0)) if walk else 1
+            bwd = fraction(lambda: backward(*back, groups, cfg, False, walk), 3)
             line += f"  {_label(cfg)}: fwd {fwd:.2f} bwd {bwd:.2f}"
         print(line, flush=True)
         for rms in (True, False):

@@ -35,9 +35,10 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .row_chunks import chunk_config, chunks, load_chunk, load_edge, online_logsumexp, store_chunk, store_edge
-from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive, cluster_send,
-                         cta_group, dynamic_rows, fast_memory, fetch_row, fold, launch_cluster, launch_grid, load_row,
-                         persistent_groups, resident_groups, row_config, row_reduce, store_row, thread_place)
+from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive,
+                         cluster_send, cta_group, dynamic_rows, fast_memory, fetch_row, fold,
+                         launch_cluster, launch_grid, load_row, persistent_groups, resident_groups, row_config,
+                         row_reduce, store_row, thread_place)
 
 LOG2_E = math.log2(math.e)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
@@ -185,22 +186,57 @@ def _output(held, local, m, s, log: bool):
 
 
 @cute.kernel
-def _backward_kernel(mY: cute.Tensor, mDY: cute.Tensor, mDX: cute.Tensor, cfg: Constexpr, log: Constexpr):
+def _backward_kernel(mY: cute.Tensor, mDY: cute.Tensor, mDX: cute.Tensor, cfg: Constexpr, log: Constexpr,
+                     walk: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
-    peers = cluster_peers(cfg)
-    step = 0 if cute.const_expr(peers is not None) else None
-    rows = mY.shape[0]
-    src = clamp_row(row, rows)
-    y = load_row(mY, src, lane, cfg)
-    dy = load_row(mDY, src, lane, cfg)
-    if cute.const_expr(log):
-        total = row_reduce(fold(dy, "sum"), "sum", cfg, lane, row_in_cta, step, peers)
-        dx = dy - cute.math.exp2(y * LOG2_E) * total
+    if cute.const_expr(walk):
+        _walk_cluster_rows_backward(mY, mDY, mDX, cfg, log, lane)
     else:
-        dot = row_reduce(fold(dy * y, "sum"), "sum", cfg, lane, row_in_cta, step, peers)
-        dx = y * (dy - dot)
-    if row < rows:
-        store_row(mDX, row, lane, cfg, dx)
+        peers = cluster_peers(cfg)
+        step = 0 if cute.const_expr(peers is not None) else None
+        rows = mY.shape[0]
+        src = clamp_row(row, rows)
+        y = load_row(mY, src, lane, cfg)
+        dy = load_row(mDY, src, lane, cfg)
+        total = row_reduce(fold(_summed(y, dy, log), "sum"), "sum", cfg, lane, row_in_cta, step, peers)
+        if row < rows:
+            store_row(mDX, row, lane, cfg, _input_gradient(y, dy, total, log))
+
+
+def _summed(y, dy, log: bool):
+    """What the backward sums over a row: dy (log_softmax) or dy * y (softmax)."""
+    return dy if log else dy * y
+
+
+def _input_gradient(y, dy, total, log: bool):
+    """dx from y, dy and the row's sum of _summed."""
+    if log:
+        return dy - cute.math.exp2(y * LOG2_E) * total
+    return y * (dy - total)
+
+
+@cute.jit
+def _walk_cluster_rows_backward(mY: cute.Tensor, mDY: cute.Tensor, mDX: cute.Tensor, cfg: Constexpr,
+                                log: Constexpr, lane):
+    """The backward's walk over rows split across a cluster (backward_walk), each cluster
+    walking every groups-th row with the next row's y and dy loading (in their 16-bit type)
+    through this row's exchange and output. (Pipelining the exchange too, as the forward's
+    walk does, would hold a third row: 80 bytes of spills at 512 threads.)"""
+    peers = cluster_peers(cfg)
+    group, groups = cta_group(cfg)
+    rows = mY.shape[0]
+    ahead = [cute.make_rmem_tensor((cfg.vec, cfg.vectors), t.element_type) for t in (mY, mDY)]
+    fetch_row(mY, group, lane, cfg, ahead[0])
+    fetch_row(mDY, group, lane, cfg, ahead[1])
+    k = 0                                           # rows done: their exchanges' steps
+    for row in range(group, rows, groups):
+        y, dy = ahead[0].load().to(cute.Float32), ahead[1].load().to(cute.Float32)
+        following = clamp_row(row + groups, rows)
+        fetch_row(mY, following, lane, cfg, ahead[0])
+        fetch_row(mDY, following, lane, cfg, ahead[1])
+        total = row_reduce(fold(_summed(y, dy, log), "sum"), "sum", cfg, lane, 0, k, peers)
+        store_row(mDX, row, lane, cfg, _input_gradient(y, dy, total, log))
+        k = k + 1
 
 
 @cute.kernel
@@ -289,10 +325,22 @@ def resident_ctas(cfg: RowConfig, log: bool, walk: bool):
 
 
 @cute.jit
-def _backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, cfg: Constexpr, log: Constexpr):
-    resident = backward_resident_ctas(cfg, log, y.element_type.width)
-    _backward_kernel(y, dy, dx, cfg, log).launch(grid=launch_grid(y.shape[0], cfg), block=(cfg.threads, 1, 1),
-                                                 cluster=launch_cluster(cfg), min_blocks_per_mp=resident)
+def _backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, groups: cute.Int32, cfg: Constexpr, log: Constexpr,
+              walk: Constexpr):
+    """`walk`: backward_walk's; `groups`: its persistent grid (row_reduce.persistent_groups),
+    unused without the walk."""
+    grid = (groups * cfg.cluster, 1, 1) if cute.const_expr(walk) else launch_grid(y.shape[0], cfg)
+    resident = None if cute.const_expr(walk) else backward_resident_ctas(cfg, log, y.element_type.width)
+    _backward_kernel(y, dy, dx, cfg, log, walk).launch(grid=grid, block=(cfg.threads, 1, 1),
+                                                       cluster=launch_cluster(cfg), min_blocks_per_mp=resident)
+
+
+def backward_walk(cfg: RowConfig, bits: int, fast: bool) -> bool:
+    """Whether the backward walks rows split over a cluster on a persistent grid, the next row
+    loading through each row's exchange (_walk_cluster_rows_backward): 16-bit rows whose
+    threads hold up to 32 values, on a card with fast memory (row_reduce.fast_memory). WIP:
+    to measure."""
+    return fast and cfg.cluster > 1 and cfg.vectors * cfg.vec <= 32 and bits <= 16
 
 
 def backward_resident_ctas(cfg: RowConfig, log: bool, bits: int):
@@ -368,5 +416,12 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, log: bool = False) -> to
     if y2.numel() and takes_chunks(y2, dy2, dx):
         _long_backward(dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx), *chunk_config(y2, dy2, dx), log)
     elif y2.numel():
-        _backward(dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx), _config(y2, dy2, dx), log)
+        cfg = _config(y2, dy2, dx)
+        walk = backward_walk(cfg, 8 * max(y2.element_size(), dy2.element_size()), fast_memory(y.device.index))
+        args = (dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx))
+        groups = 1
+        if walk:
+            compiled = _backward.compile(*args, 1, cfg, log, walk)     # (a memory-cache hit after the first)
+            groups = persistent_groups(y2.shape[0], cfg, resident_groups(compiled, cfg, y.device.index))
+        _backward(*args, groups, cfg, log, walk)
     return dx.view(y.shape)

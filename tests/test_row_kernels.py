@@ -105,7 +105,7 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
     rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
     walk = softmax.forward_walk(cfg, 16, log, False)
     fwd = cute.compile(softmax._forward, rows, rows, 1, cfg, log, walk, options=hopper)
-    for kernel in (fwd, cute.compile(softmax._backward, rows, rows, rows, cfg, log, options=hopper)):
+    for kernel in (fwd, cute.compile(softmax._backward, rows, rows, rows, 1, cfg, log, False, options=hopper)):
         ptx = kernel.__ptx__
         assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32" in ptx
         assert {a for a in _accesses(ptx) if ".v" in a} == {"ld.global.v4.b32", "st.global.v4.b32"}
@@ -117,6 +117,22 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
     four = softmax._config(torch.empty(4, 65536, dtype=torch.bfloat16))     # a cluster of 4: one row per CTA
     assert four.cluster == 4 and softmax.forward_walk(four, 16, True, False) == "persistent"
     assert softmax.forward_walk(four, 16, False, False) is None
+
+
+@pytest.mark.parametrize("n", [40000, 65536, 131072])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_softmax_backward_walks_cluster_rows_on_fast_memory_without_spilling(n, dtype):
+    """softmax.backward_walk: 16-bit rows over a cluster walk on fast memory only, the next
+    row's y and dy loading in 16 bits beside this row's, without spilling; Float32 rows do not
+    walk."""
+    x = torch.empty(8, n, dtype=dtype)
+    cfg, rows = softmax._config(x, x, x), dynamic_rows(x)
+    assert not softmax.backward_walk(cfg, 8 * x.element_size(), False)
+    walk = softmax.backward_walk(cfg, 8 * x.element_size(), True)
+    assert walk == (dtype != torch.float32)
+    for log in (False, True):
+        bwd = cute.compile(softmax._backward, rows, rows, rows, 1, cfg, log, walk, options={"arch": "sm_90a"})
+        assert all(k.get("spill_stores") == 0 for k in bwd.kernels), bwd.kernels
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])

@@ -183,7 +183,7 @@ def test_the_builder_compiles_each_op_and_says_where_its_arguments_come_from():
     cases = {
         ("softmax", f"{rows}|{rows}", "0"): [0, 1000, 1, 1001, 5000],
         ("softmax", "r;float32;131072;131072;16;0|r;float32;131072;131072;16;0", "1"): [0, 1000, 1, 1001, 5000],
-        ("softmax_backward", f"{rows}|{rows}|{rows}", "1"): [0, 1000, 1, 1001, 2, 1002],
+        ("softmax_backward", f"{rows}|{rows}|{rows}", "1"): [0, 1000, 1, 1001, 2, 1002, 5000],
         ("layer_norm", f"{rows}|-|{col}|-|{rows}|-|{vec}|-", "1"): [0, 1000, 2, 4, 1004, 6, 1006, 4000, 5000],
         ("layer_norm_backward", f"{rows}|{col}|{rows}|{vec}|{vec}|{rows}|r;float32;4096;4096;16;0|-|{col}|-", ""):
             [0, 1000, 1, 2, 1002, 3, 1003, 4, 1004, 5, 1005, 6, 1006, 8, 5000],

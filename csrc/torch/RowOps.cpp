@@ -177,7 +177,7 @@ at::Tensor softmaxBackwardCuda(const at::Tensor &y, const at::Tensor &dy, bool l
         rowKernel("softmax_backward",
                   join({describe('r', y2, op), describe('r', dy2, op), describe('r', dx, op)}),
                   log ? "1" : "0", y.device().index());
-    launch(k, {y2, dy2, dx}, {}, {}, op);
+    launch(k, {y2, dy2, dx}, {}, {persistentGroups(k, y2.size(0))}, op);
   }
   return dx.view(y.sizes());
 }

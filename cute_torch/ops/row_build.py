@@ -98,11 +98,17 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         else:
             host = softmax._long_backward if long else softmax._backward
         cfg, *exact = chunk_config(*present) if long else (softmax._config(*present),)
-        grouped = op == "softmax" and not long      # (its groups: a persistent walk's grid; its walk)
-        walk = [softmax.forward_walk(cfg, 8 * ops[0].element_size(), log, fast_memory(device))] if grouped else []
+        grouped = not long                          # (its groups: a persistent walk's grid; its walk)
+        width = 8 * max(o.element_size() for o in present)
+        if not grouped:
+            walk = []
+        elif op == "softmax":
+            walk = [softmax.forward_walk(cfg, width, log, fast_memory(device))]
+        else:
+            walk = [softmax.backward_walk(cfg, width, fast_memory(device))]
         compiled = host.compile(*args, *([1] if grouped else []), cfg, *exact, log, *walk, options=options)
         recipe = _recipe(ops, ints=int(grouped))
-        if arch is None and walk == ["persistent"]:
+        if arch is None and walk in (["persistent"], [True]):
             resident = resident_groups(compiled, cfg, device)
     elif op == "layer_norm":            # x, residual, weight, bias, y, residual_out, rstd, mean
         size = max(o.element_size() for o in ops[:6] if o is not None)
