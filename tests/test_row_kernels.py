@@ -616,6 +616,9 @@ def run_small():
     wide = _rand((20, 131072), 14, torch.bfloat16)          # clusters of 8 walking rows, exchanges pipelined
     softmax.softmax(wide)
     softmax.softmax(wide, log=True)
+    softmax.softmax_backward(wide, wide, log=True)          # on fast memory: walking rows, the next loading
+    rms_walk = _rand((40, 32768), 15, torch.bfloat16)       # on fast memory: RMSNorm walking 4 blocks
+    norms.norm_forward(rms_walk, rms_walk[0], None, eps=1e-5, rms=True)
     norms.norm_forward(wide, None, None, eps=1e-5, rms=False)   # one exchange a row: (mean, M2)
     ahead = _rand((300, 20000), 8, torch.bfloat16)          # forwards walking rows, one CTA per block
     for rms in (True, False):
