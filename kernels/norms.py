@@ -102,22 +102,27 @@ FORWARD_WALKS = {
 
 
 # Walks only a card with fast memory takes (row_reduce.fast_memory: an H200), merged into
-# FORWARD_WALKS by their N. H200 bf16 fraction of copy, before -> after (2026-11-26):
+# FORWARD_WALKS by their N: (element size, rms, residual, weight or bias given) -> entries as
+# there. H200 bf16 fraction of copy, before -> after (2026-11-26):
 FAST_MEMORY_WALKS = {
-    # RMSNorm at 32768, one 512-thread CTA per SM unwalked: 0.903 -> 0.944 walking 4 blocks (0.936 walking 8).
-    # (LayerNorm at 16384 walking 4 blocks, bounded to two CTAs per SM, gained with weight and bias, staged
-    # once per CTA, and lost without: 0.893 / 0.973 -> 0.924 / 0.940; at 32768 walking 4 blocks as 8.)
-    (2, True, False): [(32768, 64, 4)],
+    # RMSNorm at 32768 with a weight, one 512-thread CTA per SM unwalked: 0.903 -> 0.944 walking 4 blocks
+    # (0.936 walking 8).
+    (2, True, False, True): [(32768, 64, 4)],
+    # LayerNorm at 16384 with weight and bias, read once per CTA into shared memory where it walks
+    # (_stages_parameters) instead of once per row through L2, two CTAs per SM (walking_ctas): 0.893 -> 0.924.
+    # Without them it lost (0.973 -> 0.940); at 32768 walking 4 blocks equals 8.
+    (2, False, False, True): [(16384, 64, 4)],
 }
 
 
-def forward_plan(n: int, size: int, rms: bool, residual: bool, fast: bool = False) -> tuple[int, int]:
+def forward_plan(n: int, size: int, rms: bool, residual: bool, fast: bool = False,
+                 params: bool = True) -> tuple[int, int]:
     """(row values per thread, blocks of rows each CTA (cluster) walks; 1: one block, no loop)
     of the forward over rows of `n` elements of `size` bytes (the largest operand's); `fast`:
-    the device has fast memory (FAST_MEMORY_WALKS)."""
+    the device has fast memory, `params`: a weight or bias is given (FAST_MEMORY_WALKS)."""
     plan = (forward_values(n, rms, residual), 1)
     key = (size, rms, residual)
-    walks = FORWARD_WALKS.get(key, []) + (FAST_MEMORY_WALKS.get(key, []) if fast else [])
+    walks = FORWARD_WALKS.get(key, []) + (FAST_MEMORY_WALKS.get(key + (params,), []) if fast else [])
     for start, values, walk in sorted(walks, key=lambda entry: entry[0]):
         if n >= start:
             plan = (values, walk)
@@ -575,7 +580,14 @@ def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, groups: cu
     if cute.const_expr(pipelined_forward(cfg, walk, x.element_type.width, rms, res is not None)):
         grid = (groups * cfg.cluster, 1, 1)
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, walk).launch(
-        grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg))
+        grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), min_blocks_per_mp=walking_ctas(cfg, walk))
+
+
+def walking_ctas(cfg: RowConfig, walk: int):
+    """CTAs per SM a walking forward of 256 threads or fewer asks ptxas to fit (None: no bound):
+    the next row fetched ahead beside this one took LayerNorm's at 16384 bf16 columns to 150
+    registers, one CTA per SM (0.896-0.900 of copy on an H200); bounded, 127 and no spills, two."""
+    return 2 if walk > 1 and cfg.threads <= 256 else None
 
 
 @cute.jit
@@ -711,7 +723,8 @@ def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: fl
     if m:
         tensors = (x2, res2, w, b, y, res_out)
         size = max(t.element_size() for t in tensors if t is not None)
-        values, walk = forward_plan(n, size, rms, residual is not None, fast_memory(x.device.index))
+        values, walk = forward_plan(n, size, rms, residual is not None, fast_memory(x.device.index),
+                                    w is not None or b is not None)
         cfg = forward_config(n, tensors, values)
         args = (dynamic_rows(x2), dynamic_rows(res2), w, b, dynamic_rows(y), dynamic_rows(res_out), dynamic_rows(rstd),
                 dynamic_rows(mean), eps)

@@ -205,7 +205,7 @@ def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
     assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == ((2 if residual else 1) * inputs + 1) * cfg.vectors
 
 
-@pytest.mark.parametrize("key", sorted(set(norms.FORWARD_WALKS) | set(norms.FAST_MEMORY_WALKS)),
+@pytest.mark.parametrize("key", sorted(set(norms.FORWARD_WALKS) | {k[:3] for k in norms.FAST_MEMORY_WALKS}),
                          ids=lambda k: f"{8 * k[0]}bit-{'rms' if k[1] else 'layer'}{'-residual' if k[2] else ''}")
 def test_every_walking_forward_plan_compiles_without_spilling(key):
     """Each walk forward_plan ships (element size, RMSNorm, residual; on fast memory or not) from
@@ -213,8 +213,9 @@ def test_every_walking_forward_plan_compiles_without_spilling(key):
     ones, and a spill would cost more than the walk wins."""
     size, rms, residual = key
     dtype = {2: torch.bfloat16, 4: torch.float32}[size]
-    plans = {norms.forward_plan(n, size, rms, residual, fast) + (n,)
-             for n in (2048, 4096, 8192, 16384, 32768, 65536, 131072) for fast in (False, True)}
+    plans = {norms.forward_plan(n, size, rms, residual, fast, params) + (n,)
+             for n in (2048, 4096, 8192, 16384, 32768, 65536, 131072) for fast in (False, True)
+             for params in (False, True)}
     for values, walk, n in sorted(plans):
         if walk == 1:
             continue
@@ -260,6 +261,9 @@ def test_forward_plans_walk_long_rows():
     assert norms.forward_plan(32768, 2, True, False) == (64, 1)
     assert norms.forward_plan(32768, 2, True, False, fast=True) == (64, 4)
     assert norms.forward_plan(65536, 2, True, False, fast=True) == (64, 8)
+    # LayerNorm at 16384 walks there only with a weight or bias (staged once per CTA).
+    assert norms.forward_plan(16384, 2, False, False, fast=True) == (64, 4)
+    assert norms.forward_plan(16384, 2, False, False, fast=True, params=False) == (64, 1)
 
 
 def test_rows_too_long_for_registers_are_read_in_chunks_16_bytes_at_a_time():

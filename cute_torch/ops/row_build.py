@@ -112,7 +112,8 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
             resident = resident_groups(compiled, cfg, device)
     elif op == "layer_norm":            # x, residual, weight, bias, y, residual_out, rstd, mean
         size = max(o.element_size() for o in ops[:6] if o is not None)
-        values, walk = norms.forward_plan(ops[0].n, size, bits[0], ops[1] is not None, fast_memory(device))
+        values, walk = norms.forward_plan(ops[0].n, size, bits[0], ops[1] is not None, fast_memory(device),
+                                          ops[2] is not None or ops[3] is not None)
         cfg = norms.forward_config(ops[0].n, [o for o in ops[:6]], values)
         compiled = norms._forward.compile(*args, 1e-5, 1, cfg, bits[0], walk, options=options)
         recipe = _recipe(ops, floats=1, ints=1)
