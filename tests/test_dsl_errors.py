@@ -99,6 +99,36 @@ def test_carried_variable_changing_type():
     check(e.value, codes.TYPE_CHANGE, k, "# CHANGE", "Float32")
 
 
+def test_type_change_points_at_the_assignment_not_the_regions_last_line():
+    """In a loop whose body goes on after the assignment that changes a carried variable's type
+    (for and while), the error names that assignment's line, not the body's last."""
+    @cute.kernel
+    def k(x, n: cute.Int32):
+        total = 0
+        count = 0
+        for i in range(n):
+            total = x[i] * 2.0  # CHANGE
+            count = count + 1
+        x[0] = total + count
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(k, X, 3)
+    check(e.value, codes.TYPE_CHANGE, k, "# CHANGE", "Float32")
+
+    @cute.kernel
+    def loop(x, n: cute.Int32):
+        i = cute.Int32(0)
+        total = 0
+        while i < n:
+            total = x[i] * 2.0  # WHILE
+            i = i + 1
+        x[0] = total
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(loop, X, 3)
+    check(e.value, codes.TYPE_CHANGE, loop, "# WHILE", "Float32")
+
+
 def test_dynamic_value_where_compile_time_needed():
     @cute.kernel
     def k(x, n: cute.Int32):

@@ -72,28 +72,30 @@ def _carried_type(value) -> type[Numeric] | None:
     return None
 
 
-def _coerce(name: str, value, t: type[Numeric], kind: str, where_: str) -> Numeric:
-    """A value yielded for a carried variable of type `t`."""
+def _coerce(name: str, value, t: type[Numeric], kind: str, where_: str, at: Location | None = None) -> Numeric:
+    """A value yielded for a carried variable of type `t`; `at`: where the region last assigns
+    it (errors point there; else at the innermost user line)."""
+    at = at or user_location()
     if isinstance(value, Numeric):
         if type(value) is not t:
             raise DSLError(TYPE_CHANGE,
                            f"'{name}' is {t.__name__} when the dynamic {kind} starts but {type(value).__name__} "
                            f"{where_}",
-                           user_location(),
+                           at,
                            f"give '{name}' one type: initialize it as {type(value).__name__}(...) before the "
                            f"{kind}, or convert with .to({t.__name__})")
         return value
     if isinstance(value, (bool, int, float)):
         if isinstance(value, float) and not t.is_float:
             raise DSLError(TYPE_CHANGE, f"'{name}' is {t.__name__} in the dynamic {kind} but is assigned a float "
-                           f"{where_}", user_location(),
+                           f"{where_}", at,
                            f"initialize '{name}' as a float (e.g. cute.Float32(0)) before the {kind}")
         return convert(value, t)
     if isinstance(value, Undefined):
         raise DSLError(UNDEFINED_AFTER_REGION, f"'{name}' has no value on every path through the dynamic {kind}",
-                       user_location(), f"assign '{name}' on every path, or before the {kind}")
+                       at, f"assign '{name}' on every path, or before the {kind}")
     raise DSLError(TYPE_CHANGE, f"'{name}' holds a {type(value).__name__}, which cannot be carried out of a "
-                   f"dynamic {kind}", user_location(),
+                   f"dynamic {kind}", at,
                    f"carry DSL scalars only; compute '{name}' outside the {kind}")
 
 
@@ -107,8 +109,9 @@ class _Carry:
     a pipeline state, a dataclass, a tuple, a layout with run-time leaves) travels as its leaves
     and is rebuilt around them (pytree.py); its static parts must stay as they were."""
 
-    def __init__(self, names: Sequence[str], init: tuple, kind: str):
+    def __init__(self, names: Sequence[str], init: tuple, kind: str, assigned: Sequence = ()):
         self.names, self.init, self.kind = list(names), init, kind
+        self.assigned = list(assigned) or [None] * len(self.names)   # where the region last assigns each
         self.carried: list[tuple[int, pytree.Tree | None, int]] = []  # (variable, tree or None, leaves)
         self.types: list[type[Numeric]] = []
         self._initial: list = []  # the carried values before the region (scalars not yet converted)
@@ -161,20 +164,22 @@ class _Carry:
             if after is not before:
                 raise DSLError(TYPE_CHANGE, f"'{name}' ({type(before).__name__}) is reassigned inside a dynamic "
                                f"{self.kind}; only DSL scalars and structures of them can change there",
-                               user_location(), f"compute '{name}' before the {self.kind}, or use a new name inside it")
+                               self.assigned[i] or user_location(),
+                               f"compute '{name}' before the {self.kind}, or use a new name inside it")
         values, at = [], 0
         for i, tree, n in self.carried:
             name, types = self.names[i], self.types[at:at + n]
             if tree is None:
-                values.append(_coerce(name, returned[i], types[0], self.kind, where_))
+                values.append(_coerce(name, returned[i], types[0], self.kind, where_, self.assigned[i]))
             else:
                 leaves, after = pytree.flatten(returned[i], _is_numeric)
                 if after != tree:
                     raise DSLError(TYPE_CHANGE, f"'{name}' ({type(self.init[i]).__name__}) changes its structure or "
-                                   f"a compile-time part {where_} of the dynamic {self.kind}", user_location(),
+                                   f"a compile-time part {where_} of the dynamic {self.kind}",
+                                   self.assigned[i] or user_location(),
                                    f"only the DSL values inside '{name}' can change; make the others DSL values "
                                    "(e.g. cute.Int32(0)) before the region")
-                values += [_coerce(f"{name} (field {k})", leaf, t, self.kind, where_)
+                values += [_coerce(f"{name} (field {k})", leaf, t, self.kind, where_, self.assigned[i])
                            for k, (leaf, t) in enumerate(zip(leaves, types))]
             at += n
         return values
@@ -258,7 +263,10 @@ def _emit_for(b, lb, ub, step, carry: _Carry, values: list[Numeric], body: Calla
     return [t._wrap(r) for t, r in zip(carry.types, results)]
 
 
-def for_loop(iterable, body: Callable, init: tuple, names: Sequence[str], loc: Location) -> tuple:
+def for_loop(iterable, body: Callable, init: tuple, names: Sequence[str], loc: Location,
+             assigned: Sequence = ()) -> tuple:
+    """A `for` loop: a Python loop over a compile-time iterable, else scf.for carrying the
+    variables `names` (from `init`); `assigned`: where the body last assigns each (errors)."""
     if not isinstance(iterable, range):
         values = init
         for item in iterable:  # a Python loop: range_constexpr, lists, tuples, ...
@@ -280,7 +288,7 @@ def for_loop(iterable, body: Callable, init: tuple, names: Sequence[str], loc: L
         t = promote(t, type(x) if isinstance(x, Numeric) else python_type(x))
     if t.is_float:
         raise DSLError(NOT_CONSTEXPR, "range bounds must be integers", loc)
-    carry = _Carry(names, init, "for loop")
+    carry = _Carry(names, init, "for loop", assigned)
     values = carry.initial_values()
     mlir_loc = loc.mlir()
 
@@ -495,7 +503,8 @@ def compare_chain(operands: Sequence[Callable], ops: Sequence[str], loc: Locatio
 
 # -- while --------------------------------------------------------------------------------------
 
-def while_loop(cond_fn: Callable, body: Callable, init: tuple, names: Sequence[str], loc: Location) -> tuple:
+def while_loop(cond_fn: Callable, body: Callable, init: tuple, names: Sequence[str], loc: Location,
+               assigned: Sequence = ()) -> tuple:
     b = ir.current()
     values = init
     mark = b.mark() if b else None
@@ -511,7 +520,7 @@ def while_loop(cond_fn: Callable, body: Callable, init: tuple, names: Sequence[s
                            "iteration", loc, "make the loop variables DSL values before the loop (e.g. "
                            "i = cute.Int32(0)) so the loop is dynamic from the start")
     b.rollback(mark)  # the condition is traced again inside the loop's `before` region
-    carry = _Carry(names, values, "while loop")
+    carry = _Carry(names, values, "while loop", assigned)
     start = carry.initial_values()
     before = _block_args(b, carry.types)
     with b.region() as before_lines:

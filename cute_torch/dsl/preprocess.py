@@ -6,7 +6,8 @@
                                      acc = acc + x[i]
                                      return (acc,)
                                  (acc,) = __cute_rt.for_loop(__cute_rt.range(a, b), __cute_for_1,
-                                              __cute_rt.capture(locals(), ('acc',), ...), ('acc',), loc)
+                                              __cute_rt.capture(locals(), ('acc',), ...), ('acc',), loc,
+                                              (loc of the body's last `acc =`,))
 
 `if`/`elif`/`else`, `while`, ternaries, `and`/`or`/`not` and comparison chains get the same
 treatment. `cute.range_constexpr` loops and `cute.const_expr(...)` conditions stay Python.
@@ -148,6 +149,22 @@ class _Rewriter(ast.NodeTransformer):
         return _call(_rt("Location"), ast.Name(id=FILE, ctx=ast.Load()), ast.Constant(node.lineno),
                      ast.Constant(node.col_offset))
 
+    def _assigned_at(self, stmts: list[ast.stmt], names: list[str]) -> ast.Tuple:
+        """Per carried name, where `stmts` last assign (or change in place) it in source order: a
+        Location for errors about the value the region leaves it (None where not found)."""
+        last: dict[str, ast.AST] = {}
+        for node in _walk_scope(stmts):
+            name = None
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                name = node.id
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                name = node.value.id
+            if name in names and (name not in last or (node.lineno, node.col_offset) >
+                                  (last[name].lineno, last[name].col_offset)):
+                last[name] = node
+        return ast.Tuple(elts=[self._loc(last[n]) if n in last else ast.Constant(None) for n in names],
+                         ctx=ast.Load())
+
     def _capture(self, names: list[str], kind: str, node: ast.AST) -> ast.expr:
         return _call(_rt("capture"), _call(ast.Name(id="locals", ctx=ast.Load())), _names_tuple(names),
                      ast.Constant(kind), self._loc(node))
@@ -192,7 +209,8 @@ class _Rewriter(ast.NodeTransformer):
         ast.copy_location(bind, node)
         body_def = self._region_def(fn, ["__cute_item"] + names, [bind] + node.body, names)
         call = _call(_rt("for_loop"), node.iter, ast.Name(id=fn, ctx=ast.Load()),
-                     self._capture(names, "for loop", node), runtime_names, self._loc(node))
+                     self._capture(names, "for loop", node), runtime_names, self._loc(node),
+                     self._assigned_at(node.body, names))
         return self._place(node, [body_def, self._assign(names, call)])
 
     def visit_If(self, node: ast.If):
@@ -223,7 +241,8 @@ class _Rewriter(ast.NodeTransformer):
         cond_def = self._region_def(cond_fn, names, [], [])
         cond_def.body = [ast.Return(value=node.test)]
         call = _call(_rt("while_loop"), ast.Name(id=cond_fn, ctx=ast.Load()), ast.Name(id=body_fn, ctx=ast.Load()),
-                     self._capture(names, "while loop", node), runtime_names, self._loc(node))
+                     self._capture(names, "while loop", node), runtime_names, self._loc(node),
+                     self._assigned_at(node.body, names))
         return self._place(node, [cond_def, self._region_def(body_fn, names, node.body, names),
                                   self._assign(names, call)])
 
