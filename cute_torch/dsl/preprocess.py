@@ -89,14 +89,23 @@ def mutated_names(stmts: list[ast.stmt], local: set[str]) -> list[str]:
     carried like a reassigned variable: if it holds DSL values they become iter_args."""
     names: dict[str, None] = {}
     for node in _walk_scope(stmts):
-        base = None
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-            base = node.value
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            base = node.func.value
-        if isinstance(base, ast.Name) and base.id in local:
-            names[base.id] = None
+        changed = _changed_name(node)
+        if changed and changed[1] and changed[0] in local:
+            names[changed[0]] = None
     return list(names)
+
+
+def _changed_name(node: ast.AST) -> tuple[str, bool] | None:
+    """(the variable `node` gives a value, whether in place): a name assigned, or the name whose
+    attribute `node` sets or whose method it calls."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        return node.id, False
+    base = None
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+        base = node.value
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        base = node.func.value
+    return (base.id, True) if isinstance(base, ast.Name) else None
 
 
 def _early_exit(stmts: list[ast.stmt]) -> str | None:
@@ -154,11 +163,7 @@ class _Rewriter(ast.NodeTransformer):
         Location for errors about the value the region leaves it (None where not found)."""
         last: dict[str, ast.AST] = {}
         for node in _walk_scope(stmts):
-            name = None
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                name = node.id
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                name = node.value.id
+            name = (_changed_name(node) or (None,))[0]
             if name in names and (name not in last or (node.lineno, node.col_offset) >
                                   (last[name].lineno, last[name].col_offset)):
                 last[name] = node
