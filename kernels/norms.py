@@ -56,7 +56,7 @@ from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_s
                          cluster_peers, cluster_reduce_received, cluster_send, column_mask, cta_group, dynamic_rows,
                          fast_memory, fetch_row, fold, launch_cluster, launch_grid, load_row, persistent_groups,
                          resident_groups, row_config, row_mean_m2, row_reduce, stage_row, stage_vectors, store_row,
-                         thread_place)
+                         thread_place, walk_cluster_rows)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -234,43 +234,31 @@ def pipelined_forward(cfg: RowConfig, walk: int, bits: int, rms: bool, residual:
 
 @cute.jit
 def _walk_cluster_rows(mX, mW, mB, outputs, eps, cfg: Constexpr, lane, peers):
-    """LayerNorm's walk over rows split across a cluster (one row per cluster at a time, every
-    groups-th one; one_trip_statistics). A row's parts trade their (mean, M2) once, a trip that
-    waits for the cluster's slowest CTA; so a CTA takes the next row's part statistics and
-    sends them before it receives this row's, and the row after next is already loading into
-    registers (as softmax's walk does)."""
-    group, groups = cta_group(cfg)
+    """LayerNorm's rows split across a cluster (one_trip_statistics), walked pipelined as
+    softmax's are (row_reduce.walk_cluster_rows): a row's parts trade their (mean, M2) once;
+    `held` keeps x. The weight and bias are staged while the first row loads
+    (_stages_parameters)."""
     rows = mX.shape[0]
-    ahead = cute.make_rmem_tensor((cfg.vec, cfg.vectors), mX.element_type)
-    held = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
-    held_next = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
-    fetch_row(mX, group, lane, cfg, ahead)
-    params = (None, None)
-    if cute.const_expr(_stages_parameters(mW, mB)):
-        smem = cute.SmemAllocator()
-        params = tuple(_stage_parameter(smem, p, cfg, lane, 0) for p in (mW, mB))
-        cute.arch.sync_threads()
-    _start_row(mX, group + groups, rows, ahead, held, cfg, lane, peers, 0)
-    k = 0                                           # rows done: their exchanges' steps
-    for row in range(group, rows, groups):
-        if row + groups < rows:
-            _start_row(mX, row + 2 * groups, rows, ahead, held_next, cfg, lane, peers, k + 1)
-        mean, m2 = cluster_merge_mean_m2(cfg, 0, k, peers)
-        _store_normalized(held.load(), mean, cute.math.rsqrt(m2 * (1.0 / cfg.n) + eps), row, rows, mW, mB, params,
-                          outputs, cfg, False, lane)
-        held.store(held_next.load())
-        k = k + 1
 
+    def stage():
+        params = (None, None)
+        if cute.const_expr(_stages_parameters(mW, mB)):
+            smem = cute.SmemAllocator()
+            params = tuple(_stage_parameter(smem, p, cfg, lane, 0) for p in (mW, mB))
+            cute.arch.sync_threads()
+        return params
 
-@cute.jit
-def _start_row(mX, following, rows, ahead, held, cfg: Constexpr, lane, peers, step):
-    """Takes a row from `ahead` into `held` (Float32), starts loading row `following` there,
-    and sends this CTA's part's (mean, M2) (exchange `step`)."""
-    x = ahead.load().to(cute.Float32)
-    fetch_row(mX, clamp_row(following, rows), lane, cfg, ahead)
-    held.store(x)
-    tidx, _, _ = cute.arch.thread_idx()
-    cluster_send(row_mean_m2(x, cfg, 0, step, peers, cluster_wide=False), cfg, tidx, 0, step, peers)
+    def start(x, held, step, context):
+        held.store(x)
+        tidx, _, _ = cute.arch.thread_idx()
+        cluster_send(row_mean_m2(x, cfg, 0, step, peers, cluster_wide=False), cfg, tidx, 0, step, peers)
+
+    def finish(held, kept, row, step, params):
+        mean, m2 = cluster_merge_mean_m2(cfg, 0, step, peers)
+        _store_normalized(held, mean, cute.math.rsqrt(m2 * (1.0 / cfg.n) + eps), row, rows, mW, mB, params, outputs,
+                          cfg, False, lane)
+
+    walk_cluster_rows(mX, cfg, lane, start, finish, prologue=stage)
 
 
 def _stages_parameters(mW, mB) -> bool:

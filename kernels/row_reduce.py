@@ -395,6 +395,46 @@ def _merge_next(mean, m2, other_mean, other_m2, merged: int, count: int):
 
 
 @cute.jit
+def walk_cluster_rows(mX: cute.Tensor, cfg: RowConfig, lane, start, finish, fill=0.0, prologue=None) -> None:
+    """The pipelined walk over rows split across a cluster (one row per cluster at a time, each
+    cluster every groups-th row), shared by the forwards whose row parts trade statistics once:
+    that trip waits for the cluster's slowest CTA, so a CTA starts the next row before it
+    receives this row's, and the row after next is already loading into registers.
+    `start(x, held, step, context)` takes a row part (Float32, `fill` past N), stores what the output
+    needs into `held` and sends exchange `step` (cluster_send; sets=4 in cluster_peers: sends
+    run one exchange ahead); what it returns (a Float32, or None) comes back for that row.
+    `finish(held, kept, row, step, context)` receives exchange `step` and writes row `row`.
+    `prologue()`, if given, runs while the first row loads; what it returns is passed to
+    `start` and `finish` as their last argument."""
+    group, groups = cta_group(cfg)
+    rows = mX.shape[0]
+    ahead = cute.make_rmem_tensor((cfg.vec, cfg.vectors), mX.element_type)
+    held = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
+    held_next = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
+    fetch_row(mX, group, lane, cfg, ahead, fill)
+    context = prologue() if prologue is not None else None
+    kept = _start_walk_row(mX, group + groups, rows, ahead, held, cfg, lane, start, 0, fill, context)
+    k = 0                                           # rows done: their exchanges' steps
+    for row in range(group, rows, groups):
+        kept_next = kept
+        if row + groups < rows:
+            kept_next = _start_walk_row(mX, row + 2 * groups, rows, ahead, held_next, cfg, lane, start, k + 1, fill,
+                                        context)
+        finish(held.load(), kept, row, k, context)
+        held.store(held_next.load())
+        kept = kept_next
+        k = k + 1
+
+
+@cute.jit
+def _start_walk_row(mX, following, rows, ahead, held, cfg: RowConfig, lane, start, step, fill, context):
+    """Takes a row part from `ahead`, starts loading row `following` there, and starts it."""
+    x = ahead.load().to(cute.Float32)
+    fetch_row(mX, clamp_row(following, rows), lane, cfg, ahead, fill)
+    return start(x, held, step, context)
+
+
+@cute.jit
 def cluster_send(values: tuple, cfg: RowConfig, lane, row_in_cta, step, peers) -> None:
     """Starts exchange `step`: lane r of each row sends this CTA's values to CTA r, into set
     step % sets of the slots, counted on that set's mbarrier (which this CTA arms for its own

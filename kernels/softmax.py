@@ -38,7 +38,8 @@ from .row_chunks import chunk_config, chunks, load_chunk, load_edge, online_logs
 from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive,
                          cluster_send, cta_group, dynamic_rows, fast_memory, fetch_row, fold,
                          launch_cluster, launch_grid, load_row, persistent_groups, resident_groups, row_config,
-                         row_reduce, store_row, thread_place)
+                         row_reduce, store_row, thread_place,
+                         walk_cluster_rows)
 
 LOG2_E = math.log2(math.e)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
@@ -111,42 +112,22 @@ def forward_walk(cfg: RowConfig, bits: int, log: bool, fast: bool) -> str | None
 
 @cute.jit
 def _walk_cluster_rows(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr, lane):
-    """Rows split over a cluster (one row per cluster at a time), each cluster walking every
-    groups-th row. A row's parts trade their max and sum of exponentials once; that trip
-    waits for the cluster's slowest CTA, so it is pipelined: a CTA starts the next row (its
-    part's statistics, their send) before it receives this row's, and the row after next is
-    already loading into registers."""
+    """Rows split over a cluster, walked pipelined (row_reduce.walk_cluster_rows): a row's parts
+    trade their max and sum of exponentials once; `held` keeps x for log_softmax, the
+    exponentials about the part's max for softmax."""
     peers = cluster_peers(cfg, sets=4)      # (sends one exchange ahead of receives)
-    group, groups = cta_group(cfg)
-    rows = mX.shape[0]
-    ahead = cute.make_rmem_tensor((cfg.vec, cfg.vectors), mX.element_type)
-    held = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
-    held_next = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
-    fetch_row(mX, group, lane, cfg, ahead, -math.inf)
-    local = _start_row(mX, group + groups, rows, ahead, held, cfg, log, lane, peers, 0)
-    k = 0                                           # rows done: their exchanges' steps
-    for row in range(group, rows, groups):
-        local_next = local
-        if row + groups < rows:
-            local_next = _start_row(mX, row + 2 * groups, rows, ahead, held_next, cfg, log, lane, peers, k + 1)
-        m, s = _combine_parts(cfg, peers, k)
-        store_row(mY, row, lane, cfg, _output(held.load(), local, m, s, log))
-        held.store(held_next.load())
-        local = local_next
-        k = k + 1
 
+    def start(x, held, step, context):
+        local, e, total = _part_statistics(x, cfg, lane, peers, step)
+        held.store(x if cute.const_expr(log) else e)
+        cluster_send((local, total), cfg, lane, 0, step, peers)
+        return local
 
-@cute.jit
-def _start_row(mX, following, rows, ahead, held, cfg: Constexpr, log: Constexpr, lane, peers, step):
-    """Takes a row from `ahead`, starts loading row `following` there, and sends this CTA's
-    part's statistics (exchange `step`); `held` gets what the output needs (x for
-    log_softmax, the exponentials for softmax). Returns the part's max."""
-    x = ahead.load().to(cute.Float32)
-    fetch_row(mX, clamp_row(following, rows), lane, cfg, ahead, -math.inf)
-    local, e, total = _part_statistics(x, cfg, lane, peers, step)
-    held.store(x if cute.const_expr(log) else e)
-    cluster_send((local, total), cfg, lane, 0, step, peers)
-    return local
+    def finish(held, local, row, step, context):
+        m, s = _combine_parts(cfg, peers, step)
+        store_row(mY, row, lane, cfg, _output(held, local, m, s, log))
+
+    walk_cluster_rows(mX, cfg, lane, start, finish, -math.inf)
 
 
 @cute.jit
