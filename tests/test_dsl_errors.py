@@ -129,6 +129,35 @@ def test_type_change_points_at_the_assignment_not_the_regions_last_line():
     check(e.value, codes.TYPE_CHANGE, loop, "# WHILE", "Float32")
 
 
+def test_branch_type_mismatch_points_at_the_branch_that_changed_it():
+    """A dynamic `if` whose one branch gives a variable another DSL type than it had before (the
+    other branch keeping it): the error names that branch's assignment, in a then or an else."""
+    @cute.kernel
+    def then_side(x, n: cute.Int32):
+        v = cute.Int32(0)
+        if n > 0:
+            v = x[0] * 2.0  # THEN
+            n = n + 1
+        x[0] = v.to(cute.Float32)
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(then_side, X, 3)
+    check(e.value, codes.TYPE_CHANGE, then_side, "# THEN", "convert")
+
+    @cute.kernel
+    def else_side(x, n: cute.Int32):
+        v = cute.Int32(0)
+        if n > 0:
+            n = n + 1
+        else:
+            v = x[0] * 2.0  # ELSE
+        x[0] = v.to(cute.Float32)
+
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(else_side, X, 3)
+    check(e.value, codes.TYPE_CHANGE, else_side, "# ELSE", "convert")
+
+
 def test_dynamic_value_where_compile_time_needed():
     @cute.kernel
     def k(x, n: cute.Int32):

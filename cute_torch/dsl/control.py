@@ -109,9 +109,12 @@ class _Carry:
     a pipeline state, a dataclass, a tuple, a layout with run-time leaves) travels as its leaves
     and is rebuilt around them (pytree.py); its static parts must stay as they were."""
 
-    def __init__(self, names: Sequence[str], init: tuple, kind: str, assigned: Sequence = ()):
+    def __init__(self, names: Sequence[str], init: tuple, kind: str, assigned: Sequence = (),
+                 assigned_else: Sequence = ()):
         self.names, self.init, self.kind = list(names), init, kind
-        self.assigned = list(assigned) or [None] * len(self.names)   # where the region last assigns each
+        # Where the region (an if's then branch) last assigns each variable, and an if's else branch.
+        self.assigned = list(assigned) or [None] * len(self.names)
+        self.assigned_else = list(assigned_else) or [None] * len(self.names)
         self.carried: list[tuple[int, pytree.Tree | None, int]] = []  # (variable, tree or None, leaves)
         self.types: list[type[Numeric]] = []
         self._initial: list = []  # the carried values before the region (scalars not yet converted)
@@ -385,8 +388,10 @@ def _dynamic_if(b, cond: Numeric, then_fn: Callable[[], tuple], else_fn: Callabl
         else:
             tx, ty = _carried_type(x), _carried_type(y)
             if isinstance(x, Numeric) and isinstance(y, Numeric) and tx is not ty:
+                # Where one branch keeps the value from before the `if`, point at the other's assignment.
+                at = carry.assigned_else[i] if x is init[i] else carry.assigned[i] if y is init[i] else None
                 raise DSLError(TYPE_CHANGE, f"'{name}' is {tx.__name__} in one branch of a dynamic `if` and "
-                               f"{ty.__name__} in the other", loc,
+                               f"{ty.__name__} in the other", at or loc,
                                f"convert one side, e.g. .to({tx.__name__}), so both branches agree")
             entries.append((i, None, [tx if isinstance(x, Numeric) else ty if isinstance(y, Numeric) else
                                       promote(tx, ty)]))
@@ -416,11 +421,14 @@ def _dynamic_if(b, cond: Numeric, then_fn: Callable[[], tuple], else_fn: Callabl
     return tuple(out)
 
 
-def if_(cond, then_fn: Callable, else_fn: Callable, init: tuple, names: Sequence[str], loc: Location) -> tuple:
+def if_(cond, then_fn: Callable, else_fn: Callable, init: tuple, names: Sequence[str], loc: Location,
+        assigned: Sequence = (), assigned_else: Sequence = ()) -> tuple:
+    """An `if`: Python on a compile-time condition, else scf.if carrying `names`; `assigned`,
+    `assigned_else`: where each branch last assigns each (errors)."""
     if not isinstance(cond, Numeric):
         return then_fn(*init) if cond else else_fn(*init)
     b = ir.require(what="a dynamic if")
-    carry = _Carry(names, init, "if")
+    carry = _Carry(names, init, "if", assigned, assigned_else)
     return _dynamic_if(b, cond, lambda: then_fn(*carry.copies()), lambda: else_fn(*carry.copies()), carry, loc)
 
 

@@ -229,7 +229,8 @@ class _Rewriter(ast.NodeTransformer):
         names, runtime_names = self._carried(node.body + node.orelse)
         then_fn, else_fn = self._fresh("then"), self._fresh("else")
         call = _call(_rt("if_"), node.test, ast.Name(id=then_fn, ctx=ast.Load()), ast.Name(id=else_fn, ctx=ast.Load()),
-                     self._capture(names, "if", node), runtime_names, self._loc(node))
+                     self._capture(names, "if", node), runtime_names, self._loc(node),
+                     self._assigned_at(node.body, names), self._assigned_at(node.orelse, names))
         return self._place(node, [self._region_def(then_fn, names, node.body, names),
                                   self._region_def(else_fn, names, node.orelse, names), self._assign(names, call)])
 
