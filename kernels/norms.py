@@ -109,7 +109,7 @@ FAST_MEMORY_WALKS = {
     # (0.936 walking 8).
     (2, True, False, True): [(32768, 64, 4)],
     # LayerNorm at 16384 with weight and bias, read once per CTA into shared memory where it walks
-    # (_stages_parameters) instead of once per row through L2, two CTAs per SM (walking_ctas): 0.893 -> 0.924.
+    # (_stages_parameters) instead of once per row through L2, two CTAs per SM (walking_ctas): 0.893 -> 0.924-0.929.
     # Without them it lost (0.973 -> 0.940); at 32768 walking 4 blocks equals 8.
     (2, False, False, True): [(16384, 64, 4)],
 }

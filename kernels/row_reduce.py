@@ -535,7 +535,8 @@ def fast_memory(device: int | None) -> bool:
     """Whether `device`'s memory feeds each SM faster than FAST_MEMORY_PER_SM (peak bandwidth:
     2 transfers a clock of the memory bus, over the SMs). Kernels whose CTAs hold one row at a
     time leave that memory idle while a row's reductions and exchanges run, so on such a card
-    they walk rows with the next one loading (softmax.forward_walk). False without a GPU."""
+    they walk rows with the next one loading (softmax.forward_walk and backward_walk,
+    norms.FAST_MEMORY_WALKS). False without a GPU."""
     if device is None or not torch.cuda.is_available():
         return False
     if device not in _FAST_MEMORY:

@@ -34,14 +34,12 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_chunks import chunk_config, chunks, load_chunk, load_edge, online_logsumexp, store_chunk, store_edge
-from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive,
-                         cluster_send, cta_group, dynamic_rows, fast_memory, fetch_row, fold,
-                         launch_cluster, launch_grid, load_row, persistent_groups, resident_groups, row_config,
-                         row_reduce, store_row, thread_place,
+from .row_chunks import (LOG2_E, chunk_config, chunks, load_chunk, load_edge, online_logsumexp, store_chunk,
+                         store_edge)
+from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive, cluster_send,
+                         cta_group, dynamic_rows, fast_memory, fetch_row, fold, launch_cluster, launch_grid, load_row,
+                         persistent_groups, resident_groups, row_config, row_reduce, store_row, thread_place,
                          walk_cluster_rows)
-
-LOG2_E = math.log2(math.e)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
 # Rows each cluster walks forward where forward_walk says "groups" (clusters of 2 on an H100).
