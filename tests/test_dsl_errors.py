@@ -99,6 +99,12 @@ def test_carried_variable_changing_type():
     check(e.value, codes.TYPE_CHANGE, k, "# CHANGE", "Float32")
 
 
+def expect_type_change(kernel, marker: str, suggestion_word: str):
+    with pytest.raises(cute.DSLError) as e:
+        compile_kernel(kernel, X, 3)
+    check(e.value, codes.TYPE_CHANGE, kernel, marker, suggestion_word)
+
+
 def test_type_change_points_at_the_assignment_not_the_regions_last_line():
     """In a loop whose body goes on after the assignment that changes a carried variable's type
     (for and while), the error names that assignment's line, not the body's last."""
@@ -111,9 +117,7 @@ def test_type_change_points_at_the_assignment_not_the_regions_last_line():
             count = count + 1
         x[0] = total + count
 
-    with pytest.raises(cute.DSLError) as e:
-        compile_kernel(k, X, 3)
-    check(e.value, codes.TYPE_CHANGE, k, "# CHANGE", "Float32")
+    expect_type_change(k, "# CHANGE", "Float32")
 
     @cute.kernel
     def loop(x, n: cute.Int32):
@@ -124,9 +128,7 @@ def test_type_change_points_at_the_assignment_not_the_regions_last_line():
             i = i + 1
         x[0] = total
 
-    with pytest.raises(cute.DSLError) as e:
-        compile_kernel(loop, X, 3)
-    check(e.value, codes.TYPE_CHANGE, loop, "# WHILE", "Float32")
+    expect_type_change(loop, "# WHILE", "Float32")
 
 
 def test_branch_type_mismatch_points_at_the_branch_that_changed_it():
@@ -140,9 +142,7 @@ def test_branch_type_mismatch_points_at_the_branch_that_changed_it():
             n = n + 1
         x[0] = v.to(cute.Float32)
 
-    with pytest.raises(cute.DSLError) as e:
-        compile_kernel(then_side, X, 3)
-    check(e.value, codes.TYPE_CHANGE, then_side, "# THEN", "convert")
+    expect_type_change(then_side, "# THEN", "convert")
 
     @cute.kernel
     def else_side(x, n: cute.Int32):
@@ -153,9 +153,7 @@ def test_branch_type_mismatch_points_at_the_branch_that_changed_it():
             v = x[0] * 2.0  # ELSE
         x[0] = v.to(cute.Float32)
 
-    with pytest.raises(cute.DSLError) as e:
-        compile_kernel(else_side, X, 3)
-    check(e.value, codes.TYPE_CHANGE, else_side, "# ELSE", "convert")
+    expect_type_change(else_side, "# ELSE", "convert")
 
 
 def test_dynamic_value_where_compile_time_needed():
