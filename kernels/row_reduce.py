@@ -537,12 +537,13 @@ def fast_memory(device: int | None) -> bool:
     time leave that memory idle while a row's reductions and exchanges run, so on such a card
     they walk rows with the next one loading (softmax.forward_walk and backward_walk,
     norms.FAST_MEMORY_WALKS). False without a GPU."""
+    if device in _FAST_MEMORY:                      # (asked on every call of the Python entries)
+        return _FAST_MEMORY[device]
     if device is None or not torch.cuda.is_available():
         return False
-    if device not in _FAST_MEMORY:
-        p = torch.cuda.get_device_properties(device)
-        clock_khz, bus_bits = getattr(p, "memory_clock_rate", 0), getattr(p, "memory_bus_width", 0)
-        _FAST_MEMORY[device] = 2 * clock_khz * 1e3 * bus_bits / 8 / p.multi_processor_count > FAST_MEMORY_PER_SM
+    p = torch.cuda.get_device_properties(device)
+    clock_khz, bus_bits = getattr(p, "memory_clock_rate", 0), getattr(p, "memory_bus_width", 0)
+    _FAST_MEMORY[device] = 2 * clock_khz * 1e3 * bus_bits / 8 / p.multi_processor_count > FAST_MEMORY_PER_SM
     return _FAST_MEMORY[device]
 
 
