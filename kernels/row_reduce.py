@@ -504,6 +504,19 @@ def fold(values, op):
     return values.reduce(cute.ReductionOp.ADD)
 
 
+def fold_products(a, b, chains: int = 4):
+    """sum(a * b) over a thread's TensorSSAs: every product an fma into one of `chains`
+    accumulators (a tree of products and sums takes a mul and an add per element; short
+    chains keep the dependency latency down), the chains then added."""
+    xs, ys = a.elements(), b.elements()
+    sums = [xs[i] * ys[i] for i in range(min(chains, len(xs)))]
+    for i in range(len(sums), len(xs)):
+        sums[i % chains] = cute.math.fma(xs[i], ys[i], sums[i % chains])
+    while len(sums) > 1:
+        sums = [sums[i] + sums[i + 1] if i + 1 < len(sums) else sums[i] for i in range(0, len(sums), 2)]
+    return sums[0]
+
+
 _RESIDENT: dict = {}
 
 
