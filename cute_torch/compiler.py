@@ -91,6 +91,7 @@ def compile_mlir(
     *,
     arch: str | None = None,
     opt_level: int | None = None,
+    fmad: bool | None = None,
     ptxas_options: Iterable[str] | None = None,
     line_info: bool | None = None,
     keep: Iterable[str] | None = None,
@@ -108,6 +109,7 @@ def compile_mlir(
     options = {
         "arch": target_arch(arch),
         "opt_level": k.opt_level if opt_level is None else opt_level,
+        "fmad": k.fmad if fmad is None else fmad,
         "ptxas_options": list(k.ptxas_options if ptxas_options is None else ptxas_options),
         "line_info": k.line_info if line_info is None else line_info,
         # PTX is always kept: it is cheap and what a failing launch is debugged with.

@@ -22,6 +22,7 @@ class Knobs:
     cubin_backend: str = "auto"  # CUTE_TORCH_CUBIN_BACKEND: auto | ptxas | nvjitlink
     nvjitlink: str | None = None  # CUTE_TORCH_NVJITLINK: path of libnvJitLink.so
     opt_level: int = 3  # CUTE_TORCH_OPT_LEVEL: LLVM and ptxas optimization level
+    fmad: bool = False  # CUTE_TORCH_FMAD=1: float multiplies and adds may contract to fma (nvcc's --fmad)
     ptxas_options: list[str] = field(default_factory=list)  # CUTE_TORCH_PTXAS_OPTIONS=a,b
     line_info: bool = False  # CUTE_TORCH_LINE_INFO=1 (or CUTE_TORCH_LINEINFO=1): Python lines in PTX/SASS
     cache_dir: str = ""  # CUTE_TORCH_CACHE_DIR: disk cache root (default ~/.cache/cute_torch)
@@ -52,6 +53,7 @@ def knobs() -> Knobs:
         cubin_backend=os.environ.get("CUTE_TORCH_CUBIN_BACKEND") or "auto",
         nvjitlink=os.environ.get("CUTE_TORCH_NVJITLINK") or None,
         opt_level=int(opt),
+        fmad=_flag("CUTE_TORCH_FMAD"),
         ptxas_options=_list("CUTE_TORCH_PTXAS_OPTIONS"),
         line_info=_flag("CUTE_TORCH_LINE_INFO") or _flag("CUTE_TORCH_LINEINFO"),
         cache_dir=os.environ.get("CUTE_TORCH_CACHE_DIR")

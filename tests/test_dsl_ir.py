@@ -428,6 +428,28 @@ def test_fma_and_min_max_over_tensor_ssa_compile():
 
 
 @cute.kernel
+def _multiply_add(x: cute.Tensor, y: cute.Tensor, out: cute.Tensor):
+    i = cute.arch.thread_idx()[0]
+    out[i] = x[i] * y[i] + out[i] - x[i] * 3.0
+
+
+@pytest.mark.parametrize("fmad", [None, True, False])
+def test_a_multiply_and_an_add_fuse_only_with_fmad(fmad):
+    """As nvcc's --fmad: with fmad=True (CUTE_TORCH_FMAD=1) a float multiply and the add of its
+    result become one fma; by default (off: it cost a LayerNorm backward a third, docs/language.md)
+    they keep two roundings, mul.rn and add.rn, which ptxas does not fuse either."""
+    x = x_(32)
+    host = cute.jit(lambda a, b, c: _multiply_add(a, b, c).launch(grid=(1, 1, 1), block=(32, 1, 1)),
+                    preprocess=False)
+    options = {} if fmad is None else {"fmad": fmad}
+    ptx = cute.compile(host, x, x, x, options={"arch": "sm_90a", **options}).__ptx__
+    if not fmad:
+        assert "fma" not in ptx and "mul.rn.f32" in ptx and ("add.rn.f32" in ptx or "sub.rn.f32" in ptx)
+    else:
+        assert ptx.count("fma.rn.f32") == 2 and "mul.rn.f32" not in ptx and "mul.f32" not in ptx
+
+
+@cute.kernel
 def _tanh_both_ways(x: cute.Tensor, out: cute.Tensor):
     v = x.load()
     out.store(cute.math.tanh(v) + cute.math.tanh(v, fastmath=True))

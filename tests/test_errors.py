@@ -77,3 +77,5 @@ def test_bad_options_are_named(vector_add_mlir):
         cute_torch.compile_mlir(vector_add_mlir, opt_level="fast")  # was silently ignored
     with pytest.raises(cute_torch.CompileError, match="option 'line_info' must be true or false"):
         cute_torch.compile_mlir(vector_add_mlir, line_info="yes")
+    with pytest.raises(cute_torch.CompileError, match="option 'fmad' must be true or false"):
+        cute_torch.compile_mlir(vector_add_mlir, fmad=1)

@@ -412,7 +412,7 @@ class JitFunction(_DSLFunction):
         digest = None
         stable = self._stable_key(key)
         if stable is not None and not k.no_cache:
-            settings = (k.opt_level, k.ptxas_options, k.line_info, k.cubin_backend, k.cuda_home)
+            settings = (k.opt_level, k.fmad, k.ptxas_options, k.line_info, k.cubin_backend, k.cuda_home)
             digest = cache.digest("cute_torch-dsl-1", _C.compiler_version(), cache.compiler_build_id(),
                                   self._source_fingerprint(), stable,
                                   sorted(compile_options.items()), settings, arch, name)
@@ -501,7 +501,7 @@ class JitFunction(_DSLFunction):
 
 
 def _compile_traced(text: str, arch: str, name: str, options: dict) -> CompiledModule:
-    known = {"opt_level", "ptxas_options", "line_info", "keep", "dump_dir", "cubin_backend"}
+    known = {"opt_level", "fmad", "ptxas_options", "line_info", "keep", "dump_dir", "cubin_backend"}
     unknown = set(options) - known
     if unknown:
         raise DSLError(ARGUMENT_MISMATCH, f"unknown compile options {sorted(unknown)}", user_location(),

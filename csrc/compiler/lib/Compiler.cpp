@@ -104,8 +104,8 @@ Options parseOptions(const char *text) {
   if (!object)
     optionError("options must be a JSON object");
   static const std::set<std::string> known = {
-      "arch",           "opt_level", "ptxas_options", "line_info", "cuda_home",  "cubin_backend",
-      "nvjitlink_path", "keep",      "dump_dir",      "name",      "source_name"};
+      "arch",          "opt_level",      "fmad", "ptxas_options", "line_info", "cuda_home",
+      "cubin_backend", "nvjitlink_path", "keep", "dump_dir",      "name",      "source_name"};
   for (const auto &entry : *object)
     if (!known.count(entry.first.str()))
       optionError("unknown option '" + entry.first.str() + "'");
@@ -139,11 +139,15 @@ Options parseOptions(const char *text) {
       optionError("opt_level must be 0..3");
     codegen.optLevel = int(*level->getAsInteger());
   }
-  if (const llvm::json::Value *lineInfo = object->get("line_info")) {
-    if (!lineInfo->getAsBoolean())
-      optionError("option 'line_info' must be true or false");
-    codegen.lineInfo = *lineInfo->getAsBoolean();
-  }
+  auto boolean = [&](const char *key, bool &into) {
+    if (const llvm::json::Value *value = object->get(key)) {
+      if (!value->getAsBoolean())
+        optionError(std::string("option '") + key + "' must be true or false");
+      into = *value->getAsBoolean();
+    }
+  };
+  boolean("line_info", codegen.lineInfo);
+  boolean("fmad", codegen.fmad);
   for (const std::string &stage : options.keep)
     if (!findStage(stage))
       optionError("unknown stage '" + stage + "' in keep; stages: " + stageList());

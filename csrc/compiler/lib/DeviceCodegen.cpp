@@ -28,6 +28,7 @@
 #include <chrono>
 #include <mutex>
 #include <set>
+#include <tuple>
 
 namespace cute_torch {
 
@@ -61,7 +62,8 @@ constexpr const char *kSupportedArchs[] = {"sm_80", "sm_86", "sm_89", "sm_90", "
 
 bool isSupportedArch(const std::string &arch) { return llvm::is_contained(kSupportedArchs, arch); }
 
-std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &arch, int optLevel) {
+std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &arch, int optLevel,
+                                                         bool fmad) {
   initializeNVPTX();
   if (!isSupportedArch(arch))
     fail("options", "unsupported arch '" + arch + "'; supported: " + supportedArchList());
@@ -73,18 +75,24 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &arch
                : optLevel == 1 ? llvm::CodeGenOptLevel::Less
                : optLevel == 2 ? llvm::CodeGenOptLevel::Default
                                : llvm::CodeGenOptLevel::Aggressive;
+  // fmad: a float multiply and the add of its result may fuse into one fma (one rounding), as
+  // nvcc and Triton compile by default; otherwise NVPTX writes mul.rn / add.rn, which ptxas
+  // keeps apart. Off by default: docs/language.md says what it measured.
+  llvm::TargetOptions targetOptions;
+  targetOptions.AllowFPOpFusion = fmad ? llvm::FPOpFusion::Fast : llvm::FPOpFusion::Standard;
   return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
-      triple, arch, kPtxFeature, llvm::TargetOptions(), std::nullopt, std::nullopt, level));
+      triple, arch, kPtxFeature, targetOptions, std::nullopt, std::nullopt, level));
 }
 
-/// The NVPTX target machine for (arch, opt level), made once per thread: building one (its
-/// subtarget's feature tables) cost more than the PTX emission of a small kernel. A target
-/// machine serves any number of modules one after another.
-llvm::TargetMachine &targetMachine(const std::string &arch, int optLevel) {
-  thread_local std::map<std::pair<std::string, int>, std::unique_ptr<llvm::TargetMachine>> machines;
-  std::unique_ptr<llvm::TargetMachine> &machine = machines[{arch, optLevel}];
+/// The NVPTX target machine for (arch, opt level, fmad), made once per thread: building one
+/// (its subtarget's feature tables) cost more than the PTX emission of a small kernel. A
+/// target machine serves any number of modules one after another.
+llvm::TargetMachine &targetMachine(const std::string &arch, int optLevel, bool fmad) {
+  thread_local std::map<std::tuple<std::string, int, bool>, std::unique_ptr<llvm::TargetMachine>>
+      machines;
+  std::unique_ptr<llvm::TargetMachine> &machine = machines[{arch, optLevel, fmad}];
   if (!machine)
-    machine = createTargetMachine(arch, optLevel);
+    machine = createTargetMachine(arch, optLevel, fmad);
   return *machine;
 }
 
@@ -270,7 +278,7 @@ DeviceModule compileDeviceModule(mlir::gpu::GPUModuleOp gpuModule,
                                  const CodegenOptions &options) {
   DeviceModule result;
   auto start = Clock::now();
-  llvm::TargetMachine *machine = &targetMachine(options.arch, options.optLevel);
+  llvm::TargetMachine *machine = &targetMachine(options.arch, options.optLevel, options.fmad);
 
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> module =

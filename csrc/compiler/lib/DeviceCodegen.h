@@ -23,6 +23,7 @@ namespace cute_torch {
 struct CodegenOptions {
   std::string arch = "sm_90a";
   int optLevel = 3;
+  bool fmad = false; // a * b + c may become one fma (nvcc's --fmad)
   std::vector<std::string> ptxasOptions;
   bool lineInfo = false;
   std::string cudaHome;

@@ -24,6 +24,8 @@ typedef struct CuteArtifact CuteArtifact;
  * options_json (all optional):
  *   arch           "sm_80" | "sm_86" | "sm_89" | "sm_90" | "sm_90a" (default "sm_90a")
  *   opt_level      0..3 for LLVM (device and host), default 3
+ *   fmad           bool: a float multiply and an add of its result may become one fma (one
+ *                  rounding), as nvcc's --fmad; default false
  *   ptxas_options  list of extra ptxas/nvJitLink options, e.g. ["-O3"]
  *   line_info      bool: keep source lines in the CUBIN (ptxas -lineinfo)
  *   cuda_home      toolkit root, default $CUDA_HOME or /usr/local/cuda
