@@ -462,9 +462,9 @@ def _send_sums(mX, mDY, mW, rings, row, slot, mean, cfg: Constexpr, layer: Const
 def _row_sums(mX, mDY, mW, rings, row, slot, mean, cfg: Constexpr, layer: Constexpr, lane, row_in_cta):
     """This thread's sums of row `row`: (g * (x - mean),) and, for LayerNorm, g's too (both
     take one trip through shared memory). rstd is applied once to the row's sum (_means),
-    and each product is an fma: the backward issues about 25 instructions per element where
-    the instruction issue, not memory, bounds it (LayerNorm's at 32768 bf16 columns issued
-    in 0.68 of its cycles with 33 an element, H200)."""
+    and each product is an fma: the instruction issue, not memory, bounds the backward
+    (LayerNorm's at 32768 bf16 columns issued in 0.68 of its cycles, 33 instructions an
+    element in PTX, H200)."""
     sX, sDY, sW = rings
     x, _, g = _backward_values(mX, mDY, mW, sX, sDY, sW, row, slot, cfg, lane, row_in_cta)
     if cute.const_expr(layer):
@@ -486,8 +486,12 @@ def _finish_row(mX, mDY, mW, rings, grads, row, rows, slot, mean, rstd, c1, c2, 
     x, dy, g = _backward_values(mX, mDY, mW, sX, sDY, sW, row, slot, cfg, lane, row_in_cta)
     x_hat = (x - mean) * rstd
     if row < rows:
-        # rstd * (g - c2 - x_hat * c1) as two fmas
-        store_row(mDX, row, lane, cfg, cute.math.fma(cute.math.fma(x_hat, -c1, g), rstd, -c2 * rstd))
+        if cute.const_expr(cfg.cluster > 1):
+            # rstd * (g - c2 - x_hat * c1) as two fmas (0.84 -> 0.86 of copy at 65536 bf16
+            # columns, H200); a CTA's whole row (16384) spilled so at 128 registers
+            store_row(mDX, row, lane, cfg, cute.math.fma(cute.math.fma(x_hat, -c1, g), rstd, -c2 * rstd))
+        else:
+            store_row(mDX, row, lane, cfg, (g - c2 - x_hat * c1) * rstd)
         if cute.const_expr(want_dw):
             dw.store(cute.math.fma(dy, x_hat, dw.load()))
         if cute.const_expr(want_db):
@@ -588,9 +592,20 @@ def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, dw, db, groups: 
     """dx, and dw and db (None: not wanted) through `groups` partial rows."""
     stages, smem = backward_ring(cfg, *(0 if t is None else t.element_type.width // 8 for t in (x, dy, w)))
     _backward_kernel(x, w, dy, rstd, mean, dx, dw_partial, db_partial, cfg, stages).launch(
-        grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), smem=smem)
+        grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), smem=smem,
+        min_blocks_per_mp=backward_ctas(cfg))
     if cute.const_expr(dw is not None or db is not None):
         launch_sum_partials(dw_partial, db_partial, dw, db, groups)
+
+
+def backward_ctas(cfg: RowConfig):
+    """CTAs per SM a half-size backward (backward_config's 256 threads, up to 32 values per
+    thread) asks ptxas to fit: two, at up to 128 registers each. Left alone, ptxas took 225-231
+    registers for LayerNorm's at 2048-8192 bf16 columns, one CTA of 8 warps per SM, whose speed
+    hung on the instruction schedule: 0.95 of copy, then 0.64-0.69 after changes to the
+    arithmetic that left the registers as they were (H200). Two CTAs: 0.96-0.98. (RMSNorm's 48
+    values per thread at 3072 and 6144 columns would spill at 128 registers: None.)"""
+    return 2 if cfg.threads <= MAX_THREADS // 2 and cfg.cluster == 1 and cfg.vec * cfg.vectors <= 32 else None
 
 
 # -- host entries ----------------------------------------------------------------------------------
