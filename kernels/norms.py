@@ -384,7 +384,7 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
                 cute.arch.cp_async_wait_group(stages - 1)   # this block's copies (and older) have landed
             # Two passes over the row (the second reads it again rather than keep x, dy and w live
             # across the reduction): the sums, then dx, dw and db.
-            sums = _row_sums(mX, mDY, mW, rings, row, slot, mean, cfg, layer, lane, row_in_cta)
+            sums = _row_sums(mX, mDY, mW, rings, row, slot, mean, rstd, cfg, layer, lane, row_in_cta)
             c1, c2 = _means(row_reduce(sums, "sum", cfg, lane, row_in_cta, step, peers), rstd, cfg)
             if cute.const_expr(cfg.threads_per_row <= 32):
                 cute.arch.sync_warp()   # (shuffles alone would let the compiler keep the first pass's loads)
@@ -454,19 +454,24 @@ def _walk_cluster_rows_backward(mX, mW, mDY, mRstd, mMean, rings, grads, cfg: Co
 def _send_sums(mX, mDY, mW, rings, row, slot, mean, cfg: Constexpr, layer: Constexpr, lane, peers, step):
     """This CTA's part of row `row`'s sums (_row_sums, from ring slot `slot`), folded over its
     threads and sent to every CTA of the cluster (exchange `step`)."""
-    sums = _row_sums(mX, mDY, mW, rings, row, slot, mean, cfg, layer, lane, 0)
+    sums = _row_sums(mX, mDY, mW, rings, row, slot, mean, None, cfg, layer, lane, 0)
     cluster_send(row_reduce(sums, "sum", cfg, lane, 0, step, peers, cluster_wide=False), cfg, lane, 0, step, peers)
 
 
 @cute.jit
-def _row_sums(mX, mDY, mW, rings, row, slot, mean, cfg: Constexpr, layer: Constexpr, lane, row_in_cta):
+def _row_sums(mX, mDY, mW, rings, row, slot, mean, rstd, cfg: Constexpr, layer: Constexpr, lane, row_in_cta):
     """This thread's sums of row `row`: (g * (x - mean),) and, for LayerNorm, g's too (both
     take one trip through shared memory). rstd is applied once to the row's sum (_means),
     and each product is an fma: the instruction issue, not memory, bounds the backward
     (LayerNorm's at 32768 bf16 columns issued in 0.68 of its cycles, 33 instructions an
-    element in PTX, H200)."""
+    element in PTX, H200). Half-size CTAs (tight_schedule) keep the sums of g * x_hat."""
     sX, sDY, sW = rings
     x, _, g = _backward_values(mX, mDY, mW, sX, sDY, sW, row, slot, cfg, lane, row_in_cta)
+    if cute.const_expr(tight_schedule(cfg)):
+        x_hat = (x - mean) * rstd
+        if cute.const_expr(layer):
+            return (fold(g * x_hat, "sum"), fold(g, "sum"))
+        return (fold(g * x_hat, "sum"),)
     if cute.const_expr(layer):
         return (fold_products(g, x - mean), fold(g, "sum"))
     return (fold_products(g, x),)
@@ -474,7 +479,18 @@ def _row_sums(mX, mDY, mW, rings, row, slot, mean, cfg: Constexpr, layer: Conste
 
 def _means(sums: tuple, rstd, cfg) -> tuple:
     """(mean of g * x_hat, mean of g or 0.0) from a row's sums (_row_sums)."""
-    return sums[0] * (rstd * (1.0 / cfg.n)), sums[1] * (1.0 / cfg.n) if len(sums) > 1 else 0.0
+    scale = 1.0 / cfg.n if tight_schedule(cfg) else rstd * (1.0 / cfg.n)
+    return sums[0] * scale, sums[1] * (1.0 / cfg.n) if len(sums) > 1 else 0.0
+
+
+def tight_schedule(cfg: RowConfig) -> bool:
+    """Whether the backward is backward_config's half-size CTA (256 threads, no cluster), whose
+    225-231 registers leave one CTA of 8 warps per SM: its speed hangs on ptxas's instruction
+    schedule, which the fewer instructions of the fma forms (_row_sums, _finish_row) made
+    worse: LayerNorm's at 2048-8192 bf16 columns went from 0.96-0.99 to 0.82 of copy on an
+    H100 and from 0.93-0.95 to 0.64 on an H200 (with two CTAs per SM at 128 registers, 0.90
+    and 0.94-0.96). These keep the arithmetic they were tuned with (PTX as before)."""
+    return cfg.threads <= MAX_THREADS // 2 and cfg.cluster == 1
 
 
 @cute.jit
@@ -493,7 +509,8 @@ def _finish_row(mX, mDY, mW, rings, grads, row, rows, slot, mean, rstd, c1, c2, 
         else:
             store_row(mDX, row, lane, cfg, (g - c2 - x_hat * c1) * rstd)
         if cute.const_expr(want_dw):
-            dw.store(cute.math.fma(dy, x_hat, dw.load()))
+            dw.store(dw.load() + dy * x_hat if cute.const_expr(tight_schedule(cfg)) else
+                     cute.math.fma(dy, x_hat, dw.load()))
         if cute.const_expr(want_db):
             db.store(db.load() + dy)
 
@@ -592,20 +609,9 @@ def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, dw, db, groups: 
     """dx, and dw and db (None: not wanted) through `groups` partial rows."""
     stages, smem = backward_ring(cfg, *(0 if t is None else t.element_type.width // 8 for t in (x, dy, w)))
     _backward_kernel(x, w, dy, rstd, mean, dx, dw_partial, db_partial, cfg, stages).launch(
-        grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), smem=smem,
-        min_blocks_per_mp=backward_ctas(cfg))
+        grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), smem=smem)
     if cute.const_expr(dw is not None or db is not None):
         launch_sum_partials(dw_partial, db_partial, dw, db, groups)
-
-
-def backward_ctas(cfg: RowConfig):
-    """CTAs per SM a half-size backward (backward_config's 256 threads, up to 32 values per
-    thread) asks ptxas to fit: two, at up to 128 registers each. Left alone, ptxas took 225-231
-    registers for LayerNorm's at 2048-8192 bf16 columns, one CTA of 8 warps per SM, whose speed
-    hung on the instruction schedule: 0.95 of copy, then 0.64-0.69 after changes to the
-    arithmetic that left the registers as they were (H200). Two CTAs: 0.96-0.98. (RMSNorm's 48
-    values per thread at 3072 and 6144 columns would spill at 128 registers: None.)"""
-    return 2 if cfg.threads <= MAX_THREADS // 2 and cfg.cluster == 1 and cfg.vec * cfg.vectors <= 32 else None
 
 
 # -- host entries ----------------------------------------------------------------------------------
