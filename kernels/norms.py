@@ -26,7 +26,9 @@ The backward is a persistent grid (as many CTAs, or clusters, as run at once: th
 occupancy) whose CTAs walk blocks of rows. x and dy reach shared memory by cp.async, blocks
 ahead of the math in a ring (each thread copies and reads its own vectors, so no barrier), and
 each row is read from there twice, for its sums and then for dx: the loads stay in flight
-through the reduction without holding registers. The weight is staged once per CTA. Over a
+through the reduction without holding registers. The weight is staged once per CTA. The
+instruction issue, not memory, bounds it: a row's sums take g * (x - mean) by fma, rstd
+applied once to the sum (except the 256-thread CTAs, tight_schedule). Over a
 cluster, a row's sums trade between the CTAs, a trip that waits for the slowest of them; each
 CTA sums and sends the next row before it receives this row's and writes its dx
 (_walk_cluster_rows_backward).
