@@ -13,12 +13,15 @@ writes dlogits (2 x). Time is
 the median CUPTI device time of all the kernels of a call (benchmarks/timing.kernel_ms): our
 norm backward's count includes the torch.sum of its partial dweight rows. Eager and Inductor
 backward time autograd.grad over a graph built once. "of copy" divides a bandwidth by
-out.copy_(x)'s, measured in the same run.
+out.copy_(x)'s, measured in the same run. Our outputs (forward, and every gradient backward)
+are checked against float32 autograd on the same inputs ("err": the largest error relative to
+the reference's largest magnitude, "!" past TOLERANCE); any past it make the run exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +41,30 @@ except Exception:  # noqa: BLE001 - any import failure means "not measured"
 # Bytes moved per element of x, forward and backward: cross-entropy's forward reads the logits
 # only (a per-row loss out), its backward reads them and writes dlogits.
 BYTES = {"softmax": (2, 3), "log_softmax": (2, 3), "rms_norm": (2, 3), "layer_norm": (2, 3), "cross_entropy": (1, 2)}
+
+
+# Largest error allowed, relative to the reference's largest magnitude: the dtype's rounding
+# (bf16 2^-8, fp16 2^-11) with room for sums over many rows (dweight, dbias).
+TOLERANCE = {torch.bfloat16: 2e-2, torch.float16: 4e-3, torch.float32: 1e-4}
+
+
+def _errors(fn, params, x, grad, ours) -> tuple[float, float]:
+    """(forward, backward) error of our calls `ours` against float32 autograd of `fn` on the
+    same inputs: the largest |ours - reference| over the outputs (the forward's first one; every
+    gradient), relative to the reference's largest magnitude. NaN counts as infinite."""
+    leaves = [x.detach().float().requires_grad_()] + [p.detach().float().requires_grad_() for p in params]
+    y = fn(*leaves)
+    want = torch.autograd.grad(y, leaves, grad.float())
+
+    def error(got, ref) -> float:
+        diff = (got.float() - ref).abs().max().item()
+        return math.inf if math.isnan(diff) else diff / max(ref.abs().max().item(), 1e-30)
+    forward = ours[0]()
+    forward = forward[0] if isinstance(forward, tuple) else forward
+    backward = ours[1]()
+    backward = [t for t in (backward if isinstance(backward, tuple) else (backward,)) if t is not None]
+    assert len(backward) == len(want), (len(backward), len(want))
+    return error(forward, y.detach()), max(error(got, ref) for got, ref in zip(backward, want))
 
 
 def _eager(op: str, n: int, dtype, target=None):
@@ -105,8 +132,9 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, M x N = 2^27, GPU time (CUPTI) median of {args.repeats}; "
           "TB/s counts bytes read + written")
     print(f"{'op':11} {'dtype':9} {'N':>6} {'dir':4} {'ours TB/s':>9} {'of copy':>7} {'eager':>7} "
-          f"{'Inductor':>8} {'quack':>7} {'vs eager':>8} {'vs Ind.':>7}")
+          f"{'Inductor':>8} {'quack':>7} {'vs eager':>8} {'vs Ind.':>7} {'err':>8}")
     curves: dict = {}
+    checked, wrong = 0, []
     for dtype_name in args.dtypes:
         dtype = getattr(torch, dtype_name)
         for n in args.ns:
@@ -126,6 +154,7 @@ def main() -> None:
                 inductor = None if args.no_inductor else _autograd(torch.compile(fn, dynamic=False), x, grad, params)
                 # softmax and cross-entropy take any N (chunks past 32768), the norms up to MAX_NORM_N
                 ours = _ours(op, x, grad, params, target) if n <= MAX_NORM_N or not op.endswith("norm") else None
+                errors = _errors(fn, params, x, grad, ours) if ours else None
                 quack_fwd = _quack(op, x, params)
                 for direction, bytes_ in zip(("fwd", "bwd"), (b * size for b in BYTES[op])):
                     k = 0 if direction == "fwd" else 1
@@ -140,15 +169,26 @@ def main() -> None:
                     def cell(v, width=7, fmt="{:.2f}"):
                         return f"{'-':>{width}}" if v is None else f"{fmt.format(v):>{width}}"
                     ratio = (lambda other: None if ours_tbs is None or other is None else ours_tbs / other)
+                    err = None if errors is None else errors[k]
+                    if err is not None:
+                        checked += 1
+                        if not err <= TOLERANCE[dtype]:
+                            wrong.append(f"{op} {dtype_name} {n} {direction}: {err:.1e}")
+                    flag = "!" if err is not None and not err <= TOLERANCE[dtype] else " "
                     print(f"{op:11} {dtype_name:9} {n:>6} {direction:4} {cell(ours_tbs, 9)} "
                           f"{cell(None if ours_tbs is None else ours_tbs / copy_tbs)} {cell(eager_tbs)} "
-                          f"{cell(ind_tbs, 8)} {cell(quack_tbs)} {cell(ratio(eager_tbs), 8)} {cell(ratio(ind_tbs))}")
+                          f"{cell(ind_tbs, 8)} {cell(quack_tbs)} {cell(ratio(eager_tbs), 8)} {cell(ratio(ind_tbs))} "
+                          f"{cell(err, 7, '{:.0e}')}{flag}")
                     if ours_tbs is not None:
                         curves.setdefault((op, dtype_name, direction), []).append((n, ours_tbs / copy_tbs))
             x = dy = out = None                         # the next shape's tensors need the memory
             torch.cuda.empty_cache()
     if args.plot:
         plot(curves, args.plot)
+    print(f"outputs checked against float32 autograd: {checked} cases, {len(wrong)} past tolerance")
+    if wrong:
+        print("\n".join(wrong))
+        raise SystemExit(1)
 
 
 def plot(curves: dict, path: str) -> None:
