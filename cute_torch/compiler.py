@@ -16,7 +16,7 @@ from . import _C
 from .env import knobs
 from .errors import CompileError
 from .launch import resolve_device_and_stream
-from .toolkit import nvjitlink_path, target_arch
+from .toolkit import nvdisasm_path, nvjitlink_path, target_arch
 
 STAGES = tuple(_C.compiler_stages().split(","))  # what keep= accepts, in pipeline order
 
@@ -121,6 +121,9 @@ def compile_mlir(
     }
     if dump_dir or k.dump_dir:
         options["dump_dir"] = dump_dir or k.dump_dir
+    disassembler = nvdisasm_path()
+    if disassembler and "sass" in options["keep"]:
+        options["nvdisasm_path"] = disassembler
     library = nvjitlink_path()
     if library:
         options["nvjitlink_path"] = library

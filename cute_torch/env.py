@@ -21,6 +21,7 @@ class Knobs:
     dump_dir: str | None = None  # CUTE_TORCH_DUMP_DIR: write kept stages there
     cubin_backend: str = "auto"  # CUTE_TORCH_CUBIN_BACKEND: auto | ptxas | nvjitlink
     nvjitlink: str | None = None  # CUTE_TORCH_NVJITLINK: path of libnvJitLink.so
+    nvdisasm: str | None = None  # CUTE_TORCH_NVDISASM: the disassembler of the "sass" stage
     opt_level: int = 3  # CUTE_TORCH_OPT_LEVEL: LLVM and ptxas optimization level
     fmad: bool = False  # CUTE_TORCH_FMAD=1: float multiplies and adds may contract to fma (nvcc's --fmad)
     ptxas_options: list[str] = field(default_factory=list)  # CUTE_TORCH_PTXAS_OPTIONS=a,b
@@ -52,6 +53,7 @@ def knobs() -> Knobs:
         dump_dir=os.environ.get("CUTE_TORCH_DUMP_DIR") or None,
         cubin_backend=os.environ.get("CUTE_TORCH_CUBIN_BACKEND") or "auto",
         nvjitlink=os.environ.get("CUTE_TORCH_NVJITLINK") or None,
+        nvdisasm=os.environ.get("CUTE_TORCH_NVDISASM") or None,
         opt_level=int(opt),
         fmad=_flag("CUTE_TORCH_FMAD"),
         ptxas_options=_list("CUTE_TORCH_PTXAS_OPTIONS"),

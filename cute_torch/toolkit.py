@@ -34,6 +34,21 @@ def _find_nvjitlink(cuda_home: str) -> str | None:
     return candidates[0] if candidates else None
 
 
+def nvdisasm_path() -> str | None:
+    """nvdisasm for the "sass" stage: CUTE_TORCH_NVDISASM, the toolkit's, or the
+    nvidia-cuda-nvdisasm wheel's (machines without a full toolkit; scripts/install_deps.sh)."""
+    k = knobs()
+    return k.nvdisasm or _find_nvdisasm(k.cuda_home)
+
+
+@functools.lru_cache(maxsize=None)
+def _find_nvdisasm(cuda_home: str) -> str | None:
+    site = sysconfig.get_paths()["purelib"]
+    candidates = [os.path.join(cuda_home, "bin", "nvdisasm")]
+    candidates += sorted(glob.glob(os.path.join(site, "nvidia", "cu1*", "bin", "nvdisasm")), reverse=True)
+    return next((path for path in candidates if os.access(path, os.X_OK)), None)
+
+
 def gpu_available() -> bool:
     ok, _ = _C.driver_available()
     return ok and _C.device_count() > 0

@@ -3,7 +3,8 @@
 #   Debian: LLVM/MLIR 19 dev packages and tools, zstd, ninja, ccache, googletest, cmake 3.25
 #   PyPI (pinned): torch 2.13.0 (the CPU build on these machines: never loosen this pin, a looser
 #   one pulls gigabytes of CUDA wheels), pybind11, pytest, numpy, hypothesis, lit, nvJitLink,
-#   ruff and clang-format (the code rules, scripts/check_rules.py), and without its
+#   nvdisasm (the "sass" stage where the toolkit has none; 13.2 is the oldest wheel), ruff and
+#   clang-format (the code rules, scripts/check_rules.py), and without its
 #   dependencies nvidia-cutlass, for `pycute` (the tests' layout reference)
 # and checks the CUDA toolkit at $CUDA_HOME (default /usr/local/cuda).
 set -euo pipefail
@@ -12,7 +13,8 @@ DEBIAN_PACKAGES=(llvm-19-dev libmlir-19-dev mlir-19-tools libzstd-dev ninja-buil
                  googletest libgtest-dev cmake)
 PYTHON=${PYTHON:-python3}
 PIP_PINS=(torch==2.13.0 pybind11==3.1.0 pytest==9.0.3 numpy==2.4.6 hypothesis==6.155.2
-          lit==18.1.8 nvidia-nvjitlink==13.0.88 ruff==0.14.5 clang-format==19.1.7)
+          lit==18.1.8 nvidia-nvjitlink==13.0.88 nvidia-cuda-nvdisasm==13.5.37 ruff==0.14.5
+          clang-format==19.1.7)
 # Only the pure-Python pycute is used from this wheel; its dependencies (CUDA Python, ...) are not.
 PIP_PINS_NO_DEPS=(nvidia-cutlass==4.2.0.0)
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import read_mlir
 
 import cute_torch
-from cute_torch.toolkit import nvjitlink_path
+from cute_torch.toolkit import nvdisasm_path, nvjitlink_path
 
 BACKENDS = ["ptxas"] + (["nvjitlink"] if nvjitlink_path() else [])
 ELF_MAGIC = b"\x7fELF"
@@ -81,6 +81,18 @@ def test_every_stage_can_be_kept_and_dumped(vector_add_mlir, tmp_path):
          "vadd.sass"]
     )
     assert (tmp_path / "vadd.ptx").read_text() == module.__ptx__
+
+
+def test_sass_comes_from_nvdisasm_where_one_is_found(vector_add_mlir, monkeypatch):
+    """The "sass" stage disassembles with the toolkit's nvdisasm or the nvidia-cuda-nvdisasm
+    wheel's (scripts/install_deps.sh installs it: SASS on machines without a full toolkit);
+    CUTE_TORCH_NVDISASM names another, and one that does not run leaves the toolkit's tools."""
+    if nvdisasm_path() is None:
+        pytest.skip("no nvdisasm (toolkit or wheel)")
+    sass = cute_torch.compile_mlir(vector_add_mlir, keep=["sass"]).__sass__
+    assert ".text.vadd" in sass and "EXIT" in sass, sass[:500]
+    monkeypatch.setenv("CUTE_TORCH_NVDISASM", "/nonexistent/nvdisasm")
+    assert cute_torch.compile_mlir(vector_add_mlir, keep=["sass"]).__sass__   # SASS or a line saying none
 
 
 def test_keep_from_environment(vector_add_mlir, monkeypatch):

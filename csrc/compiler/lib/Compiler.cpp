@@ -104,8 +104,9 @@ Options parseOptions(const char *text) {
   if (!object)
     optionError("options must be a JSON object");
   static const std::set<std::string> known = {
-      "arch",          "opt_level",      "fmad", "ptxas_options", "line_info", "cuda_home",
-      "cubin_backend", "nvjitlink_path", "keep", "dump_dir",      "name",      "source_name"};
+      "arch",      "opt_level",     "fmad",           "ptxas_options", "line_info",
+      "cuda_home", "cubin_backend", "nvjitlink_path", "nvdisasm_path", "keep",
+      "dump_dir",  "name",          "source_name"};
   for (const auto &entry : *object)
     if (!known.count(entry.first.str()))
       optionError("unknown option '" + entry.first.str() + "'");
@@ -129,6 +130,7 @@ Options parseOptions(const char *text) {
   string("cuda_home", codegen.cudaHome);
   string("cubin_backend", codegen.cubinBackend);
   string("nvjitlink_path", codegen.nvJitLinkPath);
+  string("nvdisasm_path", codegen.nvdisasmPath);
   string("dump_dir", codegen.dumpDir);
   string("name", codegen.name);
   string("source_name", options.sourceName);
@@ -267,10 +269,16 @@ llvm::json::Value dimsJson(const std::optional<std::array<int64_t, 3>> &dims) {
   return llvm::json::Array{(*dims)[0], (*dims)[1], (*dims)[2]};
 }
 
-std::string disassemble(const std::string &cubin, const std::string &cudaHome) {
+/// SASS of a CUBIN by `nvdisasm` (the given one, else the toolkit's) or the toolkit's
+/// `cuobjdump`; a comment line where there is neither.
+std::string disassemble(const std::string &cubin, const std::string &cudaHome,
+                        const std::string &nvdisasm) {
   std::string tool;
   std::vector<std::string> flags;
-  if (llvm::sys::fs::can_execute(cudaHome + "/bin/nvdisasm")) {
+  if (!nvdisasm.empty() && llvm::sys::fs::can_execute(nvdisasm)) {
+    tool = nvdisasm;
+    flags = {"-c"};
+  } else if (llvm::sys::fs::can_execute(cudaHome + "/bin/nvdisasm")) {
     tool = cudaHome + "/bin/nvdisasm";
     flags = {"-c"};
   } else if (llvm::sys::fs::can_execute(cudaHome + "/bin/cuobjdump")) {
@@ -497,7 +505,8 @@ void generateDeviceCode(Compile &c) {
     if (c.options.keeps("cubin") && !c.artifact->stages.count("cubin"))
       c.artifact->stages["cubin"] = device.cubin;
     if (c.options.keeps("sass"))
-      c.artifact->stages["sass"] += disassemble(device.cubin, c.options.codegen.cudaHome);
+      c.artifact->stages["sass"] +=
+          disassemble(device.cubin, c.options.codegen.cudaHome, c.options.codegen.nvdisasmPath);
     for (const std::string &name : names)
       c.kernelInfo.push_back(describeKernel(c, gpuModule, name, device));
     c.artifact->cubins.emplace_back(gpuModule.getName().str(), std::move(device.cubin));

@@ -29,8 +29,9 @@ struct CodegenOptions {
   std::string cudaHome;
   std::string cubinBackend = "auto"; // auto | ptxas | nvjitlink
   std::string nvJitLinkPath;
-  std::string name;    // for messages and dumped files
-  std::string dumpDir; // where a failing PTX is kept (a temp dir if empty)
+  std::string nvdisasmPath; // the SASS stage's disassembler, before $CUDA_HOME/bin's
+  std::string name;         // for messages and dumped files
+  std::string dumpDir;      // where a failing PTX is kept (a temp dir if empty)
   bool keepLLVM = false;
 };
 

@@ -31,6 +31,7 @@ typedef struct CuteArtifact CuteArtifact;
  *   cuda_home      toolkit root, default $CUDA_HOME or /usr/local/cuda
  *   cubin_backend  "nvjitlink" | "ptxas" | "auto" (nvJitLink when its library loads)
  *   nvjitlink_path path of libnvJitLink.so (default: found under cuda_home)
+ *   nvdisasm_path  the "sass" stage's disassembler (default: cuda_home's nvdisasm or cuobjdump)
  *   keep           stages kept in memory: "mlir", "nvvm", "llvm", "ptx", "cubin", "host", "sass"
  *   dump_dir       if set, kept stages are also written there as <name>.<ext>
  *   name           base name for dumps and messages, default "module"
