@@ -549,10 +549,11 @@ def fast_memory(device: int | None) -> bool:
     2 transfers a clock of the memory bus, over the SMs). Kernels whose CTAs hold one row at a
     time leave that memory idle while a row's reductions and exchanges run, so on such a card
     they walk rows with the next one loading (softmax.forward_walk and backward_walk,
-    norms.FAST_MEMORY_WALKS). False without a GPU."""
+    norms.FAST_MEMORY_WALKS). False without a GPU, and for no device (None, or negative: what
+    compile-only descriptions take)."""
     if device in _FAST_MEMORY:                      # (asked on every call of the Python entries)
         return _FAST_MEMORY[device]
-    if device is None or not torch.cuda.is_available():
+    if device is None or device < 0 or not torch.cuda.is_available():
         return False
     p = torch.cuda.get_device_properties(device)
     clock_khz, bus_bits = getattr(p, "memory_clock_rate", 0), getattr(p, "memory_bus_width", 0)

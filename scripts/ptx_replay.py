@@ -122,6 +122,33 @@ def _gemm_cases(arch: str) -> dict:
     return {name: (lambda v=v: _ptx(_gemm_host, *v(), arch=arch)) for name, v in variants.items()}
 
 
+def _row_cases(arch: str) -> dict:
+    """The row kernels at shapes with their own tuned rules (kernels/norms.py, softmax.py,
+    cross_entropy.py), built as the torch ops build them (cute_torch/ops/row_build.py): their
+    speed hangs on ptxas's schedule (one CTA of 8 warps per SM in LayerNorm's 256-thread
+    backward moved by 30 % on arithmetic alone), so any change to their code shows here."""
+    from cute_torch.ops import row_build
+
+    def build(op: str, dtype: str, n: int, operands: str, flags: str):
+        r, c = f"r;{dtype};{n};{n};16;0", f"c;{dtype};{n};1;16;0"
+        stats, part = "v;float32;1;1;16;0", f"r;float32;{n};{n};16;0"
+        described = operands.format(r=r, c=c, v=stats, p=part)
+        # device -1: no GPU's rules (fast_memory), the same kernels on a GPU machine as without
+        return lambda: row_build.build(op, described, flags, -1, arch=arch)[-1].__ptx__
+    layer_norm = "{r}|-|{c}|{c}|{r}|-|{v}|{v}"
+    layer_norm_backward = "{r}|{c}|{r}|{v}|{v}|{r}|{p}|{p}|{c}|{c}"
+    return {
+        "row_softmax_4096": build("softmax", "bfloat16", 4096, "{r}|{r}", "0"),
+        "row_log_softmax_32768": build("softmax", "bfloat16", 32768, "{r}|{r}", "1"),
+        "row_softmax_backward_32768": build("softmax_backward", "bfloat16", 32768, "{r}|{r}|{r}", "0"),
+        "row_layer_norm_16384": build("layer_norm", "bfloat16", 16384, layer_norm, "0"),
+        "row_rms_norm_4096": build("layer_norm", "bfloat16", 4096, "{r}|-|{c}|-|{r}|-|{v}|-", "1"),
+        "row_layer_norm_backward_4096": build("layer_norm_backward", "bfloat16", 4096, layer_norm_backward, ""),
+        "row_layer_norm_backward_16384": build("layer_norm_backward", "bfloat16", 16384, layer_norm_backward, ""),
+        "row_layer_norm_backward_131072": build("layer_norm_backward", "bfloat16", 131072, layer_norm_backward, ""),
+    }
+
+
 def _mlir_cases(arch: str) -> dict:
     folder = os.path.join(ROOT, "tests", "mlir")
     cases = {}
@@ -141,6 +168,7 @@ def cases() -> dict:
         if arch == "sm_90a":
             found.update(_mlir_cases(arch))  # some of them use Hopper-only ops
             found.update(_gemm_cases(arch))
+            found.update(_row_cases(arch))
         result.update({f"{name}.{arch}": fn for name, fn in found.items()})
     return result
 
