@@ -58,7 +58,7 @@ from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_s
                          cluster_peers, cluster_reduce_received, cluster_send, column_mask, cta_group, dynamic_rows,
                          fast_memory, fetch_row, fold, fold_products, launch_cluster, launch_grid, load_row,
                          persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce, stage_row,
-                         stage_vectors, store_row, thread_place, walk_cluster_rows)
+                         stage_vectors, store_row, thread_place, walk_cluster_rows, walking_groups)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -746,8 +746,7 @@ def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: fl
                 dynamic_rows(mean), eps)
         groups = 1                                  # (a grid of forward_plan's walks: not asked)
         if pipelined_forward(cfg, walk, 8 * x2.element_size(), rms, residual is not None):
-            compiled = _forward.compile(*args, 1, cfg, rms, walk)      # (a memory-cache hit after the first)
-            groups = persistent_groups(m, cfg, resident_groups(compiled, cfg, x.device.index))
+            groups = walking_groups(_forward, args, (cfg, rms, walk), m, cfg, x.device.index)
         _forward(*args, groups, cfg, rms, walk)
     shape = x.shape
     return y.view(shape), None if res_out is None else res_out.view(shape), rstd, mean

@@ -527,6 +527,14 @@ def persistent_groups(m: int, cfg: RowConfig, resident: int) -> int:
     return max(1, min(-(-m // cfg.rows), resident))
 
 
+def walking_groups(host, args: tuple, constexprs: tuple, m: int, cfg: RowConfig, device: int) -> int:
+    """persistent_groups for a walk of `host` (a @cute.jit taking `*args, groups, *constexprs`)
+    over m rows: its kernel, compiled with groups 1 (a memory-cache hit after the first call),
+    asked how many groups run at once."""
+    compiled = host.compile(*args, 1, *constexprs)
+    return persistent_groups(m, cfg, resident_groups(compiled, cfg, device))
+
+
 def resident_groups(compiled, cfg: RowConfig, device: int, smem: int = 0) -> int:
     """Groups of the first kernel of `compiled` (cfg.cluster CTAs each, `smem` bytes of dynamic
     shared memory) that run at once on `device` (its GPCs may leave SMs over that a cluster

@@ -38,8 +38,7 @@ from .row_chunks import (LOG2_E, chunk_config, chunks, load_chunk, load_edge, on
                          store_edge)
 from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive, cluster_send,
                          cta_group, dynamic_rows, fast_memory, fetch_row, fold, launch_cluster, launch_grid, load_row,
-                         persistent_groups, resident_groups, row_config, row_reduce, store_row, thread_place,
-                         walk_cluster_rows)
+                         row_config, row_reduce, store_row, thread_place, walk_cluster_rows, walking_groups)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
 # Rows each cluster walks forward where forward_walk says "groups" (clusters of 2 on an H100).
@@ -252,16 +251,16 @@ def _long_backward_kernel(mY: cute.Tensor, mDY: cute.Tensor, mDX: cute.Tensor, c
     if cute.const_expr(cfg.peeled):
         dy_edge, _ = load_edge(mDY, src, lane, cfg, 0.0)
         y_edge, _ = load_edge(mY, src, lane, cfg, 0.0)
-        total = total + (dy_edge if cute.const_expr(log) else dy_edge * y_edge)
+        total = total + _summed(y_edge, dy_edge, log)
     total = row_reduce(total, "sum", cfg, lane, row_in_cta)
     for chunk in range(chunks(mY, cfg)):
         y = load_chunk(mY, src, lane, chunk, cfg, exact, 0.0)
         dy = load_chunk(mDY, src, lane, chunk, cfg, exact, 0.0)
-        dx = dy - cute.math.exp2(y * LOG2_E) * total if cute.const_expr(log) else y * (dy - total)
+        dx = _input_gradient(y, dy, total, log)
         if row < rows:
             store_chunk(mDX, row, lane, chunk, cfg, exact, dx)
     if cute.const_expr(cfg.peeled):
-        dx = dy_edge - cute.math.exp2(y_edge * LOG2_E) * total if cute.const_expr(log) else y_edge * (dy_edge - total)
+        dx = _input_gradient(y_edge, dy_edge, total, log)
         if row < rows:
             store_edge(mDX, row, lane, cfg, dx)
 
@@ -381,10 +380,8 @@ def softmax(x: torch.Tensor, log: bool = False, out: torch.Tensor | None = None)
         cfg = _config(x2, y)
         walk = forward_walk(cfg, 8 * x2.element_size(), log, fast_memory(x.device.index))
         args = (dynamic_rows(x2), dynamic_rows(y))
-        groups = 1
-        if walk == "persistent":
-            compiled = _forward.compile(*args, 1, cfg, log, walk)     # (a memory-cache hit after the first)
-            groups = persistent_groups(x2.shape[0], cfg, resident_groups(compiled, cfg, x.device.index))
+        groups = walking_groups(_forward, args, (cfg, log, walk), x2.shape[0], cfg, x.device.index) \
+            if walk == "persistent" else 1
         _forward(*args, groups, cfg, log, walk)
     return y.view(x.shape)
 
@@ -401,9 +398,6 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, log: bool = False) -> to
         cfg = _config(y2, dy2, dx)
         walk = backward_walk(cfg, 8 * max(y2.element_size(), dy2.element_size()), fast_memory(y.device.index))
         args = (dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx))
-        groups = 1
-        if walk:
-            compiled = _backward.compile(*args, 1, cfg, log, walk)     # (a memory-cache hit after the first)
-            groups = persistent_groups(y2.shape[0], cfg, resident_groups(compiled, cfg, y.device.index))
+        groups = walking_groups(_backward, args, (cfg, log, walk), y2.shape[0], cfg, y.device.index) if walk else 1
         _backward(*args, groups, cfg, log, walk)
     return dx.view(y.shape)
