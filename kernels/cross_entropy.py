@@ -31,7 +31,7 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_chunks import (LOG2_E, chunk_config, chunks, load_chunk, load_edge, online_logsumexp, store_chunk,
+from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, online_logsumexp, scaled, store_chunk,
                          store_edge)
 from .row_reduce import clamp_row, dynamic_rows, launch_grid, thread_place
 
@@ -74,20 +74,21 @@ def _backward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLse: cute.Tensor, m
     scale = cute.where(target == ignore_index, 0.0, cute.where(in_range, scale, math.nan))
     lse = mLse[src]
     lse = cute.where(lse == lse, lse, 0.0)        # a row of -inf has lse NaN: its p = exp(-inf) = 0
+    shift = scaled(lse)
     one_hot = scale
     if cute.const_expr(smooth):
         one_hot = (1.0 - smoothing) * scale
         spread = smoothing / cute.Float32(vocab)
     for chunk in range(chunks(mX, cfg)):
         x = load_chunk(mX, src, lane, chunk, cfg, exact, 0.0)
-        p = cute.math.exp2(x * LOG2_E - lse * LOG2_E)
+        p = exp_about(x, shift)
         if cute.const_expr(smooth):
             p = p - spread
         if row < rows:
             store_chunk(mDX, row, lane, chunk, cfg, exact, p * scale)
     if cute.const_expr(cfg.peeled):                 # the row's edges (kernels/row_chunks.py)
         x, _ = load_edge(mX, src, lane, cfg, 0.0)
-        p = cute.math.exp2(x * LOG2_E - lse * LOG2_E)
+        p = exp_about(x, shift)
         if cute.const_expr(smooth):
             p = p - spread
         if row < rows:

@@ -28,7 +28,38 @@ from cute_torch import Constexpr
 from .row_reduce import RowConfig, row_config, row_reduce
 
 LOG2_E = math.log2(math.e)
+LN_2 = math.log(2.0)
 CHUNK = 8192
+
+
+def scaled(m):
+    """A row's max (or log-sum-exp) in exp2's units, m log2(e), rounded once. Every exponential
+    about it (exp_about) carries the same rounding, a common factor that cancels in a ratio of
+    sums and that log_sum_exp takes back out; rescaling by exp2 of a difference of scaled
+    values keeps it common."""
+    return m * LOG2_E
+
+
+def exp_about(x, shift):
+    """exp(x - m) for x <= m, shift = scaled(m): one fma (x log2(e) - shift, rounded once) and
+    the hardware's ex2 (cute.math.exp2 with fastmath) per element. Results below 2^-126 flush
+    to 0, which a probability summed or rounded to 16 bits never misses; libdevice's exp2
+    scales such results and costs about six SASS instructions where this takes two. (Scaling
+    x - m instead rounds twice; x log2(e) - m log2(e), two products, rounds each element's
+    exponent independently, and makes an fma impossible.)"""
+    return cute.math.exp2(cute.math.fma(x, LOG2_E, -shift), fastmath=True)
+
+
+def log_sum_exp(m, shift, s):
+    """log(sum(exp(x))) of a row with max m from s = sum of exp_about(x, shift), shift =
+    scaled(m): m + log(s) less the rounding of shift (fma(m, log2(e), -shift) is exact)."""
+    return m + (cute.math.log2(s) - cute.math.fma(m, LOG2_E, -shift)) * LN_2
+
+
+def rescale(m, shift):
+    """exp(m - m'), shift = scaled(m'), for a sum of exponentials taken about scaled(m): exp2 of
+    scaled(m) - shift, so the sum's terms keep one common rounding (0 where m is -inf)."""
+    return cute.math.exp2(scaled(m) - shift, fastmath=True)
 
 
 def chunk_config(*tensors: torch.Tensor) -> tuple[RowConfig, bool]:
@@ -174,21 +205,22 @@ def online_logsumexp(t: cute.Tensor, row, lane, row_in_cta, cfg: Constexpr, exac
         else:
             x = load_chunk(t, row, lane, chunk, cfg, exact, -math.inf)
         m_new = cute.arch.fmax(m, x.reduce(cute.ReductionOp.MAX))
-        shift = cute.where(m_new == -math.inf, 0.0, m_new)         # no (-inf) - (-inf)
-        e = cute.math.exp2(x * LOG2_E - shift * LOG2_E)
-        s = s * cute.math.exp2((m - shift) * LOG2_E) + e.reduce(cute.ReductionOp.ADD)
+        shift = scaled(cute.where(m_new == -math.inf, 0.0, m_new))  # no (-inf) - (-inf)
+        e = exp_about(x, shift)
+        s = s * rescale(m, shift) + e.reduce(cute.ReductionOp.ADD)
         m = m_new
     if cute.const_expr(cfg.peeled):                                   # the row's edges
         edge, present = load_edge(t, row, lane, cfg, -math.inf)
         if cute.const_expr(with_sum):
             row_sum = row_sum + cute.where(present, edge, 0.0)
         m_new = cute.arch.fmax(m, edge)
-        shift = cute.where(m_new == -math.inf, 0.0, m_new)
-        s = s * cute.math.exp2((m - shift) * LOG2_E) + cute.math.exp2(edge * LOG2_E - shift * LOG2_E)
+        shift = scaled(cute.where(m_new == -math.inf, 0.0, m_new))
+        s = s * rescale(m, shift) + exp_about(edge, shift)
         m = m_new
     row_max = row_reduce(m, "max", cfg, lane, row_in_cta)
-    total = row_reduce(s * cute.math.exp2((m - row_max) * LOG2_E), "sum", cfg, lane, row_in_cta)
-    lse = row_max + cute.math.log(total)
+    row_shift = scaled(row_max)
+    total = row_reduce(s * rescale(m, row_shift), "sum", cfg, lane, row_in_cta)
+    lse = log_sum_exp(row_max, row_shift, total)
     if cute.const_expr(with_sum):
         return lse, row_reduce(row_sum, "sum", cfg, lane, row_in_cta)
     return lse

@@ -3,8 +3,10 @@
 Forward: a thread holds its part of a row in registers (kernels/row_reduce.py), so the max and
 the sum of exponentials are two reductions over registers, not two passes over memory:
 
-    m = max(x);  e = exp2((x - m) * log2(e));  s = sum(e)
-    softmax = e / s;  log_softmax = (x - m) - log(s)
+    m = max(x);  e = exp(x - m);  s = sum(e)
+    softmax = e / s;  log_softmax = x - (m + log(s))
+
+(each exponential one fma and the hardware's ex2 about m log2(e) rounded once: row_chunks.exp_about).
 
 Backward, from the forward's output y and the incoming gradient dy:
 
@@ -34,8 +36,8 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_chunks import (LOG2_E, chunk_config, chunks, load_chunk, load_edge, online_logsumexp, store_chunk,
-                         store_edge)
+from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, online_logsumexp, rescale,
+                         scaled, store_chunk, store_edge)
 from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive, cluster_send,
                          cta_group, dynamic_rows, fast_memory, fetch_row, fold, launch_cluster, launch_grid, load_row,
                          row_config, row_reduce, store_row, thread_place, walk_cluster_rows, walking_groups)
@@ -68,7 +70,7 @@ def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Const
             y = _output(x if cute.const_expr(log) else e, local, m, s, log)
         else:
             m = row_reduce(fold(x, "max"), "max", cfg, lane, row_in_cta)
-            e = cute.math.exp2(x * LOG2_E - m * LOG2_E)
+            e = exp_about(x, scaled(m))
             s = row_reduce(fold(e, "sum"), "sum", cfg, lane, row_in_cta)
             y = _output(x if cute.const_expr(log) else e, m, m, s, log)
         if row < rows:
@@ -133,7 +135,7 @@ def _part_statistics(x, cfg: Constexpr, lane, peers, step):
     2 step and 2 step + 1). A part whose columns are all -inf takes its exponentials about 0
     (all 0) and keeps its max -inf, which weighs its sum (0) by 0 whatever the row's max."""
     local = row_reduce(fold(x, "max"), "max", cfg, lane, 0, 2 * step, peers, cluster_wide=False)
-    e = cute.math.exp2(x * LOG2_E - cute.where(local == -math.inf, 0.0, local) * LOG2_E)
+    e = exp_about(x, scaled(cute.where(local == -math.inf, 0.0, local)))
     total = row_reduce(fold(e, "sum"), "sum", cfg, lane, 0, 2 * step + 1, peers, cluster_wide=False)
     return local, e, total
 
@@ -147,20 +149,21 @@ def _combine_parts(cfg: Constexpr, peers, step):
     m = slots[(0, parts[0], 0, at)]
     for r in cute.range_constexpr(1, len(parts)):
         m = cute.arch.fmax(m, slots[(0, parts[r], 0, at)])
+    shift = scaled(m)
     s = 0.0
     for r in cute.range_constexpr(len(parts)):
-        s = s + slots[(0, parts[r], 1, at)] * cute.math.exp2((slots[(0, parts[r], 0, at)] - m) * LOG2_E)
+        s = s + slots[(0, parts[r], 1, at)] * rescale(slots[(0, parts[r], 0, at)], shift)
     return m, s
 
 
 def _output(held, local, m, s, log: bool):
-    """The row's output from `held` (x for log_softmax: x - (m + log s); for softmax the
-    exponentials about `local`, rescaled by exp(local - m) / s). 1 / s by rcp.approx: IEEE
-    rcp.rn.f32 is a subroutine call in SASS, and a call waits for every load in flight (the
-    next rows' too: 0.48 of copy against 0.78 at 131072 columns, H200)."""
+    """The row's output from `held` (x for log_softmax: x - lse; for softmax the exponentials
+    about `local`, rescaled by exp(local - m) / s). 1 / s by rcp.approx: IEEE rcp.rn.f32 is a
+    subroutine call in SASS, and a call waits for every load in flight (the next rows' too:
+    0.48 of copy against 0.78 at 131072 columns, H200)."""
     if log:
-        return held - (m + cute.math.log(s))
-    return held * (cute.math.exp2((local - m) * LOG2_E) * cute.arch.rcp_approx(s))
+        return held - log_sum_exp(m, scaled(m), s)
+    return held * (rescale(local, scaled(m)) * cute.arch.rcp_approx(s))
 
 
 @cute.kernel
@@ -189,7 +192,7 @@ def _summed(y, dy, log: bool):
 def _input_gradient(y, dy, total, log: bool):
     """dx from y, dy and the row's sum of _summed."""
     if log:
-        return dy - cute.math.exp2(y * LOG2_E) * total
+        return cute.math.fma(exp_about(y, 0.0), -total, dy)
     return y * (dy - total)
 
 
@@ -225,12 +228,12 @@ def _long_forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, exact
     lse = online_logsumexp(mX, src, lane, row_in_cta, cfg, exact)
     for chunk in range(chunks(mX, cfg)):
         x = load_chunk(mX, src, lane, chunk, cfg, exact, 0.0)
-        y = x - lse if cute.const_expr(log) else cute.math.exp2(x * LOG2_E - lse * LOG2_E)
+        y = x - lse if cute.const_expr(log) else exp_about(x, scaled(lse))
         if row < rows:
             store_chunk(mY, row, lane, chunk, cfg, exact, y)
     if cute.const_expr(cfg.peeled):                 # the row's edges (kernels/row_chunks.py)
         x, _ = load_edge(mX, src, lane, cfg, 0.0)
-        y = x - lse if cute.const_expr(log) else cute.math.exp2(x * LOG2_E - lse * LOG2_E)
+        y = x - lse if cute.const_expr(log) else exp_about(x, scaled(lse))
         if row < rows:
             store_edge(mY, row, lane, cfg, y)
 

@@ -465,6 +465,23 @@ def test_tanh_with_fastmath_is_the_hardware_approximation():
     assert cute.math.tanh(0.5, fastmath=True) == cute.math.tanh(0.5)   # Python numbers fold exactly
 
 
+@cute.kernel
+def _exp2_both_ways(x: cute.Tensor, out: cute.Tensor):
+    v = x.load()
+    out.store(cute.math.exp2(v) + cute.math.exp2(v, fastmath=True))
+
+
+def test_exp2_with_fastmath_is_the_hardware_approximation():
+    """exp2(fastmath=True) is ex2.approx.ftz.f32; plain exp2 is libdevice's ex2.approx.f32, whose
+    subnormal results ptxas scales around the MUFU (about six SASS instructions)."""
+    x = x_(4)
+    host = cute.jit(lambda a, b: _exp2_both_ways(a, b).launch(grid=(1, 1, 1), block=(1, 1, 1)), preprocess=False)
+    ptx = cute.compile(host, x, x).__ptx__
+    assert ptx.count("ex2.approx.ftz.f32") == 4
+    assert ptx.count("ex2.approx.f32") == 4
+    assert cute.math.exp2(-3.0, fastmath=True) == 0.125
+
+
 def test_printf_ends_with_a_newline_unless_told_otherwise():
     @cute.kernel
     def kernel(x: cute.Tensor):
