@@ -12,8 +12,11 @@ cross-entropy's forward reads the logits (1 x, a loss per row out), its backward
 writes dlogits (2 x). Time is
 the median CUPTI device time of all the kernels of a call (benchmarks/timing.kernel_ms): our
 norm backward's count includes the torch.sum of its partial dweight rows. Eager and Inductor
-backward time autograd.grad over a graph built once. "of copy" divides a bandwidth by
-out.copy_(x)'s, measured in the same run. Our outputs (forward, and every gradient backward)
+backward time autograd.grad over a graph built once. "of copy" divides a bandwidth by the
+fastest out.copy_(x) of the run: one before the first shape and one at each shape, all of 2^27
+elements. (On one H200, 2026-11-26, copy_ took 4.23 TB/s at the first shape and 3.84 at every
+later one, while our kernels moved up to 4.1 TB/s at those: a copy timed beside them was a
+ceiling 10 % too low.) Our outputs (forward, and every gradient backward)
 are checked against float32 autograd on the same inputs ("err": the largest error relative to
 the reference's largest magnitude, "!" past TOLERANCE); any past it make the run exit 1.
 """
@@ -137,13 +140,14 @@ def main() -> None:
     checked, wrong = 0, []
     for dtype_name in args.dtypes:
         dtype = getattr(torch, dtype_name)
+        copies = [_copy_tbs(torch.randn(total, device="cuda").to(dtype), args.repeats)]
         for n in args.ns:
             m = total // n
             x = torch.randn(m, n, device="cuda").to(dtype)
             dy = torch.randn(m, n, device="cuda").to(dtype)
-            out = torch.empty_like(x)
             size = x.numel() * x.element_size()
-            copy_tbs = 2 * size / kernel_ms(lambda: out.copy_(x), args.repeats, copies=True) / 1e9
+            copies.append(_copy_tbs(x, args.repeats))
+            copy_tbs = max(copies)
             target = torch.randint(0, n, (m,), device="cuda")
             dloss = torch.randn(m, device="cuda")
             for op in args.ops:
@@ -181,14 +185,21 @@ def main() -> None:
                           f"{cell(err, 7, '{:.0e}')}{flag}")
                     if ours_tbs is not None:
                         curves.setdefault((op, dtype_name, direction), []).append((n, ours_tbs / copy_tbs))
-            x = dy = out = None                         # the next shape's tensors need the memory
+            x = dy = None                               # the next shape's tensors need the memory
             torch.cuda.empty_cache()
+        print(f"{dtype_name} copies: {min(copies):.2f}-{max(copies):.2f} TB/s (the ceiling: the fastest)")
     if args.plot:
         plot(curves, args.plot)
     print(f"outputs checked against float32 autograd: {checked} cases, {len(wrong)} past tolerance")
     if wrong:
         print("\n".join(wrong))
         raise SystemExit(1)
+
+
+def _copy_tbs(x: torch.Tensor, repeats: int) -> float:
+    """Bandwidth (bytes read + written) of copying x into a new tensor."""
+    out = torch.empty_like(x)
+    return 2 * x.numel() * x.element_size() / kernel_ms(lambda: out.copy_(x), repeats, copies=True) / 1e9
 
 
 def plot(curves: dict, path: str) -> None:
