@@ -149,6 +149,17 @@ def store_edge(t: cute.Tensor, row, lane, cfg: Constexpr, value):
         t[(row, column)] = value.to(t.element_type)
 
 
+@cute.jit
+def chunk_of(t: cute.Tensor, row, column, cfg: Constexpr):
+    """The chunk whose threads write column `column` of row `row` (a peeled row's edges: chunk
+    0's, which load_edge and store_edge are given to)."""
+    if cute.const_expr(cfg.peeled):
+        _, whole, head = _body(t, row, cfg)
+        body = column - head
+        return cute.where(body >= 0, cute.where(body < whole, body // cfg.n, 0), 0)
+    return column // cfg.n
+
+
 def _column(i, lane, chunk, cfg: RowConfig):
     return chunk * cfg.n + (i * cfg.threads_per_row + lane) * cfg.vec
 

@@ -560,6 +560,29 @@ def test_cross_entropy_with_label_smoothing_matches_torch(m, v, dtype):
 
 
 @needs_gpu
+@pytest.mark.parametrize("v", [32768, 40000, 50257])
+def test_cross_entropy_backward_takes_the_target_off_in_every_chunk_and_edge(v):
+    """Each chunk of a row is its own CTA in the backward, and the CTA that wrote the target's
+    column takes (1 - e) dloss off it: targets at the row's ends, either side of each chunk
+    boundary, and (50257 bf16 columns: rows peeled, each starting at another 16-byte offset)
+    in the edges before the first whole vector and after the last."""
+    from cute_torch.kernels import cross_entropy
+    columns = [0, 1, 7, v - 1, v - 2, v - 8] + [c for k in range(1, -(-v // 8192)) for c in (8192 * k - 1, 8192 * k)]
+    m = len(columns)
+    logits = _rand((m, v), v, torch.bfloat16, scale=4.0)
+    target = torch.tensor(columns, device="cuda")
+    dloss = _rand((m,), v + 1, torch.float32)
+    ref_in = logits.double().requires_grad_()
+    F.cross_entropy(ref_in, target, reduction="none").backward(dloss.double())
+    loss, lse = cross_entropy.cross_entropy_forward(logits, target)
+    _poison_allocator()
+    dx = cross_entropy.cross_entropy_backward(logits, target, lse, dloss)
+    _check(dx, ref_in.grad, torch.bfloat16, "dlogits")
+    rows = torch.arange(m, device="cuda")
+    _check(dx[rows, target], ref_in.grad[rows, target], torch.bfloat16, "dlogits at the targets")
+
+
+@needs_gpu
 def test_cross_entropy_all_rows_ignored_and_a_reduced_gradient():
     from cute_torch.kernels import cross_entropy
     logits = _rand((5, 300), 91, torch.bfloat16)
