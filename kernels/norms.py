@@ -668,7 +668,9 @@ def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
     per row beat one: LayerNorm 0.90 of copy against 0.87 at 1024) unless only the full one
     covers the row without padding (768 bf16 columns: 0.56 of copy with 64 threads per row,
     one vector in two past N, H200), and where a full one would need a cluster of 4 (one of 8
-    instead: 0.89 / 0.86 against 0.78 / 0.76 at 65536; H100, benchmarks/RESULTS.md).
+    instead: 0.89 / 0.86 against 0.78 / 0.76 at 65536; H100, benchmarks/RESULTS.md). LayerNorm's
+    over Float32 rows of 1024 keeps the full one (64 threads a row, four rows a CTA: 0.84 -> 0.99
+    of copy on an H200; RMSNorm's measured the same either way, 0.99 / 0.98).
     Half the threads, and backward_ring half the shared memory, where that measured faster on
     both GPUs (RMSNorm's at 3072 and 6144 16-bit columns also with twice the values per thread;
     below): LayerNorm's (`layer`) over 16-bit rows of 2048, 4096 and 8192 columns (bf16
@@ -682,7 +684,7 @@ def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
     0.73 on the H100: the rule keeps to the powers of two measured.)"""
     size = max(t.element_size() for t in tensors if t is not None)
     cfg = _config(n, tensors, BACKWARD_BYTES // size)
-    if n <= 1024 or cfg.cluster == 4:
+    if (n <= 1024 and not (layer and size == 4 and n == 1024)) or cfg.cluster == 4:
         halved = _config(n, tensors, BACKWARD_BYTES // 2 // size)
         cfg = cfg if halved.padding and not cfg.padding and cfg.cluster == 1 else halved
     if layer and tensors[0].element_size() == 2 and cfg.padding and cfg.cluster == 1 and cfg.vec > 1:
