@@ -64,15 +64,13 @@ _tanh = _unary("tanh", _py.tanh)
 _exp2 = _unary("exp2", lambda x: 2.0 ** x)
 
 
-def _approx(ptx: str, accurate, python):
+def _approx(ptx: str, accurate):
     """The hardware's approximate form of `accurate` (one MUFU instruction, PTX `ptx`) for
-    Float32 and narrower; Float64 stays accurate."""
+    Float32 and narrower; Float64 and Python numbers stay accurate."""
     @_elementwise
     def fn(x):
-        if not isinstance(x, Numeric):
-            return python(x)
-        out_t = _float_type(type(x))
-        if out_t is Float64:
+        out_t = _float_type(type(x)) if isinstance(x, Numeric) else None
+        if out_t in (None, Float64):
             return accurate(x)
         v = convert(x, Float32)
         r = Float32.wrap_op(f'llvm.inline_asm "{ptx} $0, $1;", "=f,f" {v.ir.name} : (f32) -> f32')
@@ -80,8 +78,8 @@ def _approx(ptx: str, accurate, python):
     return fn
 
 
-_tanh_approx = _approx("tanh.approx.f32", _tanh, _py.tanh)
-_exp2_approx = _approx("ex2.approx.ftz.f32", _exp2, lambda x: 2.0 ** x)
+_tanh_approx = _approx("tanh.approx.f32", _tanh)
+_exp2_approx = _approx("ex2.approx.ftz.f32", _exp2)
 
 
 def tanh(x, fastmath: bool = False):
