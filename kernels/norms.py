@@ -54,11 +54,11 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .column_sums import launch_sum_partials
-from .row_reduce import (MAX_CLUSTER, MAX_THREADS, RowConfig, clamp_row, clear_staged, cluster_merge_mean_m2,
-                         cluster_peers, cluster_reduce_received, cluster_send, column_mask, cta_group, dynamic_rows,
-                         fast_memory, fetch_row, fold, fold_products, launch_cluster, launch_grid, load_row,
-                         persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce, stage_row,
-                         stage_vectors, store_row, thread_place, walk_cluster_rows, walking_groups)
+from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
+                         cluster_merge_mean_m2, cluster_peers, cluster_reduce_received, cluster_send, column_mask,
+                         cta_group, dynamic_rows, fast_memory, fetch_row, fold, fold_products, launch_cluster,
+                         launch_grid, load_row, persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce,
+                         stage_row, stage_vectors, store_row, thread_place, walk_cluster_rows, walking_groups)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -707,7 +707,17 @@ def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
             return replace(wide, threads=MAX_THREADS // 2)
     half_ctas = (layer and x_size == 2 and n in (2048, 4096, 8192)) or (x_size == 4 and 768 <= n <= 1536)
     half_ctas = half_ctas and cfg.cluster == 1 and cfg.threads_per_row <= MAX_THREADS // 2
-    return replace(cfg, threads=MAX_THREADS // 2 if half_ctas else MAX_THREADS)
+    cfg = replace(cfg, threads=MAX_THREADS // 2 if half_ctas else MAX_THREADS)
+    sizes = (size, size, size)                      # x, dy and the weight, at the widest
+    if cfg.cluster == MAX_CLUSTER and not pipelined_backward(cfg, backward_ring(cfg, *sizes)[0]):
+        # A cluster of 8 whose ring holds fewer than 3 blocks (Float32 rows of 131072 columns:
+        # one, 192 KB with the weight) loads nothing while it sums a row (H200 LayerNorm / RMSNorm
+        # 0.61 / 0.80 of copy, H100 0.76 / 0.87; LayerNorm's also spilled 64 bytes). Over 16 CTAs
+        # each holds half as much: three blocks, pipelined, no spill.
+        wider = replace(cfg, cluster=NON_PORTABLE_CLUSTER)
+        if pipelined_backward(wider, backward_ring(wider, *sizes)[0]):
+            return wider
+    return cfg
 
 
 def backward_ring(cfg, x_size: int, dy_size: int, w_size: int) -> tuple[int, int]:

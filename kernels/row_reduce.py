@@ -35,6 +35,9 @@ import cute_torch as cute
 # them in chunks (kernels/row_chunks.py).
 MAX_N = 32768
 MAX_CLUSTER = 8
+# Hopper runs clusters of up to 16 CTAs where a kernel allows it (the runtime does so for any
+# launch over 8): fewer fit at once (one per GPC), so only kernels that gain take them.
+NON_PORTABLE_CLUSTER = 16
 # Threads per CTA at most: 128 registers each (1024 threads would leave 64, and the backward
 # kernels spilled there).
 MAX_THREADS = 512

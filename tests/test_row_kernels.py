@@ -407,7 +407,7 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 # slot sets); at 200000 the eighth CTA holds only columns past N; 2560 takes 8-byte vectors backward,
 # 3072 RMSNorm's 48 values per thread, 1024 Float32 LayerNorm's 16 (four rows a CTA).
 @pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (101, 1024), (40, 2560), (33, 3072), (256, 4096), (9, 8192),
-                                 (3, 32768), (300, 16384), (5, 65536), (2, 200000)])
+                                 (3, 32768), (300, 16384), (5, 65536), (3, 131072), (2, 200000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
     if rms and bias:
         pytest.skip("RMSNorm has no bias")
@@ -638,6 +638,10 @@ def run_small():
         for rms in (True, False):
             out, _, rstd, mean = norms.norm_forward(xs, ws, None if rms else ws, eps=1e-5, rms=rms)
             norms.norm_backward(xs, ws, out, rstd, mean, weight_grad=True, bias_grad=not rms)
+    f32_wide = _rand((3, 131072), 16, torch.float32)        # backwards over non-portable clusters of 16
+    for rms in (True, False):
+        out, _, rstd, mean = norms.norm_forward(f32_wide, f32_wide[0], None if rms else f32_wide[1], eps=1e-5, rms=rms)
+        norms.norm_backward(f32_wide, f32_wide[0], out, rstd, mean, weight_grad=True, bias_grad=not rms)
     odd_long = _rand((6, 50257), 13, torch.bfloat16)        # long odd rows: softmax in peeled chunks
     softmax.softmax_backward(softmax.softmax(odd_long), odd_long)
     wide = _rand((20, 131072), 14, torch.bfloat16)          # clusters of 8 walking rows, exchanges pipelined
@@ -752,6 +756,15 @@ def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
         x = torch.empty(4, n, dtype=dtype)
         cfg = norms.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x))
         assert (cfg.threads_per_row, cfg.padding) == (per_row, 0), (n, dtype)
+    # Clusters of 8 whose ring would hold fewer than 3 blocks take 16 CTAs (non-portable) where
+    # those hold 3: Float32 rows of 131072, 16-bit ones of 200000; not 16-bit 131072 (3 already).
+    for n, dtype, cluster in ((131072, torch.float32, 16), (200000, torch.bfloat16, 16), (131072, torch.bfloat16, 8),
+                              (65536, torch.float32, 8)):
+        x = torch.empty(4, n, dtype=dtype)
+        for layer in (True, False):
+            cfg = norms.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x), layer)
+            assert cfg.cluster == cluster, (n, dtype, layer)
+            assert norms.pipelined_backward(cfg, norms.backward_ring(cfg, *[x.element_size()] * 3)[0])
     # LayerNorm's over Float32 rows of 1024: 16 values a thread, not 8 (0.84 -> 0.99 of copy, H200)
     x = torch.empty(4, 1024)
     assert norms.backward_config(1024, (x, x, torch.empty(1024), x), True).threads_per_row == 64

@@ -74,6 +74,7 @@ struct LoadedArtifact::PerContext {
   std::vector<CUmodule> modules;
   std::vector<CUfunction> functions; // by kernel index
   std::vector<int> smemLimit;        // dynamic smem the function is allowed, by kernel index
+  std::vector<char> nonPortable;     // whether clusters over 8 CTAs are allowed, by kernel index
 };
 
 LoadedArtifact::LoadedArtifact(std::map<std::string, std::string> cubins,
@@ -115,11 +116,13 @@ LoadedArtifact::PerContext &LoadedArtifact::loadedIn(void *context) {
     d.check(d.cuFuncGetAttribute(&staticSmem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function),
             "reading the static shared memory of kernel '" + kernel.name + "'");
     loaded->smemLimit.push_back(kDefaultSmemLimit - staticSmem);
+    loaded->nonPortable.push_back(false);
   }
   return *contexts.emplace(context, std::move(loaded)).first->second;
 }
 
-void *LoadedArtifact::functionFor(int kernel, uint32_t smem, const std::string &what) {
+void *LoadedArtifact::functionFor(int kernel, uint32_t smem, const std::string &what,
+                                  uint32_t clusterSize) {
   const Driver &d = Driver::get();
   CUcontext context;
   d.check(d.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
@@ -130,6 +133,13 @@ void *LoadedArtifact::functionFor(int kernel, uint32_t smem, const std::string &
         d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
         what + " (raising the dynamic shared memory limit)");
     loaded.smemLimit[kernel] = int(smem);
+  }
+  // Clusters over 8 CTAs (the portable size; Hopper runs up to 16) launch, and count in
+  // cuOccupancyMaxActiveClusters, only once the function allows them.
+  if (clusterSize > 8 && !loaded.nonPortable[kernel]) {
+    d.check(d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+            what + " (allowing a cluster of " + std::to_string(clusterSize) + " CTAs)");
+    loaded.nonPortable[kernel] = true;
   }
   return function;
 }
@@ -172,7 +182,8 @@ void LoadedArtifact::launchInCurrentContext(int kernel, Dim3 grid, Dim3 block, D
            dims(grid) + ", block " + dims(block) + ", cluster " + dims(cluster) + ", " +
            std::to_string(smem) + " bytes of dynamic smem";
   };
-  CUfunction function = static_cast<CUfunction>(functionFor(kernel, smem, desc.name));
+  CUfunction function = static_cast<CUfunction>(
+      functionFor(kernel, smem, desc.name, cluster.x * cluster.y * cluster.z));
   CUstream cuStream = reinterpret_cast<CUstream>(stream);
   if (cluster.x * cluster.y * cluster.z == 1) {
     d.checkLazy(d.cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem,
@@ -194,7 +205,8 @@ int LoadedArtifact::maxActiveClusters(int kernel, Dim3 block, Dim3 cluster, uint
   const std::string what = "the occupancy of kernel '" + kernelList[kernel].name + "' (block " +
                            dims(block) + ", cluster " + dims(cluster) + ", " +
                            std::to_string(smem) + " bytes of dynamic smem)";
-  CUfunction function = static_cast<CUfunction>(functionFor(kernel, smem, what));
+  CUfunction function =
+      static_cast<CUfunction>(functionFor(kernel, smem, what, cluster.x * cluster.y * cluster.z));
   CUlaunchAttribute attribute;
   // The grid is not part of the question, but must be a whole number of clusters.
   CUlaunchConfig config = launchConfig(cluster, block, cluster, smem, nullptr, attribute);

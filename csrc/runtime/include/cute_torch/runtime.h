@@ -70,8 +70,9 @@ private:
   struct PerContext;
   PerContext &loadedIn(void *context);
   /// The kernel's function in the current context, opted in to `smem` bytes of dynamic shared
-  /// memory (beyond 48 KB a kernel must be).
-  void *functionFor(int kernel, uint32_t smem, const std::string &what);
+  /// memory (beyond 48 KB a kernel must be) and to clusters of `clusterSize` CTAs (beyond 8
+  /// a kernel must be).
+  void *functionFor(int kernel, uint32_t smem, const std::string &what, uint32_t clusterSize = 1);
 
   std::map<std::string, std::string> cubins;
   std::vector<KernelDesc> kernelList;
