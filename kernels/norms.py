@@ -58,7 +58,8 @@ from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConf
                          cluster_merge_mean_m2, cluster_peers, cluster_reduce_received, cluster_send, column_mask,
                          cta_group, dynamic_rows, fast_memory, fetch_row, fold, fold_products, launch_cluster,
                          launch_grid, load_row, persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce,
-                         stage_row, stage_vectors, store_row, thread_place, walk_cluster_rows, walking_groups)
+                         stage_row, stage_vectors, store_row, thread_place, unless_it_spills, walk_cluster_rows,
+                         walking_groups)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -635,12 +636,12 @@ def _vector(t: torch.Tensor | None, n: int, name: str) -> torch.Tensor | None:
     return t.contiguous()
 
 
-def _config(n: int, tensors, max_values: int) -> object:
+def _config(n: int, tensors, max_values: int, max_cluster: int = MAX_CLUSTER) -> object:
     present = [t for t in tensors if t is not None]
     size = max(t.element_size() for t in present)
-    cfg = row_config(n, size, max_values=max_values, max_cluster=MAX_CLUSTER)
+    cfg = row_config(n, size, max_values=max_values, max_cluster=max_cluster)
     for t in present:
-        c = row_config(n, size, t.stride(0) if t.dim() == 2 else 0, t.data_ptr(), max_values, MAX_CLUSTER)
+        c = row_config(n, size, t.stride(0) if t.dim() == 2 else 0, t.data_ptr(), max_values, max_cluster)
         cfg = c if c.vec < cfg.vec else cfg
     return cfg
 
@@ -660,6 +661,22 @@ def forward_config(n: int, tensors, values: int) -> RowConfig:
             if per_row >= 8 and exact.padding == 0:
                 return exact
     return cfg
+
+
+def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) -> tuple[RowConfig, int]:
+    """(the CTA shape, forward_plan's walk) of the forward over `tensors` (x, residual, weight,
+    bias, y, residual_out; None where absent) whose kernel arguments are `args` (eps last): where
+    a cluster of 8 would hold more values a thread than planned (LayerNorm over 16-bit rows past
+    131072 columns: 64 for 32; Float32 rows past 131072) and ptxas spills it, 16 CTAs holding
+    the planned number (row_reduce.unless_it_spills)."""
+    n, size = tensors[0].shape[-1], max(t.element_size() for t in tensors if t is not None)
+    values, walk = forward_plan(n, size, rms, tensors[1] is not None, fast_memory(device),
+                                tensors[2] is not None or tensors[3] is not None)
+    cfg = forward_config(n, tensors, values)
+    wider = None
+    if cfg.cluster == MAX_CLUSTER and cfg.vectors * cfg.vec > values:
+        wider = _config(n, tensors, values, NON_PORTABLE_CLUSTER)
+    return unless_it_spills(lambda c: _forward.compile(*args, 1, c, rms, walk, options=options), cfg, wider), walk
 
 
 def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
@@ -713,10 +730,9 @@ def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
         # A cluster of 8 whose ring holds fewer than 3 blocks (Float32 rows of 131072 columns:
         # one, 192 KB with the weight) loads nothing while it sums a row (H200 LayerNorm / RMSNorm
         # 0.61 / 0.80 of copy, H100 0.76 / 0.87; LayerNorm's also spilled 64 bytes). Over 16 CTAs
-        # each holds half as much: three blocks, pipelined, no spill.
-        wider = replace(cfg, cluster=NON_PORTABLE_CLUSTER)
-        if pipelined_backward(wider, backward_ring(wider, *sizes)[0]):
-            return wider
+        # each holds half as much: three blocks, pipelined, no spill. Float32 rows past 131072
+        # still hold fewer than three, but half the registers a thread (spills 752-1548 -> 0 bytes).
+        return replace(cfg, cluster=NON_PORTABLE_CLUSTER)
     return cfg
 
 
@@ -749,13 +765,9 @@ def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: fl
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     mean = None if rms else torch.empty(m, dtype=torch.float32, device=x.device)
     if m:
-        tensors = (x2, res2, w, b, y, res_out)
-        size = max(t.element_size() for t in tensors if t is not None)
-        values, walk = forward_plan(n, size, rms, residual is not None, fast_memory(x.device.index),
-                                    w is not None or b is not None)
-        cfg = forward_config(n, tensors, values)
         args = (dynamic_rows(x2), dynamic_rows(res2), w, b, dynamic_rows(y), dynamic_rows(res_out), dynamic_rows(rstd),
                 dynamic_rows(mean), eps)
+        cfg, walk = forward_shape(args, (x2, res2, w, b, y, res_out), rms, x.device.index)
         groups = 1                                  # (a grid of forward_plan's walks: not asked)
         if pipelined_forward(cfg, walk, 8 * x2.element_size(), rms, residual is not None):
             groups = walking_groups(_forward, args, (cfg, rms, walk), m, cfg, x.device.index)

@@ -23,6 +23,7 @@ CTA), so `lane == 0` is still one thread per row.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -536,6 +537,24 @@ def walking_groups(host, args: tuple, constexprs: tuple, m: int, cfg: RowConfig,
     asked how many groups run at once."""
     compiled = host.compile(*args, 1, *constexprs)
     return persistent_groups(m, cfg, resident_groups(compiled, cfg, device))
+
+
+def unless_it_spills(compile_for, cfg: RowConfig, wider: RowConfig | None) -> RowConfig:
+    """`cfg` (a portable cluster of MAX_CLUSTER holding more values a thread than its kernel asked),
+    or `wider` (NON_PORTABLE_CLUSTER CTAs holding fewer) where ptxas spills `cfg`'s kernel:
+    `compile_for(c)` compiles the kernel for a shape (a memory-cache hit after the first call).
+    H200, fraction of copy, rows of 200000 / 262144 columns: log_softmax forward bf16 0.70 ->
+    0.83 at 262144 (8 spilled 92 bytes), Float32 0.70 / 0.56 -> 0.87 / 0.95 (204 / 380);
+    LayerNorm forward bf16 262144 0.30 -> 0.84 (456); softmax backward bf16 0.76 / 0.84 -> 0.97 /
+    0.98. Where 8 did not spill, 16 CTAs (a quarter of them padding at 200000) lost: LayerNorm
+    forward bf16 200000 0.74 -> 0.42, softmax backward Float32 200000 1.00 -> 0.85. (The rule
+    misses once: log_softmax forward bf16 200000, 8 spilled 64 bytes and ran 0.73, 16 0.53.)"""
+    if wider is None:
+        return cfg
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cute.SpillWarning)      # the spilling shape is not launched
+        spilled = any(k.get("spill_stores") for k in compile_for(cfg).kernels)
+    return wider if spilled else cfg
 
 
 def resident_groups(compiled, cfg: RowConfig, device: int, smem: int = 0) -> int:

@@ -38,9 +38,10 @@ from cute_torch import Constexpr
 
 from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, online_logsumexp, rescale,
                          scaled, store_chunk, store_edge)
-from .row_reduce import (MAX_CLUSTER, MAX_N, RowConfig, clamp_row, cluster_peers, cluster_receive, cluster_send,
-                         cta_group, dynamic_rows, fast_memory, fetch_row, fold, launch_cluster, launch_grid, load_row,
-                         row_config, row_reduce, store_row, thread_place, walk_cluster_rows, walking_groups)
+from .row_reduce import (MAX_CLUSTER, MAX_N, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, cluster_peers,
+                         cluster_receive, cluster_send, cta_group, dynamic_rows, fast_memory, fetch_row, fold,
+                         launch_cluster, launch_grid, load_row, row_config, row_reduce, store_row, thread_place,
+                         unless_it_spills, walk_cluster_rows, walking_groups)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
 # Rows each cluster walks forward where forward_walk says "groups" (clusters of 2 on an H100).
@@ -344,17 +345,52 @@ def _rows(t: torch.Tensor, name: str) -> torch.Tensor:
     return t2 if t2.stride(-1) == 1 else t2.contiguous()
 
 
-def _config(*tensors: torch.Tensor) -> RowConfig:
+def _config(*tensors, max_cluster: int = MAX_CLUSTER) -> RowConfig:
     n = tensors[0].shape[-1]
     size = max(t.element_size() for t in tensors)
     values = values_per_thread(n)
-    cfg = row_config(n, size, max_values=values, max_cluster=MAX_CLUSTER)
+    cfg = row_config(n, size, max_values=values, max_cluster=max_cluster)
     # The vector must suit every tensor's rows and address.
     for t in tensors:
-        c = row_config(n, size, t.stride(0), t.data_ptr(), values, MAX_CLUSTER)
+        c = row_config(n, size, t.stride(0), t.data_ptr(), values, max_cluster)
         if c.vec < cfg.vec:
             cfg = c
     return cfg
+
+
+def _wider(cfg: RowConfig, *tensors) -> RowConfig | None:
+    """The shape over a non-portable cluster where `cfg`'s cluster of 8 holds more values a thread
+    than values_per_thread (rows past 131072 columns: 64 where 16 CTAs hold 32), else None; the
+    kernel takes it where ptxas spills `cfg`'s (row_reduce.unless_it_spills)."""
+    if cfg.cluster < MAX_CLUSTER or cfg.vectors * cfg.vec <= values_per_thread(cfg.n):
+        return None
+    return _config(*tensors, max_cluster=NON_PORTABLE_CLUSTER)
+
+
+def forward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=None) -> tuple[RowConfig, str | None]:
+    """(the CTA shape, forward_walk's walk) of the register path's forward over `tensors` (x, y)
+    whose kernel arguments are `args`."""
+    width, fast = 8 * max(t.element_size() for t in tensors), fast_memory(device)
+
+    def compiled(cfg):
+        return _forward.compile(*args, 1, cfg, log, forward_walk(cfg, width, log, fast), options=options)
+
+    cfg = _config(*tensors)
+    cfg = unless_it_spills(compiled, cfg, _wider(cfg, *tensors))
+    return cfg, forward_walk(cfg, width, log, fast)
+
+
+def backward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=None) -> tuple[RowConfig, bool]:
+    """(the CTA shape, backward_walk's walk) of the register path's backward over `tensors` (y,
+    dy, dx) whose kernel arguments are `args`."""
+    width, fast = 8 * max(t.element_size() for t in tensors), fast_memory(device)
+
+    def compiled(cfg):
+        return _backward.compile(*args, 1, cfg, log, backward_walk(cfg, width, fast), options=options)
+
+    cfg = _config(*tensors)
+    cfg = unless_it_spills(compiled, cfg, _wider(cfg, *tensors))
+    return cfg, backward_walk(cfg, width, fast)
 
 
 def takes_chunks(*tensors) -> bool:
@@ -380,9 +416,8 @@ def softmax(x: torch.Tensor, log: bool = False, out: torch.Tensor | None = None)
     if x2.numel() and takes_chunks(x2, y):
         _long_forward(dynamic_rows(x2), dynamic_rows(y), *chunk_config(x2, y), log)
     elif x2.numel():
-        cfg = _config(x2, y)
-        walk = forward_walk(cfg, 8 * x2.element_size(), log, fast_memory(x.device.index))
         args = (dynamic_rows(x2), dynamic_rows(y))
+        cfg, walk = forward_shape(args, (x2, y), log, x.device.index)
         groups = walking_groups(_forward, args, (cfg, log, walk), x2.shape[0], cfg, x.device.index) \
             if walk == "persistent" else 1
         _forward(*args, groups, cfg, log, walk)
@@ -398,9 +433,8 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, log: bool = False) -> to
     if y2.numel() and takes_chunks(y2, dy2, dx):
         _long_backward(dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx), *chunk_config(y2, dy2, dx), log)
     elif y2.numel():
-        cfg = _config(y2, dy2, dx)
-        walk = backward_walk(cfg, 8 * max(y2.element_size(), dy2.element_size()), fast_memory(y.device.index))
         args = (dynamic_rows(y2), dynamic_rows(dy2), dynamic_rows(dx))
+        cfg, walk = backward_shape(args, (y2, dy2, dx), log, y.device.index)
         groups = walking_groups(_backward, args, (cfg, log, walk), y2.shape[0], cfg, y.device.index) if walk else 1
         _backward(*args, groups, cfg, log, walk)
     return dx.view(y.shape)

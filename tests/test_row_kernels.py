@@ -114,6 +114,19 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
     # pipelined over a cluster of 8: sends run one row ahead of receives, over four sets of slots.
     assert fwd.__ptx__.count("mbarrier.try_wait") == 1
     assert fwd.__ptx__.count("mbarrier.init") == 4 and walk == "persistent"
+    # Past 131072 columns a cluster of 8 holds 64 values a thread; where ptxas spills that kernel
+    # a (non-portable) cluster of 16 holding 32 takes the row (row_reduce.unless_it_spills).
+    # ptxas today (sm_90a): log_softmax's forward spills over 8 (92 bytes at 262144 bf16),
+    # softmax's backward too (96), softmax's forward and log_softmax's backward not; Float32
+    # softmax at 200000 spills neither way.
+    for dtype, n, log, clusters in ((torch.bfloat16, 262144, True, (16, 8)), (torch.bfloat16, 262144, False, (8, 16)),
+                                    (torch.float32, 200000, False, (8, 8))):
+        wide = torch.empty(4, n, dtype=dtype)
+        rows = dynamic_rows(wide)
+        fwd_cfg, _ = softmax.forward_shape((rows, rows), (wide, wide), log, 0, hopper)
+        bwd_cfg, _ = softmax.backward_shape((rows, rows, rows), (wide, wide, wide), log, 0, hopper)
+        assert (fwd_cfg.cluster, bwd_cfg.cluster) == clusters, (dtype, n, log)
+        assert all(c.vectors * c.vec <= 32 for c in (fwd_cfg, bwd_cfg) if c.cluster == 16)
     four = softmax._config(torch.empty(4, 65536, dtype=torch.bfloat16))     # a cluster of 4: one row per CTA
     assert four.cluster == 4 and softmax.forward_walk(four, 16, True, False) == "persistent"
     assert softmax.forward_walk(four, 16, False, False) is None
@@ -312,11 +325,12 @@ def _check(got, want, dtype, what):
                                msg=lambda m: f"{what}: {m}")
 
 
-# Past 32768 the rows split over clusters (40000: the last CTA's part runs past N), past
-# 262144 they take the chunked path (300001: not a multiple of the chunk), and so do 16-bit rows
-# past 32768 of an odd length (50257: peeled chunks; Float32 ones stay in registers).
+# Past 32768 the rows split over clusters (40000: the last CTA's part runs past N; past 131072
+# over 16 CTAs), past 262144 they take the chunked path (300001: not a multiple of the chunk),
+# and so do 16-bit rows past 32768 of an odd length (50257: peeled chunks; Float32 ones stay in
+# registers).
 SHAPES = [(1, 1), (5, 7), (300, 256), (129, 1000), (64, 4096), (3, 6000), (17, 32768), (3, 40000), (3, 50257),
-          (2, 131072), (2, 300001)]
+          (2, 131072), (3, 200000), (2, 262144), (2, 300001)]
 
 
 @needs_gpu
@@ -343,7 +357,7 @@ def test_softmax_forward_and_backward(m, n, log, dtype):
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("log", [False, True])
-@pytest.mark.parametrize("m,n", [(700, 32768), (300, 65536), (60, 131072)])
+@pytest.mark.parametrize("m,n", [(700, 32768), (300, 65536), (60, 131072), (40, 262144)])
 def test_softmax_pipelined_walks_rows_on_a_persistent_grid(m, n, log, dtype):
     """The pipelined walks (softmax.forward_walk: 16-bit log_softmax over a cluster, softmax over 8
     CTAs, every 16-bit cluster row on fast memory) on a grid of the clusters that run at once,
@@ -638,6 +652,9 @@ def run_small():
         for rms in (True, False):
             out, _, rstd, mean = norms.norm_forward(xs, ws, None if rms else ws, eps=1e-5, rms=rms)
             norms.norm_backward(xs, ws, out, rstd, mean, weight_grad=True, bias_grad=not rms)
+    widest = _rand((3, 262144), 17, torch.bfloat16)         # forwards over clusters of 16 too
+    softmax.softmax_backward(softmax.softmax(widest, log=True), widest, log=True)
+    norms.norm_forward(widest, widest[0], widest[1], eps=1e-5, rms=False)
     f32_wide = _rand((3, 131072), 16, torch.float32)        # backwards over non-portable clusters of 16
     for rms in (True, False):
         out, _, rstd, mean = norms.norm_forward(f32_wide, f32_wide[0], None if rms else f32_wide[1], eps=1e-5, rms=rms)
@@ -765,6 +782,19 @@ def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
             cfg = norms.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x), layer)
             assert cfg.cluster == cluster, (n, dtype, layer)
             assert norms.pipelined_backward(cfg, norms.backward_ring(cfg, *[x.element_size()] * 3)[0])
+    # Float32 rows of 262144: 16 CTAs hold fewer than 3 blocks too, but take half the registers
+    x = torch.empty(4, 262144)
+    assert norms.backward_config(262144, (x, x, torch.empty(262144), x), True).cluster == 16
+    # The forward takes 16 where a cluster of 8 would hold more values a thread than planned and
+    # ptxas spills it (LayerNorm over bf16 rows of 262144: 64 for 32, 456 bytes, 0.30 of copy),
+    # not at 200000 (8 holds 56 without spilling); RMSNorm's plans 64 there and keeps 8.
+    stat = dynamic_rows(torch.empty(4))
+    for n, rms, cluster in ((262144, False, 16), (200000, False, 8), (262144, True, 8)):
+        x = torch.empty(4, n, dtype=torch.bfloat16)
+        rows = dynamic_rows(x)
+        args = (rows, None, None, None, rows, None, stat, None if rms else stat, 1e-5)
+        cfg, _ = norms.forward_shape(args, (x, None, None, None, x, None), rms, 0, {"arch": "sm_90a"})
+        assert cfg.cluster == cluster, (n, rms)
     # LayerNorm's over Float32 rows of 1024: 16 values a thread, not 8 (0.84 -> 0.99 of copy, H200)
     x = torch.empty(4, 1024)
     assert norms.backward_config(1024, (x, x, torch.empty(1024), x), True).threads_per_row == 64

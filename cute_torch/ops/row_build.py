@@ -82,7 +82,7 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
     without a GPU) overrides the device's."""
     from ..kernels import cross_entropy, norms, softmax
     from ..kernels.row_chunks import chunk_config
-    from ..kernels.row_reduce import fast_memory, resident_groups
+    from ..kernels.row_reduce import resident_groups
 
     ops = _operands(descriptions, device)
     resident = 0                        # co-resident groups of a persistent grid (0: not asked, or none)
@@ -97,24 +97,19 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
             host = softmax._long_forward if long else softmax._forward
         else:
             host = softmax._long_backward if long else softmax._backward
-        cfg, *exact = chunk_config(*present) if long else (softmax._config(*present),)
         grouped = not long                          # (its groups: a persistent walk's grid; its walk)
-        width = 8 * max(o.element_size() for o in present)
-        if not grouped:
-            walk = []
-        elif op == "softmax":
-            walk = [softmax.forward_walk(cfg, width, log, fast_memory(device))]
+        if long:
+            (cfg, *exact), walk = chunk_config(*present), []
         else:
-            walk = [softmax.backward_walk(cfg, width, fast_memory(device))]
+            shape = softmax.forward_shape if op == "softmax" else softmax.backward_shape
+            cfg, chosen = shape(tuple(args), tuple(present), log, device, options)
+            exact, walk = [], [chosen]
         compiled = host.compile(*args, *([1] if grouped else []), cfg, *exact, log, *walk, options=options)
         recipe = _recipe(ops, ints=int(grouped))
         if arch is None and walk in (["persistent"], [True]):
             resident = resident_groups(compiled, cfg, device)
     elif op == "layer_norm":            # x, residual, weight, bias, y, residual_out, rstd, mean
-        size = max(o.element_size() for o in ops[:6] if o is not None)
-        values, walk = norms.forward_plan(ops[0].n, size, bits[0], ops[1] is not None, fast_memory(device),
-                                          ops[2] is not None or ops[3] is not None)
-        cfg = norms.forward_config(ops[0].n, [o for o in ops[:6]], values)
+        cfg, walk = norms.forward_shape((*args, 1e-5), ops[:6], bits[0], device, options)
         compiled = norms._forward.compile(*args, 1e-5, 1, cfg, bits[0], walk, options=options)
         recipe = _recipe(ops, floats=1, ints=1)
         if arch is None and norms.pipelined_forward(cfg, walk, 8 * ops[0].element_size(), bits[0], ops[1] is not None):
