@@ -541,15 +541,18 @@ def walking_groups(host, args: tuple, constexprs: tuple, m: int, cfg: RowConfig,
 
 def unless_it_spills(compile_for, cfg: RowConfig, wider: RowConfig | None) -> RowConfig:
     """`cfg` (a portable cluster of MAX_CLUSTER holding more values a thread than its kernel asked),
-    or `wider` (NON_PORTABLE_CLUSTER CTAs holding fewer) where ptxas spills `cfg`'s kernel:
-    `compile_for(c)` compiles the kernel for a shape (a memory-cache hit after the first call).
-    H200, fraction of copy, rows of 200000 / 262144 columns: log_softmax forward bf16 0.70 ->
-    0.83 at 262144 (8 spilled 92 bytes), Float32 0.70 / 0.56 -> 0.87 / 0.95 (204 / 380);
-    LayerNorm forward bf16 262144 0.30 -> 0.84 (456); softmax backward bf16 0.76 / 0.84 -> 0.97 /
-    0.98. Where 8 did not spill, 16 CTAs (a quarter of them padding at 200000) lost: LayerNorm
-    forward bf16 200000 0.74 -> 0.42, softmax backward Float32 200000 1.00 -> 0.85. (The rule
-    misses once: log_softmax forward bf16 200000, 8 spilled 64 bytes and ran 0.73, 16 0.53.)"""
-    if wider is None:
+    or `wider` (NON_PORTABLE_CLUSTER CTAs holding fewer) where ptxas spills `cfg`'s kernel and
+    `wider`'s padding is at most a quarter of the row; `compile_for(c)` compiles the kernel for a
+    shape (a memory-cache hit after the first call). Fraction of copy, 8 -> 16, H200 / H100:
+    - spilled: log_softmax forward bf16 262144 0.70 / 0.73 -> 0.83 / 0.96 (92 bytes), Float32
+      200000 0.69 / 0.72 -> 0.87 / 0.99 (204), 262144 0.55 / 0.58 -> 0.93 / 1.00 (380); LayerNorm
+      forward bf16 262144 0.30 / 0.31 -> 0.84 / 0.95 (456); softmax backward Float32 262144 0.76 /
+      0.85 -> 0.92 / 0.99 (228), bf16 262144 0.83 / 0.94 -> 0.98 / 0.90 (96).
+    - not spilled, 16 lost: LayerNorm forward bf16 200000 0.74 -> 0.42 (H200), softmax backward
+      Float32 200000 1.00 -> 0.85 (H200).
+    - spilled, 16 CTAs' padding 31 % of a bf16 row of 200000: log_softmax forward 0.73 / 0.82 ->
+      0.53 / 0.67 (64 bytes); softmax backward 0.77 / 0.91 -> 0.97 / 0.77 (28). Both keep 8."""
+    if wider is None or 4 * wider.padding > wider.n:
         return cfg
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cute.SpillWarning)      # the spilling shape is not launched
