@@ -370,27 +370,23 @@ def _wider(cfg: RowConfig, *tensors) -> RowConfig | None:
 def forward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=None) -> tuple[RowConfig, str | None]:
     """(the CTA shape, forward_walk's walk) of the register path's forward over `tensors` (x, y)
     whose kernel arguments are `args`."""
-    width, fast = 8 * max(t.element_size() for t in tensors), fast_memory(device)
-
-    def compiled(cfg):
-        return _forward.compile(*args, 1, cfg, log, forward_walk(cfg, width, log, fast), options=options)
-
-    cfg = _config(*tensors)
-    cfg = unless_it_spills(compiled, cfg, _wider(cfg, *tensors))
-    return cfg, forward_walk(cfg, width, log, fast)
+    fast = fast_memory(device)
+    return _shape(_forward, lambda cfg, width: forward_walk(cfg, width, log, fast), args, tensors, log, options)
 
 
 def backward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=None) -> tuple[RowConfig, bool]:
     """(the CTA shape, backward_walk's walk) of the register path's backward over `tensors` (y,
     dy, dx) whose kernel arguments are `args`."""
-    width, fast = 8 * max(t.element_size() for t in tensors), fast_memory(device)
+    fast = fast_memory(device)
+    return _shape(_backward, lambda cfg, width: backward_walk(cfg, width, fast), args, tensors, log, options)
 
-    def compiled(cfg):
-        return _backward.compile(*args, 1, cfg, log, backward_walk(cfg, width, fast), options=options)
 
+def _shape(host, walk_of, args: tuple, tensors: tuple, log: bool, options):
+    width = 8 * max(t.element_size() for t in tensors)
     cfg = _config(*tensors)
+    compiled = (lambda c: host.compile(*args, 1, c, log, walk_of(c, width), options=options))
     cfg = unless_it_spills(compiled, cfg, _wider(cfg, *tensors))
-    return cfg, backward_walk(cfg, width, fast)
+    return cfg, walk_of(cfg, width)
 
 
 def takes_chunks(*tensors) -> bool:
