@@ -539,11 +539,12 @@ def walking_groups(host, args: tuple, constexprs: tuple, m: int, cfg: RowConfig,
     return persistent_groups(m, cfg, resident_groups(compiled, cfg, device))
 
 
-def unless_it_spills(compile_for, cfg: RowConfig, wider: RowConfig | None) -> RowConfig:
+def unless_it_spills(compile_for, cfg: RowConfig, wider: RowConfig | None, gains: bool = False) -> RowConfig:
     """`cfg` (a portable cluster of MAX_CLUSTER holding more values a thread than its kernel asked),
-    or `wider` (NON_PORTABLE_CLUSTER CTAs holding fewer) where ptxas spills `cfg`'s kernel and
-    `wider`'s padding is at most a quarter of the row; `compile_for(c)` compiles the kernel for a
-    shape (a memory-cache hit after the first call). Fraction of copy, 8 -> 16, H200 / H100:
+    or `wider` (NON_PORTABLE_CLUSTER CTAs holding fewer) where ptxas spills `cfg`'s kernel, or
+    where the caller knows it `gains` otherwise, and `wider`'s padding is at most a quarter of the
+    row; `compile_for(c)` compiles the kernel for a shape (a memory-cache hit after the first
+    call). Fraction of copy, 8 -> 16, H200 / H100:
     - spilled: log_softmax forward bf16 262144 0.70 / 0.73 -> 0.83 / 0.96 (92 bytes), Float32
       200000 0.69 / 0.72 -> 0.87 / 0.99 (204), 262144 0.55 / 0.58 -> 0.93 / 1.00 (380); LayerNorm
       forward bf16 262144 0.30 / 0.31 -> 0.84 / 0.95 (456); softmax backward Float32 262144 0.76 /
@@ -554,6 +555,8 @@ def unless_it_spills(compile_for, cfg: RowConfig, wider: RowConfig | None) -> Ro
       0.53 / 0.67 (64 bytes); softmax backward 0.77 / 0.91 -> 0.97 / 0.77 (28). Both keep 8."""
     if wider is None or 4 * wider.padding > wider.n:
         return cfg
+    if gains:
+        return wider
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cute.SpillWarning)      # the spilling shape is not launched
         spilled = any(k.get("spill_stores") for k in compile_for(cfg).kernels)
