@@ -731,7 +731,7 @@ def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
         # one, 192 KB with the weight) loads nothing while it sums a row (H200 LayerNorm / RMSNorm
         # 0.61 / 0.80 of copy, H100 0.76 / 0.87; LayerNorm's also spilled 64 bytes). Over 16 CTAs
         # each holds half as much: three blocks, pipelined, no spill. Float32 rows past 131072
-        # still hold fewer than three, but half the registers a thread (spills 752-1548 -> 0 bytes).
+        # still hold fewer than three, but half the registers a thread (spills 752-1548 -> 0-64 bytes).
         return replace(cfg, cluster=NON_PORTABLE_CLUSTER)
     return cfg
 
