@@ -370,8 +370,8 @@ def _wider(cfg: RowConfig, *tensors) -> RowConfig | None:
 def forward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=None) -> tuple[RowConfig, str | None]:
     """(the CTA shape, forward_walk's walk) of the register path's forward over `tensors` (x, y)
     whose kernel arguments are `args`. Past 131072 columns 16 CTAs also where only they walk
-    (32 values a thread; 8 hold 64 and cannot): softmax over bf16 rows of 262144, 0.64 -> 0.84
-    of copy on an H200 (the H100 not measured)."""
+    (32 values a thread; 8 hold 64 and cannot) and they pad the row no more than 8 do: softmax
+    over bf16 rows of 262144, 0.64 -> 0.84 of copy on an H200 (the H100 not measured)."""
     fast = fast_memory(device)
     return _shape(_forward, lambda cfg, width: forward_walk(cfg, width, log, fast), args, tensors, log, options,
                   walking_gains=True)
@@ -388,7 +388,9 @@ def _shape(host, walk_of, args: tuple, tensors: tuple, log: bool, options, walki
     width = 8 * max(t.element_size() for t in tensors)
     cfg = _config(*tensors)
     wider = _wider(cfg, *tensors)
-    gains = walking_gains and wider is not None and bool(walk_of(wider, width)) and not walk_of(cfg, width)
+    # (only where 16 CTAs pad the row no more than 8: that was measured, padding was not)
+    gains = walking_gains and wider is not None and wider.padding <= cfg.padding and bool(walk_of(wider, width)) \
+        and not walk_of(cfg, width)
     compiled = (lambda c: host.compile(*args, 1, c, log, walk_of(c, width), options=options))
     cfg = unless_it_spills(compiled, cfg, wider, gains)
     return cfg, walk_of(cfg, width)
