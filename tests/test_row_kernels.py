@@ -663,6 +663,9 @@ def run_small():
     for rms in (True, False):
         out, _, rstd, mean = norms.norm_forward(f32_wide, f32_wide[0], None if rms else f32_wide[1], eps=1e-5, rms=rms)
         norms.norm_backward(f32_wide, f32_wide[0], out, rstd, mean, weight_grad=True, bias_grad=not rms)
+    rms_wide = _rand((3, 131072), 18, torch.bfloat16)       # RMSNorm's 16-bit backward over 16 CTAs
+    out, _, rstd, _ = norms.norm_forward(rms_wide, rms_wide[0], None, eps=1e-5, rms=True)
+    norms.norm_backward(rms_wide, rms_wide[0], out, rstd, None, weight_grad=True, bias_grad=False)
     odd_long = _rand((6, 50257), 13, torch.bfloat16)        # long odd rows: softmax in peeled chunks
     softmax.softmax_backward(softmax.softmax(odd_long), odd_long)
     wide = _rand((20, 131072), 14, torch.bfloat16)          # clusters of 8 walking rows, exchanges pipelined
@@ -779,12 +782,16 @@ def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
         assert (cfg.threads_per_row, cfg.padding) == (per_row, 0), (n, dtype)
     # Clusters of 8 whose ring would hold fewer than 3 blocks take 16 CTAs (non-portable) where
     # those hold 3: Float32 rows of 131072, 16-bit ones of 200000; not 16-bit 131072 (3 already).
-    for n, dtype, cluster in ((131072, torch.float32, 16), (200000, torch.bfloat16, 16), (131072, torch.bfloat16, 8),
-                              (65536, torch.float32, 8)):
+    # RMSNorm's over 16-bit rows that 8 cover exactly with 32 values a thread (131072) takes 16
+    # too; not padded rows (100000, 98304) nor 8 holding the halved 16 values (65536).
+    for n, dtype, cluster, rms_cluster in ((131072, torch.float32, 16, 16), (200000, torch.bfloat16, 16, 16),
+                                           (131072, torch.bfloat16, 8, 16), (100000, torch.bfloat16, 8, 8),
+                                           (98304, torch.bfloat16, 8, 8), (65536, torch.bfloat16, 8, 8),
+                                           (65536, torch.float32, 8, 8)):
         x = torch.empty(4, n, dtype=dtype)
         for layer in (True, False):
             cfg = norms.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x), layer)
-            assert cfg.cluster == cluster, (n, dtype, layer)
+            assert cfg.cluster == (cluster if layer else rms_cluster), (n, dtype, layer)
             assert norms.pipelined_backward(cfg, norms.backward_ring(cfg, *[x.element_size()] * 3)[0])
     # Float32 rows of 262144: 16 CTAs hold fewer than 3 blocks too, but take half the registers
     x = torch.empty(4, 262144)
