@@ -280,6 +280,9 @@ def test_forward_plans_walk_long_rows():
     assert norms.forward_plan(65536, 2, True, False, fast=True) == (64, 8)
     # LayerNorm at 16384 walks there only with a weight or bias (staged once per CTA).
     assert norms.forward_plan(16384, 2, False, False, fast=True) == (64, 4)
+    # and at 32768 with them over clusters of 2 (its entry follows FORWARD_WALKS' of the same N).
+    assert norms.forward_plan(32768, 2, False, False, fast=True) == (32, 8)
+    assert norms.forward_plan(32768, 2, False, False, fast=True, params=False) == (64, 8)
     assert norms.forward_plan(16384, 2, False, False, fast=True, params=False) == (64, 1)
 
 
@@ -674,6 +677,7 @@ def run_small():
     softmax.softmax_backward(wide, wide, log=True)          # on fast memory: walking rows, the next loading
     rms_walk = _rand((40, 32768), 15, torch.bfloat16)       # on fast memory: RMSNorm walking 4 blocks
     norms.norm_forward(rms_walk, rms_walk[0], None, eps=1e-5, rms=True)
+    norms.norm_forward(rms_walk, rms_walk[0], rms_walk[1], eps=1e-5, rms=False)  # fast memory: clusters of 2
     norms.norm_forward(wide, None, None, eps=1e-5, rms=False)   # one exchange a row: (mean, M2)
     ahead = _rand((300, 20000), 8, torch.bfloat16)          # forwards walking rows, one CTA per block
     for rms in (True, False):
