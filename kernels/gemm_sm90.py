@@ -59,6 +59,7 @@ import cute_torch as cute
 from cute_torch import Constexpr
 from cute_torch.kernels.gemm_common import (calls_function, epilogue_values, is_gated, k_major_view, n_contiguous,
                                             problem, swizzled, tile_of)
+from cute_torch.kernels.row_reduce import fast_memory
 
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
 
@@ -284,6 +285,18 @@ def choose_schedule(k: int, tile_n: int, outputs: int, staged: tuple, gated: boo
     8-bit operands and gated GEMMs too (not measured with ping-pong)."""
     heavy = outputs >= 2 or any(staged) or fused
     return "pingpong" if heavy and k <= 2048 and tile_n == 256 and not (gated or fp8) else "cooperative"
+
+
+def plain_pingpong(k: int, tile_n: int, outputs: int, inputs: int, fast: bool) -> bool:
+    """Ping-pong for a plain GEMM (one output, no epilogue inputs) whose choice is 128 x 256
+    cooperative, at K <= 1024, on a card with fast memory (row_reduce.fast_memory: the H200).
+    There a tile's main loop is short beside its epilogue, and ping-pong hides the one behind the
+    other's: cuBLAS / ours, H200, 30 shapes M 4096-16384 x N 2048-8192, TN and NN, cooperative ->
+    ping-pong, every one faster by 1.6-13 % (8192 x 2752 x 1024 0.895 -> 1.024, 4096 x 5504 0.899
+    -> 1.030, 16384 x 8192 1.004 -> 1.027; scratch-style sweep, 2026-11-26). At K = 2048 it was
+    mixed (16384 x 2752 0.968 -> 0.943, 4096 x 5504 0.930 -> 1.008), and the H100 lost up to 17 %
+    at K = 1024 (16384 x 2752 0.973 -> 0.800). Gemm.cpp's chooseVariant decides the same."""
+    return fast and k <= 1024 and tile_n == 256 and outputs == 1 and inputs == 0
 
 
 def _with_even_strides(x):
@@ -834,6 +847,10 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
             short = short_tile_n(shape[-2], b.shape[-1], a.shape[-1], batches, sms, tile_n, force=short_only)
             if short:
                 tile_m, tile_n, schedule = 64, short, "pingpong"
+        if given is None and tile_m is None and schedule == "cooperative" and not (cluster or gated) \
+                and a.element_size() == 2 and plain_pingpong(a.shape[-1], tile_n, len(outs), len(tensors) - len(outs),
+                                   fast_memory(a.device.index if a.is_cuda else None)):
+            schedule = "pingpong"
         tile_n = 128 if schedule == "pingpong" and tile_m != 64 else tile_n
     tile_m = tile_m or BM
     if tile_m == 64:

@@ -312,9 +312,40 @@ def test_a_few_tiles_with_a_long_k_split_k():
     assert choice(16, 4096, 4096, inputs=[torch.empty(4096)]) == "k4:128h"
 
 
-def test_the_cpp_tile_rules_match_python_over_random_shapes():
-    """chooseTileN / chooseShortTileN against choose_tile_n / short_tile_n on 200 random plain
-    problems (sizes from 16 to 12288, either major mode of B, batches of 1-3)."""
+def test_plain_gemms_at_short_k_take_pingpong_on_fast_memory(monkeypatch):
+    """plain_pingpong: on a card with fast memory (an H200) a plain GEMM at K <= 1024 whose
+    choice is 128 x 256 cooperative runs 128 x 128 ping-pong; Gemm.cpp (cute::gemm_choice with
+    fast_memory) and host_arguments agree. Not at K = 2048, with an epilogue input (already
+    ping-pong where heavy), with two outputs, where 64-row tiles were chosen, or without fast memory."""
+    from cute_torch.kernels import gemm_sm90
+    monkeypatch.setattr(gemm_sm90, "fast_memory", lambda device: True)
+
+    def operands(m, n, k, k_major=True):
+        a = torch.empty(m, k, dtype=torch.bfloat16)
+        return a, torch.empty(n, k, dtype=torch.bfloat16).t() if k_major else torch.empty(k, n, dtype=torch.bfloat16)
+    cases = [((8192, 2752, 1024), [], 1, "128p"), ((8192, 2752, 1024, False), [], 1, "128p"),
+             ((16384, 8192, 1024), [], 1, "128p"), ((8192, 2752, 2048), [], 1, "256"),
+             ((8192, 2752, 1024), [torch.empty(2752, dtype=torch.bfloat16)], 1, "128p0"),
+             ((8192, 2752, 1024), [], 2, "128p"), ((4096, 2048, 1024), [], 1, "256h")]
+    for shape, inputs, outputs, want in cases:
+        a, b = operands(*shape)
+        assert torch.ops.cute.gemm_choice(a, b, inputs, outputs, 132, True) == want, (shape, want)
+        c = torch.empty(a.shape[0], b.shape[1], dtype=torch.bfloat16)
+        exprs = ("acc" + "".join(f" + x{i}" for i in range(len(inputs))),) * outputs
+        outs = (c,) * outputs if outputs > 1 else c
+        assert _python_choice(a, b, outs, exprs if outputs > 1 else exprs[0], inputs) == want, (shape, want)
+    a, b = operands(8192, 2752, 1024)
+    assert torch.ops.cute.gemm_choice(a, b, [], 1, 132) == "256"          # without fast memory
+    assert torch.ops.cute.gemm_choice(a, b, [], 1, 132, False) == "256"
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_the_cpp_tile_rules_match_python_over_random_shapes(fast, monkeypatch):
+    """chooseTileN / chooseShortTileN (and on fast memory plain_pingpong) against choose_tile_n /
+    short_tile_n on 200 random plain problems (sizes from 16 to 12288, either major mode of B,
+    batches of 1-3)."""
+    from cute_torch.kernels import gemm_sm90
+    monkeypatch.setattr(gemm_sm90, "fast_memory", lambda device: fast)
     g = torch.Generator().manual_seed(17)
     sizes = [16, 64, 128, 256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096, 6144, 8192, 12288]
     kinds = set()
@@ -328,7 +359,7 @@ def test_the_cpp_tile_rules_match_python_over_random_shapes():
         b = torch.empty(*lead, n, k, dtype=torch.bfloat16).transpose(-1, -2) if torch.rand(1, generator=g) < 0.5 \
             else torch.empty(*lead, k, n, dtype=torch.bfloat16)
         c = torch.empty(*lead, m, n, dtype=torch.bfloat16)
-        got = torch.ops.cute.gemm_choice(a, b, [], 1, 132)
+        got = torch.ops.cute.gemm_choice(a, b, [], 1, 132, fast)
         if got.startswith("k"):                     # split-K: the batched GEMM of the K slices
             splits, got = got[1:].split(":")
             a, b, c = *_k_slices(a, b, int(splits)), torch.empty(int(splits), m, n)

@@ -560,7 +560,8 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
 /// The tile columns and the schedule ("" cooperative, or chooseSchedule's "c...", "h..." or
 /// "p...", the last with 128) of a planned call.
 std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, bool calls,
-                                              bool gated, bool ampere, int64_t sms) {
+                                              bool gated, bool ampere, int64_t sms,
+                                              bool fastMemory) {
   const std::vector<View> &views = plan.views;
   const int64_t accColumns = gated ? 2 * views[2].sizes[1] : views[2].sizes[1];
   if (ampere)
@@ -576,6 +577,11 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
     if (const int64_t shortN = chooseShortTileN(views[2].sizes[0], accColumns, views[0].sizes[1],
                                                 plan.batches, sms, tileN))
       return {shortN, chooseSchedule(views, outputs, tileN, calls, gated, fp8, true)};
+  // A plain GEMM (one output, no inputs) at K <= 1024 on fast memory: ping-pong
+  // (kernels/gemm_sm90.py's plain_pingpong, with the measurements).
+  if (schedule.empty() && fastMemory && views[0].sizes[1] <= 1024 && tileN == 256 && outputs == 1 &&
+      views.size() == 3 && !gated && !fp8)
+    return {128, "p"};
   return {pingpong ? 128 : tileN, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
 }
 
@@ -691,7 +697,7 @@ struct Decision {
 };
 
 Decision decide(Plan &plan, size_t outputs, at::TensorList inputs, bool calls, bool gated,
-                bool ampere, bool rowsWithInputs, int64_t sms) {
+                bool ampere, bool rowsWithInputs, int64_t sms, bool fastMemory) {
   Decision decision;
   decision.splits = planSplits(plan, outputs, inputs, gated, ampere, sms);
   if (decision.splits > 1)
@@ -700,7 +706,7 @@ Decision decide(Plan &plan, size_t outputs, at::TensorList inputs, bool calls, b
   if (decision.swapped)
     transposePlan(plan);
   std::tie(decision.tileN, decision.schedule) =
-      chooseVariant(plan, outputs, calls, gated, ampere, sms);
+      chooseVariant(plan, outputs, calls, gated, ampere, sms, fastMemory);
   return decision;
 }
 
@@ -747,7 +753,7 @@ std::vector<at::Tensor> gemmImpl(const at::Tensor &a, const at::Tensor &b,
     return plan.outs;
   const bool calls = std::any_of(epilogues.begin(), epilogues.end(), callsFunction);
   const Decision decision = decide(plan, epilogues.size(), inputs, calls, gated, ampere,
-                                   a.dim() == 3 && !inputs.empty(), facts.sms);
+                                   a.dim() == 3 && !inputs.empty(), facts.sms, facts.fastMemory);
   if (decision.splits > 1)
     return {splitGemm(plan.views[0].tensor, plan.views[1].tensor, epilogues[0], inputs,
                       plan.outs[0].scalar_type(), decision.splits)};
@@ -807,16 +813,17 @@ std::vector<at::Tensor> gemmMultiCpu(const at::Tensor &a, const at::Tensor &b,
 }
 
 std::string gemmChoice(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs,
-                       int64_t outputs, int64_t sms) {
+                       int64_t outputs, int64_t sms, bool fastMemory) {
   Plan plan = makePlan(a, b, static_cast<size_t>(outputs), inputs, {}, false, false);
   if (plan.views.empty())
     return "";
   const Decision decision = decide(plan, static_cast<size_t>(outputs), inputs, false, false, false,
-                                   a.dim() == 3 && !inputs.empty(), sms);
+                                   a.dim() == 3 && !inputs.empty(), sms, fastMemory);
   if (decision.splits > 1) { // "k4:" and the choice of the batched GEMM of the slices' partials
     const auto [slicesA, slicesB] =
         kSlices(plan.views[0].tensor, plan.views[1].tensor, decision.splits);
-    return "k" + std::to_string(decision.splits) + ":" + gemmChoice(slicesA, slicesB, {}, 1, sms);
+    return "k" + std::to_string(decision.splits) + ":" +
+           gemmChoice(slicesA, slicesB, {}, 1, sms, fastMemory);
   }
   // "t:" and the choice of the swapped problem (transposes).
   return (decision.swapped ? "t:" : "") + std::to_string(decision.tileN) + decision.schedule;

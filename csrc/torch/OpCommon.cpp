@@ -67,10 +67,10 @@ const DeviceFacts &deviceFacts(int device) {
       return found->second;
   }
   BuilderResult result = callBuilder("device", {BuilderArg(device)});
-  TORCH_CHECK(result.ints.size() >= 2, "the builder returned no device facts");
+  TORCH_CHECK(result.ints.size() >= 3, "the builder returned no device facts");
   std::lock_guard<std::mutex> lock(mutex);
   return facts[device] = DeviceFacts{static_cast<int64_t>(result.ints[0]),
-                                     static_cast<int64_t>(result.ints[1])};
+                                     static_cast<int64_t>(result.ints[1]), result.ints[2] != 0};
 }
 
 void runOnCurrentStream(void (*entry)(void **), runtime::LoadedArtifact *artifact,

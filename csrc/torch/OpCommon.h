@@ -42,6 +42,7 @@ c10::ScalarType dtypeFromName(const std::string &name, const char *op);
 struct DeviceFacts {
   int64_t sms = 0;
   int64_t gemmFamily = 90;
+  bool fastMemory = false; // kernels/row_reduce.py's fast_memory (an H200)
 };
 const DeviceFacts &deviceFacts(int device);
 

@@ -21,11 +21,13 @@ POINTER, EXTENT, STRIDE, SM_COUNT = 0, 1, 2, 3
 
 
 def device_facts(device: int) -> tuple:
-    """(SM count, GEMM kernel family: 90 or 80) of a device (OpCommon.h's DeviceFacts)."""
+    """(SM count, GEMM kernel family: 90 or 80, fast memory: 1 or 0) of a device (OpCommon.h's
+    DeviceFacts; fast memory as kernels/row_reduce.py's fast_memory)."""
     from cute_torch.env import knobs
+    from cute_torch.kernels.row_reduce import fast_memory
     props = torch.cuda.get_device_properties(device)
     ampere = props.major < 9 or knobs().gemm_kernel == "sm80"
-    return props.multi_processor_count, 80 if ampere else 90
+    return props.multi_processor_count, 80 if ampere else 90, int(fast_memory(device))
 
 
 def _view(text: str, device: int) -> TensorArg:
