@@ -42,8 +42,8 @@ TORCH_LIBRARY(cute, m) {
         "Tensor");
   m.def("gemm_plan(Tensor a, Tensor b, Tensor[] inputs, int outputs) -> str",
         &cute_torch::ops::gemmPlan);
-  m.def("gemm_choice(Tensor a, Tensor b, Tensor[] inputs, int outputs, int sms, bool fast_memory=False) "
-        "-> str",
+  m.def("gemm_choice(Tensor a, Tensor b, Tensor[] inputs, int outputs, int sms, "
+        "bool fast_memory=False) -> str",
         &cute_torch::ops::gemmChoice);
   m.def("gemm.multi(Tensor a, Tensor b, str[] epilogues, Tensor[] inputs, ScalarType[]? "
         "out_dtypes=None) "
