@@ -33,12 +33,15 @@ from timing import kernel_ms
 from cute_torch.kernels import cross_entropy, norms, softmax
 from cute_torch.kernels.norms import MAX_NORM_N
 
-try:   # quack's CuTe DSL kernels, where installed
+try:   # quack's CuTe DSL kernels, where installed (their entries as of quack-kernels 0.2.2)
+    import importlib
+
     import quack  # noqa: F401
-    from quack.rmsnorm import rmsnorm as quack_rmsnorm
-    from quack.softmax import softmax as quack_softmax
+    # (modules by name: the package's softmax, rmsnorm, ... attributes are functions)
+    quack_cross_entropy, quack_layernorm, quack_rmsnorm, quack_softmax = (
+        importlib.import_module(f"quack.{m}") for m in ("cross_entropy", "layernorm", "rmsnorm", "softmax"))
 except Exception:  # noqa: BLE001 - any import failure means "not measured"
-    quack_rmsnorm = quack_softmax = None
+    quack = None
 
 
 # Bytes moved per element of x, forward and backward: cross-entropy's forward reads the logits
@@ -108,12 +111,27 @@ def _autograd(fn, x, dy, params):
         (lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True))
 
 
-def _quack(op: str, x, params):
-    if op == "softmax" and quack_softmax is not None:
-        return lambda: quack_softmax(x)
-    if op == "rms_norm" and quack_rmsnorm is not None:
-        return lambda: quack_rmsnorm(x, params[0], eps=1e-6)
-    return None
+def _quack(op: str, x, dy, params, target=None) -> tuple:
+    """(forward call, backward call) of quack's kernels, None where it has none: its LayerNorm
+    (0.2.2) takes a weight and no bias, and has no backward; softmax takes no log."""
+    if quack is None:
+        return None, None
+    if op == "softmax":
+        y = quack_softmax.softmax_fwd(x)
+        return (lambda: quack_softmax.softmax_fwd(x)), (lambda: quack_softmax.softmax_bwd(dy, y))
+    if op == "rms_norm":
+        w = params[0]
+        _, _, rstd = quack_rmsnorm.rmsnorm_fwd(x, w, eps=1e-6, store_rstd=True)
+        return ((lambda: quack_rmsnorm.rmsnorm_fwd(x, w, eps=1e-6, store_rstd=True)),
+                (lambda: quack_rmsnorm.rmsnorm_bwd(x, w, dy, rstd)))
+    if op == "layer_norm":
+        w32 = params[0].float()                     # (its weight must be Float32)
+        return (lambda: quack_layernorm.layernorm(x, w32, eps=1e-6, return_rstd=True, return_mean=True)), None
+    if op == "cross_entropy":
+        _, lse = quack_cross_entropy.cross_entropy_fwd(x, target, return_lse=True)
+        return ((lambda: quack_cross_entropy.cross_entropy_fwd(x, target, return_lse=True)),
+                (lambda: quack_cross_entropy.cross_entropy_bwd(x, target, dy, lse)))
+    return None, None
 
 
 def main() -> None:
@@ -135,7 +153,7 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, M x N = 2^27, GPU time (CUPTI) median of {args.repeats}; "
           "TB/s counts bytes read + written")
     print(f"{'op':11} {'dtype':9} {'N':>6} {'dir':4} {'ours TB/s':>9} {'of copy':>7} {'eager':>7} "
-          f"{'Inductor':>8} {'quack':>7} {'vs eager':>8} {'vs Ind.':>7} {'err':>8}")
+          f"{'Inductor':>8} {'quack':>7} {'vs eager':>8} {'vs Ind.':>7} {'vs quack':>8} {'err':>8}")
     curves: dict = {}
     checked, wrong = 0, []
     for dtype_name in args.dtypes:
@@ -159,7 +177,11 @@ def main() -> None:
                 # softmax and cross-entropy take any N (chunks past 32768), the norms up to MAX_NORM_N
                 ours = _ours(op, x, grad, params, target) if n <= MAX_NORM_N or not op.endswith("norm") else None
                 errors = _errors(fn, params, x, grad, ours) if ours else None
-                quack_fwd = _quack(op, x, params)
+                try:
+                    quacks = _quack(op, x, grad, params, target)
+                except Exception as e:  # noqa: BLE001 - a shape or dtype quack does not take
+                    print(f"quack {op} {dtype_name} {n}: {type(e).__name__}: {str(e)[:120]}")
+                    quacks = (None, None)
                 for direction, bytes_ in zip(("fwd", "bwd"), (b * size for b in BYTES[op])):
                     k = 0 if direction == "fwd" else 1
 
@@ -168,7 +190,11 @@ def main() -> None:
                     ours_tbs = tbs(ours[k]) if ours else None
                     eager_tbs = tbs(eager[k])
                     ind_tbs = tbs(inductor[k]) if inductor else None
-                    quack_tbs = tbs(quack_fwd) if direction == "fwd" and quack_fwd else None
+                    try:
+                        quack_tbs = tbs(quacks[k])
+                    except Exception as e:  # noqa: BLE001
+                        print(f"quack {op} {dtype_name} {n} {direction}: {type(e).__name__}: {str(e)[:120]}")
+                        quack_tbs = None
 
                     def cell(v, width=7, fmt="{:.2f}"):
                         return f"{'-':>{width}}" if v is None else f"{fmt.format(v):>{width}}"
@@ -182,6 +208,7 @@ def main() -> None:
                     print(f"{op:11} {dtype_name:9} {n:>6} {direction:4} {cell(ours_tbs, 9)} "
                           f"{cell(None if ours_tbs is None else ours_tbs / copy_tbs)} {cell(eager_tbs)} "
                           f"{cell(ind_tbs, 8)} {cell(quack_tbs)} {cell(ratio(eager_tbs), 8)} {cell(ratio(ind_tbs))} "
+                          f"{cell(ratio(quack_tbs), 8)} "
                           f"{cell(err, 7, '{:.0e}')}{flag}")
                     if ours_tbs is not None:
                         curves.setdefault((op, dtype_name, direction), []).append((n, ours_tbs / copy_tbs))
