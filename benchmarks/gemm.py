@@ -373,12 +373,13 @@ def _triton(m, n, k):
 
 
 def _quack():
-    """quack's GEMM (CuTe DSL), where installed: (a, b) -> a @ b, else None."""
+    """quack's GEMM (CuTe DSL), where installed: (a, b) -> a @ b, else None. Its entry as of
+    quack-kernels 0.2.2, autotuned on each shape's first call."""
     try:
-        from quack.gemm_interface import gemm_tuned
+        from quack.gemm_interface import gemm as quack_gemm
     except Exception:   # not installed, or another version's interface
         return None
-    return lambda a, b: gemm_tuned(a, b)
+    return lambda a, b: quack_gemm(a, b, tuned=True)
 
 
 def competitors(args) -> None:
