@@ -19,6 +19,8 @@ later one, while our kernels moved up to 4.1 TB/s at those: a copy timed beside 
 ceiling 10 % too low.) Our outputs (forward, and every gradient backward)
 are checked against float32 autograd on the same inputs ("err": the largest error relative to
 the reference's largest magnitude, "!" past TOLERANCE); any past it make the run exit 1.
+quack's are checked the same way ("q. err"; its LayerNorm, which takes no bias, is not) and
+reported, without failing the run.
 """
 
 from __future__ import annotations
@@ -54,23 +56,38 @@ BYTES = {"softmax": (2, 3), "log_softmax": (2, 3), "rms_norm": (2, 3), "layer_no
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float16: 4e-3, torch.float32: 1e-4}
 
 
-def _errors(fn, params, x, grad, ours) -> tuple[float, float]:
-    """(forward, backward) error of our calls `ours` against float32 autograd of `fn` on the
-    same inputs: the largest |ours - reference| over the outputs (the forward's first one; every
-    gradient), relative to the reference's largest magnitude. NaN counts as infinite."""
+def _reference(fn, params, x, grad) -> tuple:
+    """(forward output, gradients of x and each parameter) of float32 autograd of `fn` on the
+    inputs."""
     leaves = [x.detach().float().requires_grad_()] + [p.detach().float().requires_grad_() for p in params]
     y = fn(*leaves)
-    want = torch.autograd.grad(y, leaves, grad.float())
+    return y.detach(), torch.autograd.grad(y, leaves, grad.float())
 
-    def error(got, ref) -> float:
-        diff = (got.float() - ref).abs().max().item()
-        return math.inf if math.isnan(diff) else diff / max(ref.abs().max().item(), 1e-30)
-    forward = ours[0]()
-    forward = forward[0] if isinstance(forward, tuple) else forward
-    backward = ours[1]()
-    backward = [t for t in (backward if isinstance(backward, tuple) else (backward,)) if t is not None]
-    assert len(backward) == len(want), (len(backward), len(want))
-    return error(forward, y.detach()), max(error(got, ref) for got, ref in zip(backward, want))
+
+def _error(got, ref) -> float:
+    """The largest |got - ref| relative to ref's largest magnitude; NaN counts as infinite."""
+    diff = (got.float() - ref).abs().max().item()
+    return math.inf if math.isnan(diff) else diff / max(ref.abs().max().item(), 1e-30)
+
+
+def _errors(reference, calls) -> tuple:
+    """(forward, backward) error of `calls` (forward call, backward call; either None) against
+    `reference` (_reference): the forward's first output; the backward's gradients, in the
+    reference's order (None outputs dropped: quack's RMSNorm backward returns dx, dw, None, None)."""
+    y, want = reference
+    errors = []
+    for k, call in enumerate(calls):
+        if call is None:
+            errors.append(None)
+            continue
+        out = call()
+        outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if t is not None]
+        if k == 0:
+            errors.append(_error(outs[0], y))
+        else:
+            assert len(outs) == len(want), (len(outs), len(want))
+            errors.append(max(_error(got, ref) for got, ref in zip(outs, want)))
+    return tuple(errors)
 
 
 def _eager(op: str, n: int, dtype, target=None):
@@ -153,9 +170,10 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, M x N = 2^27, GPU time (CUPTI) median of {args.repeats}; "
           "TB/s counts bytes read + written")
     print(f"{'op':11} {'dtype':9} {'N':>6} {'dir':4} {'ours TB/s':>9} {'of copy':>7} {'eager':>7} "
-          f"{'Inductor':>8} {'quack':>7} {'vs eager':>8} {'vs Ind.':>7} {'vs quack':>8} {'err':>8}")
+          f"{'Inductor':>8} {'quack':>7} {'vs eager':>8} {'vs Ind.':>7} {'vs quack':>8} {'err':>8} {'q. err':>7}")
     curves: dict = {}
     checked, wrong = 0, []
+    quack_checked, quack_wrong = 0, []          # (reported, not failing the run: not our kernels)
     for dtype_name in args.dtypes:
         dtype = getattr(torch, dtype_name)
         copies = [_copy_tbs(torch.randn(total, device="cuda").to(dtype), args.repeats)]
@@ -176,12 +194,15 @@ def main() -> None:
                 inductor = None if args.no_inductor else _autograd(torch.compile(fn, dynamic=False), x, grad, params)
                 # softmax and cross-entropy take any N (chunks past 32768), the norms up to MAX_NORM_N
                 ours = _ours(op, x, grad, params, target) if n <= MAX_NORM_N or not op.endswith("norm") else None
-                errors = _errors(fn, params, x, grad, ours) if ours else None
+                reference = _reference(fn, params, x, grad)
+                errors = _errors(reference, ours) if ours else None
                 try:
                     quacks = _quack(op, x, grad, params, target)
+                    # (quack's LayerNorm takes no bias: its output is not this reference's)
+                    quack_errors = _errors(reference, quacks) if op != "layer_norm" else (None, None)
                 except Exception as e:  # noqa: BLE001 - a shape or dtype quack does not take
                     print(f"quack {op} {dtype_name} {n}: {type(e).__name__}: {str(e)[:120]}")
-                    quacks = (None, None)
+                    quacks, quack_errors = (None, None), (None, None)
                 for direction, bytes_ in zip(("fwd", "bwd"), (b * size for b in BYTES[op])):
                     k = 0 if direction == "fwd" else 1
 
@@ -205,11 +226,16 @@ def main() -> None:
                         if not err <= TOLERANCE[dtype]:
                             wrong.append(f"{op} {dtype_name} {n} {direction}: {err:.1e}")
                     flag = "!" if err is not None and not err <= TOLERANCE[dtype] else " "
+                    quack_err = quack_errors[k]
+                    if quack_err is not None:
+                        quack_checked += 1
+                        if not quack_err <= TOLERANCE[dtype]:
+                            quack_wrong.append(f"{op} {dtype_name} {n} {direction}: {quack_err:.1e}")
                     print(f"{op:11} {dtype_name:9} {n:>6} {direction:4} {cell(ours_tbs, 9)} "
                           f"{cell(None if ours_tbs is None else ours_tbs / copy_tbs)} {cell(eager_tbs)} "
                           f"{cell(ind_tbs, 8)} {cell(quack_tbs)} {cell(ratio(eager_tbs), 8)} {cell(ratio(ind_tbs))} "
                           f"{cell(ratio(quack_tbs), 8)} "
-                          f"{cell(err, 7, '{:.0e}')}{flag}")
+                          f"{cell(err, 7, '{:.0e}')}{flag} {cell(quack_err, 7, '{:.0e}')}")
                     if ours_tbs is not None:
                         curves.setdefault((op, dtype_name, direction), []).append((n, ours_tbs / copy_tbs))
             x = dy = None                               # the next shape's tensors need the memory
@@ -218,6 +244,9 @@ def main() -> None:
     if args.plot:
         plot(curves, args.plot)
     print(f"outputs checked against float32 autograd: {checked} cases, {len(wrong)} past tolerance")
+    if quack_checked:
+        print(f"quack's outputs checked the same way: {quack_checked} cases, {len(quack_wrong)} past tolerance"
+              + "".join(f"\n  {w}" for w in quack_wrong))
     if wrong:
         print("\n".join(wrong))
         raise SystemExit(1)
