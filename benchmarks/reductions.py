@@ -56,6 +56,17 @@ BYTES = {"softmax": (2, 3), "log_softmax": (2, 3), "rms_norm": (2, 3), "layer_no
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float16: 4e-3, torch.float32: 1e-4}
 
 
+def _tally(err, dtype, where: str, tally: tuple) -> str:
+    """Counts a checked case (err not None) in `tally` ([cases], [past tolerance]); its flag."""
+    if err is None:
+        return " "
+    tally[0].append(where)
+    if err <= TOLERANCE[dtype]:
+        return " "
+    tally[1].append(f"{where}: {err:.1e}")
+    return "!"
+
+
 def _reference(fn, params, x, grad) -> tuple:
     """(forward output, gradients of x and each parameter) of float32 autograd of `fn` on the
     inputs."""
@@ -172,8 +183,7 @@ def main() -> None:
     print(f"{'op':11} {'dtype':9} {'N':>6} {'dir':4} {'ours TB/s':>9} {'of copy':>7} {'eager':>7} "
           f"{'Inductor':>8} {'quack':>7} {'vs eager':>8} {'vs Ind.':>7} {'vs quack':>8} {'err':>8} {'q. err':>7}")
     curves: dict = {}
-    checked, wrong = 0, []
-    quack_checked, quack_wrong = 0, []          # (reported, not failing the run: not our kernels)
+    ours_tally, quack_tally = ([], []), ([], [])   # (quack's reported, not failing the run: not our kernels)
     for dtype_name in args.dtypes:
         dtype = getattr(torch, dtype_name)
         copies = [_copy_tbs(torch.randn(total, device="cuda").to(dtype), args.repeats)]
@@ -220,17 +230,10 @@ def main() -> None:
                     def cell(v, width=7, fmt="{:.2f}"):
                         return f"{'-':>{width}}" if v is None else f"{fmt.format(v):>{width}}"
                     ratio = (lambda other: None if ours_tbs is None or other is None else ours_tbs / other)
-                    err = None if errors is None else errors[k]
-                    if err is not None:
-                        checked += 1
-                        if not err <= TOLERANCE[dtype]:
-                            wrong.append(f"{op} {dtype_name} {n} {direction}: {err:.1e}")
-                    flag = "!" if err is not None and not err <= TOLERANCE[dtype] else " "
-                    quack_err = quack_errors[k]
-                    if quack_err is not None:
-                        quack_checked += 1
-                        if not quack_err <= TOLERANCE[dtype]:
-                            quack_wrong.append(f"{op} {dtype_name} {n} {direction}: {quack_err:.1e}")
+                    err, quack_err = None if errors is None else errors[k], quack_errors[k]
+                    where = f"{op} {dtype_name} {n} {direction}"
+                    flag = _tally(err, dtype, where, ours_tally)
+                    _tally(quack_err, dtype, where, quack_tally)
                     print(f"{op:11} {dtype_name:9} {n:>6} {direction:4} {cell(ours_tbs, 9)} "
                           f"{cell(None if ours_tbs is None else ours_tbs / copy_tbs)} {cell(eager_tbs)} "
                           f"{cell(ind_tbs, 8)} {cell(quack_tbs)} {cell(ratio(eager_tbs), 8)} {cell(ratio(ind_tbs))} "
@@ -243,12 +246,13 @@ def main() -> None:
         print(f"{dtype_name} copies: {min(copies):.2f}-{max(copies):.2f} TB/s (the ceiling: the fastest)")
     if args.plot:
         plot(curves, args.plot)
-    print(f"outputs checked against float32 autograd: {checked} cases, {len(wrong)} past tolerance")
-    if quack_checked:
-        print(f"quack's outputs checked the same way: {quack_checked} cases, {len(quack_wrong)} past tolerance"
-              + "".join(f"\n  {w}" for w in quack_wrong))
-    if wrong:
-        print("\n".join(wrong))
+    print(f"outputs checked against float32 autograd: {len(ours_tally[0])} cases, {len(ours_tally[1])} past "
+          "tolerance")
+    if quack_tally[0]:
+        print(f"quack's outputs checked the same way: {len(quack_tally[0])} cases, {len(quack_tally[1])} past "
+              "tolerance" + "".join(f"\n  {w}" for w in quack_tally[1]))
+    if ours_tally[1]:
+        print("\n".join(ours_tally[1]))
         raise SystemExit(1)
 
 
