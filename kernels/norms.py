@@ -57,7 +57,8 @@ from .column_sums import launch_sum_partials
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
                          cluster_merge_mean_m2, cluster_peers, cluster_reduce_received, cluster_send, column_mask,
                          cta_group, dynamic_rows, fast_memory, fetch_row, fold, fold_products, launch_cluster,
-                         launch_grid, load_row, persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce,
+                         launch_grid, load_row, load_row_staged, persistent_groups, resident_groups, row_config,
+                         row_mean_m2, row_reduce,
                          stage_row, stage_vectors, store_row, thread_place, unless_it_spills, walk_cluster_rows,
                          walking_groups)
 
@@ -219,7 +220,10 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
     else:                                           # one block of rows per CTA (cluster), no loop
         src = clamp_row(row, rows)
         res = load_row(mRes, src, lane, cfg) if cute.const_expr(mRes is not None) else None
-        _normalize_row(load_row(mX, src, lane, cfg), res, row, rows, mW, mB, (None, None), outputs, eps, cfg, rms, lane,
+        # (walk -1: x through shared memory, load_row_staged)
+        x = load_row_staged(mX, src, lane, row_in_cta, cfg) if cute.const_expr(walk == -1) else \
+            load_row(mX, src, lane, cfg)
+        _normalize_row(x, res, row, rows, mW, mB, (None, None), outputs, eps, cfg, rms, lane,
                        row_in_cta, peers, 0 if cute.const_expr(peers is not None) else None, one_trip)
 
 
@@ -595,7 +599,7 @@ def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, groups: cu
              rms: Constexpr, walk: Constexpr):
     """`walk`: forward_plan's blocks of rows per CTA (cluster); `groups`: a pipelined_forward's
     persistent grid (row_reduce.persistent_groups), unused by the others."""
-    grid = launch_grid(x.shape[0], cfg, walk)
+    grid = launch_grid(x.shape[0], cfg, max(walk, 1))
     if cute.const_expr(pipelined_forward(cfg, walk, x.element_type.width, rms, res is not None)):
         grid = (groups * cfg.cluster, 1, 1)
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, walk).launch(

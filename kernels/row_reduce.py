@@ -264,13 +264,27 @@ def _stage_vector(src: cute.Tensor, dst: cute.Tensor, bits: int) -> None:
 
 
 @cute.jit
-def clear_staged(dst: cute.Tensor, lane, cfg: RowConfig) -> None:
-    """Zeros this thread's vectors of `dst` (stage_vectors) that lie past N: stage_row never
-    writes them, and the math reads them as columns of value 0."""
+def clear_staged(dst: cute.Tensor, lane, cfg: RowConfig, fill=0.0) -> None:
+    """Sets this thread's vectors of `dst` (stage_vectors) that lie past N to `fill`: stage_row
+    never writes them, and the math reads them as columns of that value (0 by default)."""
     for i in cute.range_constexpr(cfg.vectors):
         if cute.const_expr(cfg.guarded(i)):
             if _column(lane, i, cfg) >= cfg.n:
-                dst[(None, i)].fill(0.0)
+                dst[(None, i)].fill(fill)
+
+
+@cute.jit
+def load_row_staged(t: cute.Tensor, row, lane, row_in_cta, cfg: RowConfig, fill=0.0):
+    """load_row's values, the row copied into shared memory by cp.async first (one row per CTA
+    row, this CTA's `cfg.part` columns): the copies ask no registers while in flight."""
+    smem = cute.SmemAllocator()
+    staged = smem.allocate_tensor(t.element_type, cute.make_layout((cfg.part, cfg.rows)), 16)
+    vectors = stage_vectors(staged[(None, row_in_cta)], lane, cfg)
+    clear_staged(vectors, lane, cfg, fill)
+    stage_row(t, row, lane, cfg, vectors)
+    cute.arch.cp_async_commit_group()
+    cute.arch.cp_async_wait_group(0)
+    return vectors.load().to(cute.Float32)
 
 
 @cute.jit

@@ -40,7 +40,8 @@ from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge,
                          scaled, store_chunk, store_edge)
 from .row_reduce import (MAX_CLUSTER, MAX_N, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, cluster_peers,
                          cluster_receive, cluster_send, cta_group, dynamic_rows, fast_memory, fetch_row, fold,
-                         launch_cluster, launch_grid, load_row, row_config, row_reduce, store_row, thread_place,
+                         launch_cluster, launch_grid, load_row, load_row_staged, row_config, row_reduce, store_row,
+                         thread_place,
                          unless_it_spills, walk_cluster_rows, walking_groups)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
@@ -58,12 +59,15 @@ def values_per_thread(n: int) -> int:
 @cute.kernel
 def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr, walk: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
-    if cute.const_expr(walk is not None):
+    if cute.const_expr(walk in ("groups", "persistent")):
         _walk_cluster_rows(mX, mY, cfg, log, lane)
     else:
         peers = cluster_peers(cfg)
         rows = mX.shape[0]
-        x = load_row(mX, clamp_row(row, rows), lane, cfg, fill=-math.inf)
+        if cute.const_expr(walk == "staged"):       # (through shared memory: load_row_staged)
+            x = load_row_staged(mX, clamp_row(row, rows), lane, row_in_cta, cfg, fill=-math.inf)
+        else:
+            x = load_row(mX, clamp_row(row, rows), lane, cfg, fill=-math.inf)
         if cute.const_expr(peers is not None):      # one exchange: each part's max and sum
             local, e, total = _part_statistics(x, cfg, lane, peers, 0)
             cluster_send((local, total), cfg, lane, 0, 0, peers)
