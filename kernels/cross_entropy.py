@@ -42,13 +42,15 @@ def _forward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLoss: cute.Tensor, m
     row, lane, row_in_cta = thread_place(cfg)
     rows = mX.shape[0]
     vocab = mX.shape[1]
+    # The target first: its trip to memory runs under the row's loads, not after the reductions
+    # (a short row's CTA would otherwise end on two dependent trips, the target's and its logit's).
+    target = mTarget[clamp_row(row, rows)]
     if cute.const_expr(smooth):
         lse, row_sum = online_logsumexp(mX, clamp_row(row, rows), lane, row_in_cta, cfg, exact, True)
         uniform = lse - row_sum / cute.Float32(vocab)    # the cross-entropy against 1/V everywhere
     else:
         lse = online_logsumexp(mX, clamp_row(row, rows), lane, row_in_cta, cfg, exact)
     if row < rows and lane == 0:
-        target = mTarget[row]
         loss = 0.0
         if target != ignore_index:
             loss = math.nan                       # a target out of range: NaN, and no read
