@@ -220,8 +220,8 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
     else:                                           # one block of rows per CTA (cluster), no loop
         src = clamp_row(row, rows)
         res = load_row(mRes, src, lane, cfg) if cute.const_expr(mRes is not None) else None
-        # (walk -1: x through shared memory, load_row_staged)
-        x = load_row_staged(mX, src, lane, row_in_cta, cfg) if cute.const_expr(walk == -1) else \
+        # (walk -1, -3: x through shared memory, load_row_staged; -3 bounded to three CTAs per SM)
+        x = load_row_staged(mX, src, lane, row_in_cta, cfg) if cute.const_expr(walk < 0) else \
             load_row(mX, src, lane, cfg)
         _normalize_row(x, res, row, rows, mW, mB, (None, None), outputs, eps, cfg, rms, lane,
                        row_in_cta, peers, 0 if cute.const_expr(peers is not None) else None, one_trip)
@@ -603,7 +603,8 @@ def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, groups: cu
     if cute.const_expr(pipelined_forward(cfg, walk, x.element_type.width, rms, res is not None)):
         grid = (groups * cfg.cluster, 1, 1)
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, walk).launch(
-        grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), min_blocks_per_mp=walking_ctas(cfg, walk))
+        grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
+        min_blocks_per_mp=3 if cute.const_expr(walk == -3) else walking_ctas(cfg, walk))
 
 
 def walking_ctas(cfg: RowConfig, walk: int):
