@@ -187,7 +187,8 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
     row, lane, row_in_cta = thread_place(cfg)
     one_trip = one_trip_statistics(mX.element_type.width, cfg, mRes is not None)
     pipelined = pipelined_forward(cfg, walk, mX.element_type.width, rms, mRes is not None)
-    peers = cluster_peers(cfg, sets=4 if cute.const_expr(pipelined) else 2)   # (pipelined: sends run ahead)
+    peers = cluster_peers(cfg, sets=4 if cute.const_expr(pipelined) else 2,   # (pipelined: sends run ahead)
+                          wait=walk >= 0)
     rows = mX.shape[0]
     outputs = (mY, mResOut, mRstd, mMean)
     if cute.const_expr(pipelined):
@@ -223,6 +224,8 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
         # (walk -1, -3: x through shared memory, load_row_staged; -3 bounded to three CTAs per SM)
         x = load_row_staged(mX, src, lane, row_in_cta, cfg) if cute.const_expr(walk < 0) else \
             load_row(mX, src, lane, cfg)
+        if cute.const_expr(walk < 0 and peers is not None):
+            cute.arch.cluster_wait()                # (the cluster's start, under the row's loads)
         _normalize_row(x, res, row, rows, mW, mB, (None, None), outputs, eps, cfg, rms, lane,
                        row_in_cta, peers, 0 if cute.const_expr(peers is not None) else None, one_trip)
 

@@ -159,12 +159,13 @@ MAX_VALUES_PER_REDUCTION = 2
 
 
 @cute.jit
-def cluster_peers(cfg: RowConfig, sets: int = 2):
+def cluster_peers(cfg: RowConfig, sets: int = 2, wait: bool = True):
     """The exchange buffers row_reduce needs under a cluster (None without one), ready: a kernel
     calls it at its start, before any reduction. Waits for every CTA of the cluster to start
     (no CTA may store into a peer's shared memory before). `sets` of slots: 2 where each
     exchange is received before the next is sent, 4 where sends run one exchange ahead
-    (cluster_send)."""
+    (cluster_send). `wait` False: the caller waits (cute.arch.cluster_wait) before its first
+    send, so that the wait runs under its first loads."""
     if cute.const_expr(cfg.cluster == 1):
         return None
     slots = cute.arch.alloc_smem(cute.Float32, (cfg.rows, cfg.cluster, MAX_VALUES_PER_REDUCTION, sets))
@@ -175,7 +176,8 @@ def cluster_peers(cfg: RowConfig, sets: int = 2):
             cute.arch.mbarrier_init(bars + s, 1)
     cute.arch.mbarrier_init_fence()
     cute.arch.cluster_arrive_relaxed()
-    cute.arch.cluster_wait()
+    if cute.const_expr(wait):
+        cute.arch.cluster_wait()
     return ClusterPeers(slots, bars, sets)
 
 

@@ -62,10 +62,13 @@ def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Const
     if cute.const_expr(walk in ("groups", "persistent")):
         _walk_cluster_rows(mX, mY, cfg, log, lane)
     else:
-        peers = cluster_peers(cfg)
+        staged = walk in ("staged", "staged3")
+        peers = cluster_peers(cfg, wait=not staged)
         rows = mX.shape[0]
-        if cute.const_expr(walk in ("staged", "staged3")):   # (through shared memory: load_row_staged)
+        if cute.const_expr(staged):                 # (through shared memory: load_row_staged)
             x = load_row_staged(mX, clamp_row(row, rows), lane, row_in_cta, cfg, fill=-math.inf)
+            if cute.const_expr(peers is not None):
+                cute.arch.cluster_wait()            # (the cluster's start, under the row's loads)
         else:
             x = load_row(mX, clamp_row(row, rows), lane, cfg, fill=-math.inf)
         if cute.const_expr(peers is not None):      # one exchange: each part's max and sum
