@@ -39,6 +39,7 @@ from cute_torch import Constexpr
 from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, online_logsumexp, rescale,
                          scaled, store_chunk, store_edge)
 from .row_reduce import (MAX_CLUSTER, MAX_N, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, cluster_peers,
+                         cta_rank,
                          cluster_receive, cluster_send, cta_group, dynamic_rows, fast_memory, fetch_row, fold,
                          launch_cluster, launch_grid, load_row, load_row_staged, row_config, row_reduce, store_row,
                          thread_place,
@@ -61,6 +62,15 @@ def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Const
     row, lane, row_in_cta = thread_place(cfg)
     if cute.const_expr(walk in ("groups", "persistent")):
         _walk_cluster_rows(mX, mY, cfg, log, lane)
+    elif cute.const_expr(walk in ("direct", "direct3")):
+        # (probe: softmax over a cluster, one row per cluster, the warps' statistics sent straight to
+        # every CTA: _open_direct, _direct_statistics)
+        rows = mX.shape[0]
+        slots, bar = _open_direct(cfg)
+        x = load_row_staged(mX, clamp_row(row, rows), lane, row_in_cta, cfg, fill=-math.inf)
+        e, warp_max, m, s = _direct_statistics(x, cfg, slots, bar)
+        if row < rows:
+            store_row(mY, row, lane, cfg, e * (rescale(warp_max, scaled(m)) * cute.arch.rcp_approx(s)))
     else:
         staged = walk in ("staged", "staged3")
         peers = cluster_peers(cfg, wait=not staged)
@@ -135,6 +145,64 @@ def _walk_cluster_rows(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Co
         store_row(mY, row, lane, cfg, _output(held, local, m, s, log))
 
     walk_cluster_rows(mX, cfg, lane, start, finish, -math.inf)
+
+
+@cute.jit
+def _open_direct(cfg: Constexpr):
+    """_direct_statistics' buffers: (slots (warps, CTAs, 2) of Float32, their mbarrier), the
+    barrier initialized and this CTA's arrival at the cluster barrier made (the wait comes
+    just before the first send, under the row's loads)."""
+    warps = cfg.threads_per_row // 32
+    slots = cute.arch.alloc_smem(cute.Float32, (warps * cfg.cluster * 2,))
+    bar = cute.arch.alloc_smem(cute.Int64, (1,), alignment=8).iterator
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx == 0:
+        cute.arch.mbarrier_init(bar, 1)
+    cute.arch.mbarrier_init_fence()
+    cute.arch.cluster_arrive_relaxed()
+    return slots, bar
+
+
+def _merge_pairs(m1, s1, m2, s2):
+    """Two (max, sum of exponentials about it) pairs as one (0 weight for a max of -inf)."""
+    m = cute.arch.fmax(m1, m2)
+    shift = scaled(cute.where(m == -math.inf, 0.0, m))
+    return m, s1 * rescale(m1, shift) + s2 * rescale(m2, shift)
+
+
+@cute.jit
+def _direct_statistics(x, cfg: Constexpr, slots, bar):
+    """(exponentials of x about its warp's max, that max, the row's max, the row's sum of
+    exponentials about it) of a row over a cluster (one row per CTA, one exchange), quack's way:
+    each warp's (max, sum) goes straight to every CTA's slots, without a CTA-wide fold first;
+    lane l of each warp then folds pairs l, l + 32, ... of the warps x CTAs, and a butterfly
+    the lanes' (every thread the same result: the merge commutes)."""
+    warps = cfg.threads_per_row // 32
+    entries = warps * cfg.cluster
+    warp_max = cute.arch.warp_reduction(fold(x, "max"), cute.arch.fmax, 32)
+    e = exp_about(x, scaled(cute.where(warp_max == -math.inf, 0.0, warp_max)))
+    warp_sum = cute.arch.warp_reduction(fold(e, "sum"), lambda a, b: a + b, 32)
+    cute.arch.cluster_wait()                        # every peer's barrier is initialized
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx == 0:
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, entries * 2 * 4)
+    lane = cute.arch.lane_idx()
+    if lane < cfg.cluster:
+        entry = cta_rank(cfg) * warps + tidx // 32
+        cute.arch.store_shared_remote(warp_max, slots.iterator + entry, bar, lane)
+        cute.arch.store_shared_remote(warp_sum, slots.iterator + (entry + entries), bar, lane)
+    cute.arch.mbarrier_wait(bar, 0)
+    m, s = -math.inf, 0.0
+    for i in cute.range_constexpr(-(-entries // 32)):
+        at = cute.math.min(lane + i * 32, entries - 1)
+        present = lane + i * 32 < entries
+        m, s = _merge_pairs(m, s, cute.where(present, slots[at], -math.inf),
+                            cute.where(present, slots[at + entries], 0.0))
+    offset = 16
+    while offset >= 1:
+        m, s = _merge_pairs(m, s, cute.arch.shuffle_sync_bfly(m, offset), cute.arch.shuffle_sync_bfly(s, offset))
+        offset //= 2
+    return e, warp_max, m, s
 
 
 @cute.jit
@@ -296,7 +364,8 @@ def _forward(x: cute.Tensor, y: cute.Tensor, groups: cute.Int32, cfg: Constexpr,
     if cute.const_expr(walk == "persistent"):
         grid = (groups * cfg.cluster, 1, 1)
     # (probe: "staged3" asks ptxas for three CTAs per SM, as quack's 79-register kernel runs)
-    bound = 3 if cute.const_expr(walk == "staged3") else resident_ctas(cfg, log, walk in ("groups", "persistent"))
+    bound = 3 if cute.const_expr(walk in ("staged3", "direct3")) else \
+        resident_ctas(cfg, log, walk in ("groups", "persistent"))
     _forward_kernel(x, y, cfg, log, walk).launch(grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
                                                  min_blocks_per_mp=bound)
 
