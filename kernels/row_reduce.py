@@ -246,7 +246,7 @@ def stage_row(t: cute.Tensor, row, lane, cfg: RowConfig, dst: cute.Tensor) -> No
     """Starts copying this thread's values of row `row` of `t` into `dst` (its stage_vectors)
     with cp.async, without registers; the caller commits and waits (cute.arch.cp_async_*).
     Only this thread reads what it staged, so no CTA barrier is needed. Vectors past N are not
-    copied (clear_staged zeros them once); vectors under 4 bytes (cp.async's least) go through
+    copied (clear_staged fills them once); vectors under 4 bytes (cp.async's least) go through
     registers, synchronously."""
     src = thread_vectors(t, row, lane, cfg)
     for i in cute.range_constexpr(cfg.vectors):

@@ -65,6 +65,7 @@ def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Const
     elif cute.const_expr(walk in ("direct", "direct3")):
         # (probe: softmax over a cluster, one row per cluster, the warps' statistics sent straight to
         # every CTA: _open_direct, _direct_statistics)
+        _require_direct(cfg, log)
         rows = mX.shape[0]
         slots, bar = _open_direct(cfg)
         x = load_row_staged(mX, clamp_row(row, rows), lane, row_in_cta, cfg, fill=-math.inf)
@@ -145,6 +146,13 @@ def _walk_cluster_rows(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Co
         store_row(mY, row, lane, cfg, _output(held, local, m, s, log))
 
     walk_cluster_rows(mX, cfg, lane, start, finish, -math.inf)
+
+
+def _require_direct(cfg: RowConfig, log: bool) -> None:
+    """The one-phase exchange (_direct_statistics) is softmax's (not log_softmax's), over a
+    cluster of up to 32 CTAs, one row of whole warps per CTA."""
+    if log or cfg.cluster == 1 or cfg.cluster > 32 or cfg.rows != 1 or cfg.threads_per_row % 32:
+        raise ValueError(f"the one-phase exchange takes softmax over a cluster, one row per CTA; got {cfg}, log={log}")
 
 
 @cute.jit
