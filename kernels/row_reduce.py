@@ -364,15 +364,8 @@ def row_mean_m2(x, cfg: RowConfig, row_in_cta, step=None, peers=None, cluster_wi
     centered = x - mean
     m2 = fold(centered * centered, "sum")
     width = min(cfg.threads_per_row, 32)
-    count = values                                  # per partial, doubling at each butterfly level
-    offset = width // 2
-    while offset >= 1:
-        other_mean = cute.arch.shuffle_sync_bfly(mean, offset, width=width)
-        other_m2 = cute.arch.shuffle_sync_bfly(m2, offset, width=width)
-        delta = other_mean - mean
-        m2 = m2 + other_m2 + delta * delta * (count * 0.5)   # (symmetric: every lane gets the same)
-        mean = (mean + other_mean) * 0.5
-        count, offset = count * 2, offset // 2
+    mean, m2 = merge_mean_m2_lanes(mean, m2, values, width)
+    count = values * width
     if cute.const_expr(cfg.threads_per_row > 32):
         warps = cfg.threads_per_row // 32
         sets = 1 if cute.const_expr(step is None) else 2
@@ -385,12 +378,26 @@ def row_mean_m2(x, cfg: RowConfig, row_in_cta, step=None, peers=None, cluster_wi
         cute.arch.sync_threads()
         mean, m2 = partial[(row_in_cta, 0, 0, at)], partial[(row_in_cta, 0, 1, at)]
         for w in cute.range_constexpr(1, warps):     # warps in order: the same result in every thread
-            mean, m2 = _merge_next(mean, m2, partial[(row_in_cta, w, 0, at)], partial[(row_in_cta, w, 1, at)], w,
-                                   count)
+            mean, m2 = merge_mean_m2_next(mean, m2, partial[(row_in_cta, w, 0, at)],
+                                          partial[(row_in_cta, w, 1, at)], w, count)
     if cute.const_expr(cfg.cluster > 1 and cluster_wide):
         tidx, _, _ = cute.arch.thread_idx()
         cluster_send((mean, m2), cfg, tidx % cfg.threads_per_row, row_in_cta, step, peers)
         mean, m2 = cluster_merge_mean_m2(cfg, row_in_cta, step, peers)
+    return mean, m2
+
+
+def merge_mean_m2_lanes(mean, m2, count: int, width: int):
+    """(mean, M2) partials of `count` values each merged over each group of `width` lanes by a
+    symmetric butterfly of Chan's formula (every lane of a group gets the same result)."""
+    offset = width // 2
+    while offset >= 1:
+        other_mean = cute.arch.shuffle_sync_bfly(mean, offset, width=width)
+        other_m2 = cute.arch.shuffle_sync_bfly(m2, offset, width=width)
+        delta = other_mean - mean
+        m2 = m2 + other_m2 + delta * delta * (count * 0.5)   # (symmetric: every lane gets the same)
+        mean = (mean + other_mean) * 0.5
+        count, offset = count * 2, offset // 2
     return mean, m2
 
 
@@ -403,11 +410,12 @@ def cluster_merge_mean_m2(cfg: RowConfig, row_in_cta, step, peers):
     slots, at = cluster_receive(cfg, step, peers)
     mean, m2 = slots[(row_in_cta, 0, 0, at)], slots[(row_in_cta, 0, 1, at)]
     for r in cute.range_constexpr(1, cfg.cluster):
-        mean, m2 = _merge_next(mean, m2, slots[(row_in_cta, r, 0, at)], slots[(row_in_cta, r, 1, at)], r, cfg.part)
+        mean, m2 = merge_mean_m2_next(mean, m2, slots[(row_in_cta, r, 0, at)], slots[(row_in_cta, r, 1, at)], r,
+                                      cfg.part)
     return mean, m2
 
 
-def _merge_next(mean, m2, other_mean, other_m2, merged: int, count: int):
+def merge_mean_m2_next(mean, m2, other_mean, other_m2, merged: int, count: int):
     """Chan's formula for the (mean, M2) of `merged` partials of `count` values each and one
     more partial of `count`."""
     delta = other_mean - mean
@@ -496,6 +504,54 @@ def cluster_reduce_received(count: int, op, cfg: RowConfig, row_in_cta, step, pe
     combine = cute.arch.fmax if op == "max" else (lambda a, b: a + b)
     slots, at = cluster_receive(cfg, step, peers)
     return _fold_slots(slots, row_in_cta, cfg.cluster, count, at, combine)
+
+
+# -- the one-phase exchange (probe): each warp's values straight to every CTA of the cluster ---------
+
+def require_direct(cfg: RowConfig) -> None:
+    """The one-phase exchange takes one row of whole warps per CTA over a cluster of up to 32."""
+    if cfg.cluster == 1 or cfg.cluster > 32 or cfg.rows != 1 or cfg.threads_per_row % 32:
+        raise ValueError(f"the one-phase exchange takes a row over a cluster, one row per CTA; got {cfg}")
+
+
+def direct_entries(cfg: RowConfig) -> int:
+    """Entries of the one-phase exchange: one per warp of each CTA of the cluster (a power of two)."""
+    return cfg.threads_per_row // 32 * cfg.cluster
+
+
+@cute.jit
+def open_direct(cfg: RowConfig, values: int):
+    """direct_exchange's buffers: (slots of `values` Float32 per entry, their mbarrier), the
+    barrier initialized and this CTA's arrival at the cluster barrier made (a kernel calls it
+    first; direct_exchange waits for the cluster, so that wait runs under the row's loads)."""
+    slots = cute.arch.alloc_smem(cute.Float32, (direct_entries(cfg) * values,))
+    bar = cute.arch.alloc_smem(cute.Int64, (1,), alignment=8).iterator
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx == 0:
+        cute.arch.mbarrier_init(bar, 1)
+    cute.arch.mbarrier_init_fence()
+    cute.arch.cluster_arrive_relaxed()
+    return slots, bar
+
+
+@cute.jit
+def direct_exchange(values: tuple, cfg: RowConfig, slots, bar) -> None:
+    """Sends this warp's `values` (the same in every lane) to every CTA of the cluster and waits
+    for every warp's of every CTA: value k of entry e (CTA rank * warps + warp) lands at
+    slots[e + k * entries] (open_direct's slots, used once). Without a CTA-wide fold first, where
+    row_reduce folds the CTA's warps in shared memory (a barrier) before its exchange."""
+    warps = cfg.threads_per_row // 32
+    entries = direct_entries(cfg)
+    cute.arch.cluster_wait()                        # every peer's barrier is initialized
+    tidx, _, _ = cute.arch.thread_idx()
+    if tidx == 0:
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, entries * len(values) * 4)
+    lane = cute.arch.lane_idx()
+    if lane < cfg.cluster:
+        entry = cta_rank(cfg) * warps + tidx // 32
+        for k in cute.range_constexpr(len(values)):
+            cute.arch.store_shared_remote(values[k], slots.iterator + (entry + k * entries), bar, lane)
+    cute.arch.mbarrier_wait(bar, 0)
 
 
 def _require_cluster_args(cfg: RowConfig, step, peers, values: int) -> None:

@@ -39,7 +39,7 @@ from cute_torch import Constexpr
 from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, online_logsumexp, rescale,
                          scaled, store_chunk, store_edge)
 from .row_reduce import (MAX_CLUSTER, MAX_N, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, cluster_peers,
-                         cta_rank,
+                         direct_entries, direct_exchange, open_direct, require_direct,
                          cluster_receive, cluster_send, cta_group, dynamic_rows, fast_memory, fetch_row, fold,
                          launch_cluster, launch_grid, load_row, load_row_staged, row_config, row_reduce, store_row,
                          thread_place,
@@ -64,10 +64,12 @@ def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Const
         _walk_cluster_rows(mX, mY, cfg, log, lane)
     elif cute.const_expr(walk in ("direct", "direct3")):
         # (probe: softmax over a cluster, one row per cluster, the warps' statistics sent straight to
-        # every CTA: _open_direct, _direct_statistics)
-        _require_direct(cfg, log)
+        # every CTA: row_reduce.direct_exchange)
+        require_direct(cfg)
+        if cute.const_expr(log):
+            raise ValueError("the one-phase exchange is softmax's, not log_softmax's")
         rows = mX.shape[0]
-        slots, bar = _open_direct(cfg)
+        slots, bar = open_direct(cfg, 2)
         x = load_row_staged(mX, clamp_row(row, rows), lane, row_in_cta, cfg, fill=-math.inf)
         e, warp_max, m, s = _direct_statistics(x, cfg, slots, bar)
         if row < rows:
@@ -148,29 +150,6 @@ def _walk_cluster_rows(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Co
     walk_cluster_rows(mX, cfg, lane, start, finish, -math.inf)
 
 
-def _require_direct(cfg: RowConfig, log: bool) -> None:
-    """The one-phase exchange (_direct_statistics) is softmax's (not log_softmax's), over a
-    cluster of up to 32 CTAs, one row of whole warps per CTA."""
-    if log or cfg.cluster == 1 or cfg.cluster > 32 or cfg.rows != 1 or cfg.threads_per_row % 32:
-        raise ValueError(f"the one-phase exchange takes softmax over a cluster, one row per CTA; got {cfg}, log={log}")
-
-
-@cute.jit
-def _open_direct(cfg: Constexpr):
-    """_direct_statistics' buffers: (slots (warps, CTAs, 2) of Float32, their mbarrier), the
-    barrier initialized and this CTA's arrival at the cluster barrier made (the wait comes
-    just before the first send, under the row's loads)."""
-    warps = cfg.threads_per_row // 32
-    slots = cute.arch.alloc_smem(cute.Float32, (warps * cfg.cluster * 2,))
-    bar = cute.arch.alloc_smem(cute.Int64, (1,), alignment=8).iterator
-    tidx, _, _ = cute.arch.thread_idx()
-    if tidx == 0:
-        cute.arch.mbarrier_init(bar, 1)
-    cute.arch.mbarrier_init_fence()
-    cute.arch.cluster_arrive_relaxed()
-    return slots, bar
-
-
 def _merge_pairs(m1, s1, m2, s2):
     """Two (max, sum of exponentials about it) pairs as one (0 weight for a max of -inf)."""
     m = cute.arch.fmax(m1, m2)
@@ -181,25 +160,16 @@ def _merge_pairs(m1, s1, m2, s2):
 @cute.jit
 def _direct_statistics(x, cfg: Constexpr, slots, bar):
     """(exponentials of x about its warp's max, that max, the row's max, the row's sum of
-    exponentials about it) of a row over a cluster (one row per CTA, one exchange), quack's way:
-    each warp's (max, sum) goes straight to every CTA's slots, without a CTA-wide fold first;
-    lane l of each warp then folds pairs l, l + 32, ... of the warps x CTAs, and a butterfly
-    the lanes' (every thread the same result: the merge commutes)."""
-    warps = cfg.threads_per_row // 32
-    entries = warps * cfg.cluster
+    exponentials about it) of a row over a cluster in one exchange, quack's way
+    (row_reduce.direct_exchange: each warp's (max, sum) straight to every CTA); lane l of each
+    warp then folds pairs l, l + 32, ... of the entries, and a butterfly the lanes' (every
+    thread the same result: the merge commutes)."""
+    entries = direct_entries(cfg)
     warp_max = cute.arch.warp_reduction(fold(x, "max"), cute.arch.fmax, 32)
     e = exp_about(x, scaled(cute.where(warp_max == -math.inf, 0.0, warp_max)))
     warp_sum = cute.arch.warp_reduction(fold(e, "sum"), lambda a, b: a + b, 32)
-    cute.arch.cluster_wait()                        # every peer's barrier is initialized
-    tidx, _, _ = cute.arch.thread_idx()
-    if tidx == 0:
-        cute.arch.mbarrier_arrive_and_expect_tx(bar, entries * 2 * 4)
+    direct_exchange((warp_max, warp_sum), cfg, slots, bar)
     lane = cute.arch.lane_idx()
-    if lane < cfg.cluster:
-        entry = cta_rank(cfg) * warps + tidx // 32
-        cute.arch.store_shared_remote(warp_max, slots.iterator + entry, bar, lane)
-        cute.arch.store_shared_remote(warp_sum, slots.iterator + (entry + entries), bar, lane)
-    cute.arch.mbarrier_wait(bar, 0)
     m, s = -math.inf, 0.0
     for i in cute.range_constexpr(-(-entries // 32)):
         at = cute.math.min(lane + i * 32, entries - 1)
