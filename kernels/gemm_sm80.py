@@ -88,7 +88,9 @@ def _operand_copy(dtype, rows: int, bk: int, k_major: bool):
     """cp.async of a rows x bk tile, 16 bytes (8 values) per copy along the contiguous mode:
     consecutive threads take consecutive pieces of one row (K-major) or one column (MN-major),
     so that a warp reads whole 128-byte (or 64-byte) lines."""
-    atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(), dtype, num_bits_per_copy=128)
+    # (.cg: a GEMM's tiles are read once per CTA, L1 would only evict)
+    atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.cpasync.LoadCacheMode.GLOBAL), dtype,
+                               num_bits_per_copy=128)
     if k_major:
         across = bk // 8                                   # threads per row
         threads = cute.make_layout((THREADS // across, across), stride=(across, 1))

@@ -57,9 +57,7 @@ from .column_sums import launch_sum_partials
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
                          cluster_merge_mean_m2, cluster_peers, cluster_reduce_received, cluster_send, column_mask,
                          cta_group, dynamic_rows, fast_memory, fetch_row, fold, fold_products, launch_cluster,
-                         launch_grid, load_row, load_row_staged, persistent_groups, resident_groups, row_config,
-                         row_mean_m2, row_reduce, direct_entries, direct_exchange, merge_mean_m2_lanes,
-                         merge_mean_m2_next, open_direct, require_direct,
+                         launch_grid, load_row, persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce,
                          stage_row, stage_vectors, store_row, thread_place, unless_it_spills, walk_cluster_rows,
                          walking_groups)
 
@@ -188,10 +186,7 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
     row, lane, row_in_cta = thread_place(cfg)
     one_trip = one_trip_statistics(mX.element_type.width, cfg, mRes is not None)
     pipelined = pipelined_forward(cfg, walk, mX.element_type.width, rms, mRes is not None)
-    peers = None
-    if cute.const_expr(walk != -5):                 # (-5: the one-phase exchange's own buffers)
-        peers = cluster_peers(cfg, sets=4 if cute.const_expr(pipelined) else 2,   # (pipelined: sends run ahead)
-                              wait=walk >= 0)
+    peers = cluster_peers(cfg, sets=4 if cute.const_expr(pipelined) else 2)   # (pipelined: sends run ahead)
     rows = mX.shape[0]
     outputs = (mY, mResOut, mRstd, mMean)
     if cute.const_expr(pipelined):
@@ -221,60 +216,11 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
                            row_in_cta, peers, k * (1 if cute.const_expr(rms or one_trip) else 2), one_trip)
             # (a step a reduction)
             k = k + 1
-    elif cute.const_expr(walk == -5):
-        # (probe: one row per cluster, staged, each warp's statistics sent straight to every CTA:
-        # _direct_norm_statistics)
-        require_direct(cfg)
-        if cute.const_expr(not (rms or one_trip)):
-            raise ValueError("the one-phase exchange takes RMSNorm, or LayerNorm whose statistics take one trip")
-        slots, bar = open_direct(cfg, 1 if cute.const_expr(rms) else 2)
-        x = load_row_staged(mX, clamp_row(row, rows), lane, row_in_cta, cfg)
-        mean, rstd = _direct_norm_statistics(x, cfg, rms, eps, slots, bar)
-        _store_normalized(x, mean, rstd, row, rows, mW, mB, (None, None), outputs, cfg, rms, lane)
     else:                                           # one block of rows per CTA (cluster), no loop
         src = clamp_row(row, rows)
         res = load_row(mRes, src, lane, cfg) if cute.const_expr(mRes is not None) else None
-        # (walk -1, -3: x through shared memory, load_row_staged; -3 bounded to three CTAs per SM)
-        x = load_row_staged(mX, src, lane, row_in_cta, cfg) if cute.const_expr(walk < 0) else \
-            load_row(mX, src, lane, cfg)
-        if cute.const_expr(walk < 0 and peers is not None):
-            cute.arch.cluster_wait()                # (the cluster's start, under the row's loads)
-        _normalize_row(x, res, row, rows, mW, mB, (None, None), outputs, eps, cfg, rms, lane,
+        _normalize_row(load_row(mX, src, lane, cfg), res, row, rows, mW, mB, (None, None), outputs, eps, cfg, rms, lane,
                        row_in_cta, peers, 0 if cute.const_expr(peers is not None) else None, one_trip)
-
-
-@cute.jit
-def _direct_norm_statistics(x, cfg: Constexpr, rms: Constexpr, eps, slots, bar):
-    """(mean, rstd) of a row over a cluster in one exchange (row_reduce.direct_exchange: each
-    warp's sum of squares, or its (mean, M2), straight to every CTA), then folded by every warp:
-    RMSNorm's sums lane by lane and a butterfly; LayerNorm's (mean, M2) partials (all of the
-    same count: no padding) by Chan's formula, entries l, l + 32, ... in lane l, then a
-    butterfly over the lanes holding distinct entries."""
-    entries = direct_entries(cfg)
-    values = cfg.vec * cfg.vectors
-    lane = cute.arch.lane_idx()
-    if cute.const_expr(rms):
-        total = cute.arch.warp_reduction(fold_products(x, x), lambda a, b: a + b, 32)
-        direct_exchange((total,), cfg, slots, bar)
-        total = 0.0
-        for i in cute.range_constexpr(-(-entries // 32)):
-            total = total + cute.where(lane + i * 32 < entries, slots[cute.math.min(lane + i * 32, entries - 1)], 0.0)
-        total = cute.arch.warp_reduction(total, lambda a, b: a + b, 32)
-        return 0.0, cute.math.rsqrt(total * (1.0 / cfg.n) + eps)
-    mean = fold(x, "sum") * (1.0 / values)
-    centered = x - mean
-    mean, m2 = merge_mean_m2_lanes(mean, fold_products(centered, centered), values, 32)
-    direct_exchange((mean, m2), cfg, slots, bar)
-    count = values * 32                             # per entry
-    width = min(entries, 32)
-    at = lane % entries if cute.const_expr(entries < 32) else lane
-    mean, m2 = slots[at], slots[at + entries]
-    for i in cute.range_constexpr(1, entries // 32):
-        mean, m2 = merge_mean_m2_next(mean, m2, slots[lane + i * 32], slots[lane + i * 32 + entries], i, count)
-    if cute.const_expr(entries > 32):
-        count = count * (entries // 32)
-    mean, m2 = merge_mean_m2_lanes(mean, m2, count, width)
-    return mean, cute.math.rsqrt(m2 * (1.0 / cfg.n) + eps)
 
 
 def pipelined_forward(cfg: RowConfig, walk: int, bits: int, rms: bool, residual: bool) -> bool:
@@ -649,12 +595,11 @@ def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, groups: cu
              rms: Constexpr, walk: Constexpr):
     """`walk`: forward_plan's blocks of rows per CTA (cluster); `groups`: a pipelined_forward's
     persistent grid (row_reduce.persistent_groups), unused by the others."""
-    grid = launch_grid(x.shape[0], cfg, max(walk, 1))
+    grid = launch_grid(x.shape[0], cfg, walk)
     if cute.const_expr(pipelined_forward(cfg, walk, x.element_type.width, rms, res is not None)):
         grid = (groups * cfg.cluster, 1, 1)
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, walk).launch(
-        grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
-        min_blocks_per_mp=3 if cute.const_expr(walk in (-3, -5)) else walking_ctas(cfg, walk))
+        grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), min_blocks_per_mp=walking_ctas(cfg, walk))
 
 
 def walking_ctas(cfg: RowConfig, walk: int):

@@ -38,14 +38,14 @@ from cute_torch import Constexpr
 
 from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, online_logsumexp, rescale,
                          scaled, store_chunk, store_edge)
-from .row_reduce import (MAX_CLUSTER, MAX_N, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, cluster_peers,
-                         direct_entries, direct_exchange, open_direct, require_direct,
-                         cluster_receive, cluster_send, cta_group, dynamic_rows, fast_memory, fetch_row, fold,
-                         launch_cluster, launch_grid, load_row, load_row_staged, row_config, row_reduce, store_row,
-                         thread_place,
-                         unless_it_spills, walk_cluster_rows, walking_groups)
+from .row_reduce import (MAX_CLUSTER, MAX_N, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, cluster_peers, cluster_receive,
+                         cluster_send, cta_group, direct_entries, direct_exchange, dynamic_rows, fast_memory, fetch_row,
+                         fold, launch_cluster, launch_grid, load_row, load_row_staged, open_direct, row_config,
+                         row_reduce, store_row, thread_place, unless_it_spills, walk_cluster_rows, walking_groups)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
+# Threads of a CTA of direct_shape (quack's).
+DIRECT_THREADS = 256
 # Rows each cluster walks forward where forward_walk says "groups" (clusters of 2 on an H100).
 CLUSTER_WALK = 8
 
@@ -62,28 +62,12 @@ def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Const
     row, lane, row_in_cta = thread_place(cfg)
     if cute.const_expr(walk in ("groups", "persistent")):
         _walk_cluster_rows(mX, mY, cfg, log, lane)
-    elif cute.const_expr(walk in ("direct", "direct3")):
-        # (probe: softmax over a cluster, one row per cluster, the warps' statistics sent straight to
-        # every CTA: row_reduce.direct_exchange)
-        require_direct(cfg)
-        if cute.const_expr(log):
-            raise ValueError("the one-phase exchange is softmax's, not log_softmax's")
-        rows = mX.shape[0]
-        slots, bar = open_direct(cfg, 2)
-        x = load_row_staged(mX, clamp_row(row, rows), lane, row_in_cta, cfg, fill=-math.inf)
-        e, warp_max, m, s = _direct_statistics(x, cfg, slots, bar)
-        if row < rows:
-            store_row(mY, row, lane, cfg, e * (rescale(warp_max, scaled(m)) * cute.arch.rcp_approx(s)))
+    elif cute.const_expr(walk == "direct"):
+        _direct_row(mX, mY, cfg, log, row, lane, row_in_cta)
     else:
-        staged = walk in ("staged", "staged3")
-        peers = cluster_peers(cfg, wait=not staged)
+        peers = cluster_peers(cfg)
         rows = mX.shape[0]
-        if cute.const_expr(staged):                 # (through shared memory: load_row_staged)
-            x = load_row_staged(mX, clamp_row(row, rows), lane, row_in_cta, cfg, fill=-math.inf)
-            if cute.const_expr(peers is not None):
-                cute.arch.cluster_wait()            # (the cluster's start, under the row's loads)
-        else:
-            x = load_row(mX, clamp_row(row, rows), lane, cfg, fill=-math.inf)
+        x = load_row(mX, clamp_row(row, rows), lane, cfg, fill=-math.inf)
         if cute.const_expr(peers is not None):      # one exchange: each part's max and sum
             local, e, total = _part_statistics(x, cfg, lane, peers, 0)
             cluster_send((local, total), cfg, lane, 0, 0, peers)
@@ -148,6 +132,20 @@ def _walk_cluster_rows(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Co
         store_row(mY, row, lane, cfg, _output(held, local, m, s, log))
 
     walk_cluster_rows(mX, cfg, lane, start, finish, -math.inf)
+
+
+@cute.jit
+def _direct_row(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr, row, lane, row_in_cta):
+    """One row per cluster in quack's shape (direct_shape): the CTA's part of the row staged by
+    cp.async while the cluster starts, then one exchange, each warp's (max, sum) straight to
+    every CTA (_direct_statistics). Holds the exponentials about the warp's max for softmax, x
+    for log_softmax."""
+    rows = mX.shape[0]
+    slots, bar = open_direct(cfg, 2)
+    x = load_row_staged(mX, clamp_row(row, rows), lane, row_in_cta, cfg, fill=-math.inf)
+    e, warp_max, m, s = _direct_statistics(x, cfg, slots, bar)
+    if row < rows:
+        store_row(mY, row, lane, cfg, _output(x if cute.const_expr(log) else e, warp_max, m, s, log))
 
 
 def _merge_pairs(m1, s1, m2, s2):
@@ -341,14 +339,11 @@ def _forward(x: cute.Tensor, y: cute.Tensor, groups: cute.Int32, cfg: Constexpr,
     grid = launch_grid(x.shape[0], cfg, CLUSTER_WALK if cute.const_expr(walk == "groups") else 1)
     if cute.const_expr(walk == "persistent"):
         grid = (groups * cfg.cluster, 1, 1)
-    # (probe: "staged3" asks ptxas for three CTAs per SM, as quack's 79-register kernel runs)
-    bound = 3 if cute.const_expr(walk in ("staged3", "direct3")) else \
-        resident_ctas(cfg, log, walk in ("groups", "persistent"))
     _forward_kernel(x, y, cfg, log, walk).launch(grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
-                                                 min_blocks_per_mp=bound)
+                                                 min_blocks_per_mp=resident_ctas(cfg, log, walk))
 
 
-def resident_ctas(cfg: RowConfig, log: bool, walk: bool):
+def resident_ctas(cfg: RowConfig, log: bool, walk: str | None):
     """CTAs per SM the forward asks ptxas to fit (None: no bound). log_softmax holds x through
     both reductions, and ptxas makes every exponential of the sum live beside it: 124-141
     registers per thread from 4096 columns, so one CTA per SM where softmax (which holds the
@@ -356,7 +351,10 @@ def resident_ctas(cfg: RowConfig, log: bool, walk: bool):
     (Float32 rows past 16384 columns) 76 against 59. Bounded to two CTAs per SM (or four of 128
     threads: 128 registers), no spills. H200 fraction of copy, unbounded -> bounded: bf16 4096
     0.90 -> 0.99, 8192 0.89 -> 0.98, 16384 0.59 -> 0.94; Float32 16384 0.90 -> 0.98, 32768
-    0.82 -> 1.00. The pipelined walks keep theirs: bounded, they spill (240 bytes)."""
+    0.82 -> 1.00. The pipelined walks keep theirs: bounded, they spill (240 bytes). The direct
+    shape asks for three 256-thread CTAs (64-80 registers, no spills): quack's softmax runs so (79)."""
+    if walk == "direct":
+        return 3
     if not log or walk:
         return None
     return max(2, 65536 // (128 * cfg.threads))
@@ -423,11 +421,34 @@ def _wider(cfg: RowConfig, *tensors) -> RowConfig | None:
     return _config(*tensors, max_cluster=NON_PORTABLE_CLUSTER)
 
 
+def direct_shape(tensors: tuple) -> RowConfig | None:
+    """quack's shape for the forward over 16-bit rows split over a cluster (16384 to 131072
+    columns, 2 to 8 CTAs), or None: 256-thread CTAs whose threads hold 64 values in 16-byte
+    vectors, one row per cluster, staged by cp.async, one exchange (_direct_row), three CTAs
+    per SM. H200 bf16 fraction of copy at 32768 / 65536 / 131072 columns against the walks
+    (forward_walk) and quack 0.2.2 (2026-11-26): softmax 0.97 / 0.97 / 0.96 against 0.91 /
+    0.88 / 0.88 and quack's 0.97 / 0.97 / 0.95; log_softmax (which quack lacks) over the
+    two-phase exchange 0.96 / 0.96 / 0.92 against 0.90 / 0.88 / 0.88."""
+    n = tensors[0].shape[-1]
+    per_cta = DIRECT_THREADS * 64                   # columns
+    if max(t.element_size() for t in tensors) != 2 or not per_cta < n <= per_cta * MAX_CLUSTER \
+            or _config(*tensors).vec != 8:
+        return None
+    cluster = 2
+    while cluster * per_cta < n:
+        cluster *= 2
+    return RowConfig(n, 8, DIRECT_THREADS, DIRECT_THREADS, cluster)
+
+
 def forward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=None) -> tuple[RowConfig, str | None]:
-    """(the CTA shape, forward_walk's walk) of the register path's forward over `tensors` (x, y)
-    whose kernel arguments are `args`. Past 131072 columns 16 CTAs also where only they walk
-    (32 values a thread; 8 hold 64 and cannot) and they pad the row no more than 8 do: softmax
-    over bf16 rows of 262144, 0.64 -> 0.84 of copy on an H200 (the H100 not measured)."""
+    """(the CTA shape, its walk: "direct" or forward_walk's) of the register path's forward over
+    `tensors` (x, y) whose kernel arguments are `args`: direct_shape where it applies. Past
+    131072 columns 16 CTAs also where only they walk (32 values a thread; 8 hold 64 and cannot)
+    and they pad the row no more than 8 do: softmax over bf16 rows of 262144, 0.64 -> 0.84 of
+    copy on an H200 (the H100 not measured)."""
+    direct = direct_shape(tensors)
+    if direct is not None:
+        return direct, "direct"
     fast = fast_memory(device)
     return _shape(_forward, lambda cfg, width: forward_walk(cfg, width, log, fast), args, tensors, log, options,
                   walking_gains=True)

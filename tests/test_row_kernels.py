@@ -136,6 +136,35 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
     assert softmax.forward_walk(four, 16, False, False) is None
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n,cluster", [(16392, 2), (32768, 2), (40000, 4), (65536, 4), (100000, 8), (131072, 8)])
+def test_softmax_forward_takes_quacks_shape_over_a_cluster(n, cluster, dtype):
+    """softmax.direct_shape: 16-bit rows past one CTA's 16384 columns up to 131072 go one row per
+    cluster of 256-thread CTAs holding up to 64 values a thread, staged by 16-byte cp.async.ca
+    copies, one exchange (one mbarrier wait), three CTAs per SM without spilling."""
+    x = torch.empty(4, n, dtype=dtype)
+    rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
+    for log in (False, True):
+        cfg, walk = softmax.forward_shape((rows, rows), (x, x), log, 0, hopper)
+        assert walk == "direct" and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 8)
+        assert cfg.vectors * cfg.vec <= 64
+        ptx = cute.compile(softmax._forward, rows, rows, 1, cfg, log, walk, options=hopper)
+        text = ptx.__ptx__
+        assert text.count("cp.async.ca.shared.global") == cfg.vectors and "cp.async.cg" not in text
+        assert text.count("mbarrier.try_wait") == 1 and "st.async.shared::cluster" in text
+        assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in ptx.kernels), ptx.kernels
+
+
+def test_softmax_direct_shape_only_where_measured():
+    """Float32 rows, rows one CTA holds, rows past 131072 and 16-bit rows without 16-byte vectors
+    keep the register path's other shapes."""
+    for dtype, n in ((torch.float32, 65536), (torch.bfloat16, 16384), (torch.bfloat16, 262144)):
+        x = torch.empty(2, n, dtype=dtype)
+        assert softmax.direct_shape((x, x)) is None, (dtype, n)
+    odd = torch.empty(2, 32776, dtype=torch.bfloat16)[:, :32772]      # rows 4 elements off 16 bytes
+    assert softmax.direct_shape((odd, odd)) is None
+
+
 @pytest.mark.parametrize("n", [40000, 65536, 131072])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_softmax_backward_walks_cluster_rows_on_fast_memory_without_spilling(n, dtype):

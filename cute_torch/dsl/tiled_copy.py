@@ -16,6 +16,8 @@ turns a chunk off: a cp.async then writes zeros (its source size is 0), a plain 
 
 from __future__ import annotations
 
+import enum
+
 from . import ir
 from .diagnostics import ARGUMENT_MISMATCH, UNSUPPORTED_TYPE, DSLError, user_location
 from .layout import Layout, composition, divisibility, idx2crd, is_tuple, make_layout_tv, rank, size, zipped_divide
@@ -29,12 +31,23 @@ class CopyUniversalOp:
     """Plain loads and stores (vectorized up to the atom's width)."""
 
 
-class CopyG2SOp:
-    """`cp.async` (sm_80): 4, 8 or 16 bytes from global to shared memory without registers;
-    16-byte copies bypass L1 (`.cg`). Complete them with cute.arch.cp_async_commit_group() and
-    cp_async_wait_group(n)."""
+class LoadCacheMode(enum.Enum):
+    """cp.async's cache operator, CuTe DSL's names: ALWAYS (`.ca`, the default: cached in L1 and
+    L2) or GLOBAL (`.cg`: L2 only, 16-byte copies only). Which is faster depends on the kernel:
+    kernels/row_reduce.py's stage_row and load_row_staged say what was measured for theirs."""
+    ALWAYS = "ca"
+    GLOBAL = "cg"
 
-    def __init__(self, cache_mode=None):
+
+class CopyG2SOp:
+    """`cp.async` (sm_80): 4, 8 or 16 bytes from global to shared memory without registers,
+    cached as `cache_mode` says (LoadCacheMode). Complete them with
+    cute.arch.cp_async_commit_group() and cp_async_wait_group(n)."""
+
+    def __init__(self, cache_mode: LoadCacheMode = LoadCacheMode.ALWAYS):
+        if not isinstance(cache_mode, LoadCacheMode):
+            raise DSLError(ARGUMENT_MISMATCH, f"CopyG2SOp's cache_mode is a cpasync.LoadCacheMode, got {cache_mode!r}",
+                           user_location())
         self.cache_mode = cache_mode
 
 
@@ -57,6 +70,9 @@ class CopyAtom:
         if isinstance(op, CopyG2SOp) and bits not in (32, 64, 128):
             raise DSLError(ARGUMENT_MISMATCH, f"cp.async copies 4, 8 or 16 bytes, got num_bits_per_copy={bits}",
                            user_location())
+        if isinstance(op, CopyG2SOp) and op.cache_mode is LoadCacheMode.GLOBAL and bits != 128:
+            raise DSLError(ARGUMENT_MISMATCH, f"cp.async with LoadCacheMode.GLOBAL (.cg) copies 16 bytes, got "
+                           f"num_bits_per_copy={bits}", user_location(), "use LoadCacheMode.ALWAYS for 4 or 8 bytes")
         if isinstance(op, CopyBulkG2SOp) and bits % 128:
             raise DSLError(ARGUMENT_MISMATCH, f"cp.async.bulk copies a multiple of 16 bytes, got "
                            f"num_bits_per_copy={bits}", user_location())
@@ -215,7 +231,7 @@ def _issue(atom: CopyAtom, src: Tensor, dst: Tensor, coord, flag) -> None:
             raise DSLError(ARGUMENT_MISMATCH, "cp.async copies global memory into shared memory", user_location())
         b = ir.require("device", "cp.async")
         s_addr, d_addr = src._address(coord), dst._address(coord)
-        cache = "cg" if nbytes == 16 else "ca"
+        cache = atom.op.cache_mode.value
         if flag is None:
             b.emit(f"nvvm.cp.async.shared.global {d_addr.name}, {s_addr.name}, {nbytes}, cache = {cache} : "
                    f"{d_addr.type}, {s_addr.type}")

@@ -47,7 +47,7 @@ from ..numeric import (BFloat16, Float8E4M3FN, Float8E5M2, Float16, Float32, Flo
                        Integer, Numeric, Uint8, as_numeric, convert)
 from ..pointer import byte_width, shared_pointer
 from ..tensor import Tensor, domain_offset
-from ..tiled_copy import CopyBulkG2SOp, CopyG2SOp  # noqa: F401 - cp.async lives in this namespace in CuTe DSL
+from ..tiled_copy import CopyBulkG2SOp, CopyG2SOp, LoadCacheMode  # noqa: F401 - cp.async lives in this namespace in CuTe DSL
 
 # CUtensorMapDataType (cuda.h) by element type (fp8 moves as UINT8: TMA copies bytes).
 _TMA_DTYPE = {Uint8: 0, Int8: 0, Float8E4M3FN: 0, Float8E5M2: 0, Int32: 3, Int64: 5, Float16: 6, Float32: 7,
