@@ -44,6 +44,7 @@ def _forward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLoss: cute.Tensor, m
     vocab = mX.shape[1]
     # The target first: its trip to memory runs under the row's loads, not after the reductions
     # (a short row's CTA would otherwise end on two dependent trips, the target's and its logit's).
+    # H200, bf16 fraction of copy: 4096 columns 0.92 -> 1.00, 8192 0.96 -> 1.01 (quack: 0.88 -> 0.97 of it).
     target = mTarget[clamp_row(row, rows)]
     if cute.const_expr(smooth):
         lse, row_sum = online_logsumexp(mX, clamp_row(row, rows), lane, row_in_cta, cfg, exact, True)

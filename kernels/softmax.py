@@ -89,9 +89,11 @@ def forward_walk(cfg: RowConfig, bits: int, log: bool, fast: bool) -> str | None
     "persistent" (a grid of as many clusters as run at once, each walking every groups-th row:
     row_reduce.persistent_groups). Longer rows, or Float32 ones, would spill the two rows'
     registers. `fast`: the device's memory outruns one row in flight per CTA
-    (row_reduce.fast_memory); there every such row walks on the persistent grid.
+    (row_reduce.fast_memory); there every such row walks on the persistent grid. Since
+    direct_shape, the rows it takes (16-byte vectors, up to 131072 columns) no longer come here:
+    the walks serve rows past 131072 over 16 CTAs and 16-bit rows of narrower vectors.
 
-    Measured, bf16 fraction of copy (2026-11-26):
+    Measured before direct_shape, bf16 fraction of copy (2026-11-26):
     - log_softmax, whose x and exponentials both live, runs one CTA per SM: walking is 1.4-1.7x
       one row per CTA (H200 0.86 / 0.80 / 0.78 against 0.54 / 0.49 / 0.47 at 32768 / 65536 /
       131072 walking groups; H100 0.96 / 0.93 / 0.91 against 0.69 / 0.62 / 0.60).
@@ -425,10 +427,19 @@ def direct_shape(tensors: tuple) -> RowConfig | None:
     """quack's shape for the forward over 16-bit rows split over a cluster (16384 to 131072
     columns, 2 to 8 CTAs), or None: 256-thread CTAs whose threads hold 64 values in 16-byte
     vectors, one row per cluster, staged by cp.async, one exchange (_direct_row), three CTAs
-    per SM. H200 bf16 fraction of copy at 32768 / 65536 / 131072 columns against the walks
-    (forward_walk) and quack 0.2.2 (2026-11-26): softmax 0.97 / 0.97 / 0.96 against 0.91 /
-    0.88 / 0.88 and quack's 0.97 / 0.97 / 0.95; log_softmax (which quack lacks) over the
-    two-phase exchange 0.96 / 0.96 / 0.92 against 0.90 / 0.88 / 0.88."""
+    per SM. Fraction of copy, bf16 (fp16 the same within 0.01), 2026-11-26, against the shapes
+    before it (forward_walk's; ours-before -> direct):
+
+    | card | op | 20000 | 32768 | 40000 | 65536 | 100000 | 131072 |
+    |---|---|---|---|---|---|---|---|
+    | H200 | softmax | 0.63 -> 1.00 | 0.91 -> 0.98 | 0.56 -> 1.00 | 0.88 -> 0.97 | 0.59 -> 0.89 | 0.88 -> 0.97 |
+    | H200 | log_softmax | 0.59 -> 0.95 | 0.91 -> 0.98 | 0.54 -> 0.89 | 0.88 -> 0.97 | 0.58 -> 0.88 | 0.88 -> 0.96 |
+    | H100 | softmax | 0.87 -> 1.01 | 0.99 -> 0.98 | 0.78 -> 1.01 | 0.97 -> 0.98 | 0.73 -> 1.01 | 0.96 -> 0.99 |
+    | H100 | log_softmax | 0.77 -> 1.01 | 0.96 -> 0.98 | 0.68 -> 1.01 | 0.92 -> 0.98 | 0.73 -> 1.01 | 0.94 -> 0.99 |
+
+    quack 0.2.2's softmax on the H200 (benchmarks/reductions.py): ours/quack 1.00 / 1.00 /
+    1.01 at 32768 / 65536 / 131072. The copies are `.ca` (load_row_staged); the same kernel
+    over `.cg` copies read 0.92 at 32768 and 65536 and 0.91 at 131072."""
     n = tensors[0].shape[-1]
     per_cta = DIRECT_THREADS * 64                   # columns
     if max(t.element_size() for t in tensors) != 2 or not per_cta < n <= per_cta * MAX_CLUSTER \

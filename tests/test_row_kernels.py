@@ -394,15 +394,27 @@ def test_softmax_forward_and_backward(m, n, log, dtype):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("log", [False, True])
 @pytest.mark.parametrize("m,n", [(700, 32768), (300, 65536), (60, 131072), (40, 262144)])
-def test_softmax_pipelined_walks_rows_on_a_persistent_grid(m, n, log, dtype):
-    """The pipelined walks (softmax.forward_walk: 16-bit log_softmax over a cluster, softmax over 8
-    CTAs, every 16-bit cluster row on fast memory) on a grid of the clusters that run at once,
-    each walking several rows (both slot sets and the walk's last rows), every element against
-    float64."""
+def test_softmax_forward_over_cluster_rows_many_rows(m, n, log, dtype):
+    """16-bit rows over a cluster, many rows: one row per cluster in quack's shape up to 131072
+    columns (softmax.direct_shape, many waves of clusters) and the pipelined walk on a grid of
+    the clusters that run at once past it (262144: softmax.forward_walk, each cluster walking
+    several rows, both slot sets and the walk's last rows), every element against float64."""
     x = _rand((m, n), m + n, dtype, scale=30.0)
     _poison_allocator()
     y = softmax.softmax(x, log=log)
     _check(y, (torch.log_softmax if log else torch.softmax)(x.double(), -1), dtype, "forward")
+
+
+@needs_gpu
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_walks_16bit_cluster_rows_of_narrower_vectors(log):
+    """16-bit rows whose stride rules out 16-byte vectors (32772 elements apart) keep
+    forward_walk's shapes over a cluster (not direct_shape's), every element against float64."""
+    x = _rand((300, 32772), 11, torch.bfloat16, scale=30.0)[:, :32768]
+    assert softmax.direct_shape((x, x)) is None and softmax._config(x, x).cluster == 2
+    _poison_allocator()
+    y = softmax.softmax(x, log=log)
+    _check(y, (torch.log_softmax if log else torch.softmax)(x.double(), -1), torch.bfloat16, "forward")
 
 
 @needs_gpu

@@ -44,17 +44,25 @@ def _staged_copy(mA: cute.Tensor, out: cute.Tensor, tiled_copy: cute.Constexpr, 
     cute.copy(store_copy, sthr.partition_S(sA), sthr.partition_D(gO), pred=keep)
 
 
+LoadCacheMode = cute.nvgpu.cpasync.LoadCacheMode
+
+
 @cute.jit
-def _staged_host(a: cute.Tensor, out: cute.Tensor):
-    _staged_copy(a, out, _tiled(cute.nvgpu.cpasync.CopyG2SOp()), _tiled(cute.nvgpu.CopyUniversalOp())).launch(
+def _staged_host(a: cute.Tensor, out: cute.Tensor, cache_mode: cute.Constexpr):
+    _staged_copy(a, out, _tiled(cute.nvgpu.cpasync.CopyG2SOp(cache_mode)), _tiled(cute.nvgpu.CopyUniversalOp())).launch(
         grid=(cute.ceil_div(cute.size(a, mode=[0]), TILE_M), 1, 1), block=(256, 1, 1))
 
 
-def test_predicated_cp_async_reaches_ptx_with_a_source_size():
+@pytest.mark.parametrize("mode,operator", [(LoadCacheMode.ALWAYS, "ca"), (LoadCacheMode.GLOBAL, "cg")])
+def test_predicated_cp_async_reaches_ptx_with_a_source_size(mode, operator):
     a, out = torch.randn(100, 64).bfloat16(), torch.empty(128, 64).bfloat16()
-    ptx = cute.compile(_staged_host, a, out, options={"arch": "sm_80"}).__ptx__
-    assert ptx.count("cp.async.cg.shared.global") == 2 and "cp.async.wait_group 0" in ptx
+    ptx = cute.compile(_staged_host, a, out, mode, options={"arch": "sm_80"}).__ptx__
+    assert ptx.count(f"cp.async.{operator}.shared.global") == 2 and "cp.async.wait_group 0" in ptx
     assert ", 16, %r" in ptx          # the source size operand: 16, or 0 to zero-fill
+
+
+def test_cp_async_defaults_to_cuTe_dsls_cache_mode():
+    assert cute.nvgpu.cpasync.CopyG2SOp().cache_mode is LoadCacheMode.ALWAYS
 
 
 def test_copy_atom_misuse_is_an_error_at_the_users_line():
@@ -65,6 +73,22 @@ def test_copy_atom_misuse_is_an_error_at_the_users_line():
     with pytest.raises(DSLError) as err:
         cute.compile(bad_width, torch.zeros(4))
     assert "4, 8 or 16 bytes" in str(err.value) and "test_tiled_copy.py" in str(err.value)
+
+    @cute.jit
+    def bad_mode(a: cute.Tensor):
+        cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(LoadCacheMode.GLOBAL), cute.BFloat16, num_bits_per_copy=64)
+
+    with pytest.raises(DSLError) as err:
+        cute.compile(bad_mode, torch.zeros(4))
+    assert "LoadCacheMode.GLOBAL (.cg) copies 16 bytes" in str(err.value) and "test_tiled_copy.py" in str(err.value)
+
+    @cute.jit
+    def not_a_mode(a: cute.Tensor):
+        cute.nvgpu.cpasync.CopyG2SOp("cg")
+
+    with pytest.raises(DSLError) as err:
+        cute.compile(not_a_mode, torch.zeros(4))
+    assert "cpasync.LoadCacheMode" in str(err.value) and "test_tiled_copy.py" in str(err.value)
 
     @cute.kernel
     def scattered(mA: cute.Tensor, tiled_copy: cute.Constexpr):
@@ -81,12 +105,12 @@ def test_copy_atom_misuse_is_an_error_at_the_users_line():
     assert "not contiguous" in str(err.value)
 
 
-def run_predicated(rows):
+def run_predicated(rows, mode=LoadCacheMode.ALWAYS):
     g = torch.Generator().manual_seed(rows)
     a = torch.randn(rows, 64, generator=g).bfloat16().cuda()
     padded = -(-rows // TILE_M) * TILE_M
     out = torch.full((padded, 64), float("nan"), dtype=torch.bfloat16, device="cuda")
-    _staged_host(a, out)
+    _staged_host(a, out, mode)
     torch.cuda.synchronize()
     want = torch.zeros(padded, 64, dtype=torch.bfloat16)
     want[:rows] = a.cpu()
@@ -96,9 +120,10 @@ def run_predicated(rows):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mode", [LoadCacheMode.ALWAYS, LoadCacheMode.GLOBAL])
 @pytest.mark.parametrize("rows", [100, 128, 37])
-def test_predicated_tiled_copies_zero_fill_and_skip(rows):
-    run_predicated(rows)
+def test_predicated_tiled_copies_zero_fill_and_skip(rows, mode):
+    run_predicated(rows, mode)
 
 
 @pytest.mark.gpu
