@@ -56,7 +56,8 @@ from cute_torch import Constexpr
 from .column_sums import launch_sum_partials
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
                          cluster_merge_mean_m2, cluster_peers, cluster_reduce_received, cluster_send, column_mask,
-                         cta_group, dynamic_rows, fast_memory, fetch_row, fold, fold_products, launch_cluster,
+                         cta_group, direct_entries, direct_exchange, dynamic_rows, fast_memory, fetch_row, fold,
+                         fold_products, launch_cluster, open_direct,
                          launch_grid, load_row, persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce,
                          stage_row, stage_vectors, store_row, thread_place, unless_it_spills, walk_cluster_rows,
                          walking_groups)
@@ -186,10 +187,14 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
     row, lane, row_in_cta = thread_place(cfg)
     one_trip = one_trip_statistics(mX.element_type.width, cfg, mRes is not None)
     pipelined = pipelined_forward(cfg, walk, mX.element_type.width, rms, mRes is not None)
-    peers = cluster_peers(cfg, sets=4 if cute.const_expr(pipelined) else 2)   # (pipelined: sends run ahead)
+    peers = None
+    if cute.const_expr(walk not in (-7, -8)):
+        peers = cluster_peers(cfg, sets=4 if cute.const_expr(pipelined) else 2)   # (pipelined: sends run ahead)
     rows = mX.shape[0]
     outputs = (mY, mResOut, mRstd, mMean)
-    if cute.const_expr(pipelined):
+    if cute.const_expr(walk in (-7, -8)):
+        _direct_rms_row(mX, mW, mB, outputs, eps, cfg, row, lane, row_in_cta)
+    elif cute.const_expr(pipelined):
         _walk_cluster_rows(mX, mW, mB, outputs, eps, cfg, lane, peers)
     elif cute.const_expr(walk > 1):
         # Each CTA (cluster) walks every groups-th block of rows, the next block's x (and
@@ -221,6 +226,55 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
         res = load_row(mRes, src, lane, cfg) if cute.const_expr(mRes is not None) else None
         _normalize_row(load_row(mX, src, lane, cfg), res, row, rows, mW, mB, (None, None), outputs, eps, cfg, rms, lane,
                        row_in_cta, peers, 0 if cute.const_expr(peers is not None) else None, one_trip)
+
+
+@cute.jit
+def _direct_rms_row(mX, mW, mB, outputs, eps, cfg: Constexpr, row, lane, row_in_cta):
+    """(probe: quack's RMSNorm shape) one row per cluster of 256-thread CTAs: the CTA's part of x
+    staged by cp.async.ca, the weight (and bias) read into registers under those copies, each
+    warp's sum of squares straight to every CTA (row_reduce.direct_exchange), then x read again
+    from shared memory so that it is not live through the exchange."""
+    rows = mX.shape[0]
+    slots, bar = open_direct(cfg, 1)
+    smem = cute.SmemAllocator()
+    staged = smem.allocate_tensor(mX.element_type, cute.make_layout((cfg.part, cfg.rows)), 16)
+    vectors = stage_vectors(staged[(None, row_in_cta)], lane, cfg)
+    clear_staged(vectors, lane, cfg)
+    stage_row(mX, clamp_row(row, rows), lane, cfg, vectors, cute.nvgpu.cpasync.LoadCacheMode.ALWAYS)
+    cute.arch.cp_async_commit_group()
+    w = _held_parameter(mW, cfg, lane)
+    b = _held_parameter(mB, cfg, lane)
+    cute.arch.cp_async_wait_group(0)
+    x = vectors.load().to(cute.Float32)
+    total = cute.arch.warp_reduction(fold_products(x, x), lambda u, v: u + v, 32)
+    direct_exchange((total,), cfg, slots, bar)
+    entries = direct_entries(cfg)
+    total = 0.0
+    for i in cute.range_constexpr(-(-entries // 32)):
+        total = total + cute.where(lane % 32 + i * 32 < entries, slots[cute.math.min(lane % 32 + i * 32, entries - 1)],
+                                   0.0)
+    total = cute.arch.warp_reduction(total, lambda u, v: u + v, 32)
+    rstd = cute.math.rsqrt(total * (1.0 / cfg.n) + eps)
+    y = vectors.load().to(cute.Float32) * rstd
+    if cute.const_expr(mW is not None):
+        y = y * w.load().to(cute.Float32)
+    if cute.const_expr(mB is not None):
+        y = y + b.load().to(cute.Float32)
+    mY, _, mRstd, _ = outputs
+    if row < rows:
+        store_row(mY, row, lane, cfg, y)
+        if lane == 0:
+            mRstd[row] = rstd
+
+
+@cute.jit
+def _held_parameter(mP, cfg: Constexpr, lane):
+    """This thread's values of weight or bias `mP` in registers, in its own type (None for None)."""
+    if cute.const_expr(mP is None):
+        return None
+    held = cute.make_rmem_tensor((cfg.vec, cfg.vectors), mP.element_type)
+    fetch_row(mP, 0, lane, cfg, held)
+    return held
 
 
 def pipelined_forward(cfg: RowConfig, walk: int, bits: int, rms: bool, residual: bool) -> bool:
@@ -595,11 +649,12 @@ def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, groups: cu
              rms: Constexpr, walk: Constexpr):
     """`walk`: forward_plan's blocks of rows per CTA (cluster); `groups`: a pipelined_forward's
     persistent grid (row_reduce.persistent_groups), unused by the others."""
-    grid = launch_grid(x.shape[0], cfg, walk)
+    grid = launch_grid(x.shape[0], cfg, max(walk, 1))
     if cute.const_expr(pipelined_forward(cfg, walk, x.element_type.width, rms, res is not None)):
         grid = (groups * cfg.cluster, 1, 1)
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, walk).launch(
-        grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), min_blocks_per_mp=walking_ctas(cfg, walk))
+        grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
+        min_blocks_per_mp={-7: 4, -8: 3}.get(walk, walking_ctas(cfg, walk)))
 
 
 def walking_ctas(cfg: RowConfig, walk: int):
