@@ -506,6 +506,24 @@ def cluster_reduce_received(count: int, op, cfg: RowConfig, row_in_cta, step, pe
 
 # -- the one-phase exchange: each warp's values straight to every CTA of the cluster (quack's) ------
 
+# quack's shape over a cluster: CTAs of 256 threads holding up to 64 16-bit values each.
+DIRECT_THREADS, DIRECT_VALUES = 256, 64
+
+
+def direct_config(n: int, vec: int) -> RowConfig | None:
+    """quack's shape for 16-bit rows split over a cluster (the one-phase exchange's): one row per
+    cluster of 2 to MAX_CLUSTER CTAs of DIRECT_THREADS threads holding up to DIRECT_VALUES values
+    in 16-byte vectors (`vec` 8); None for rows one CTA holds, rows past MAX_CLUSTER CTAs and
+    narrower vectors."""
+    per_cta = DIRECT_THREADS * DIRECT_VALUES
+    if vec != 8 or not per_cta < n <= per_cta * MAX_CLUSTER:
+        return None
+    cluster = 2
+    while cluster * per_cta < n:
+        cluster *= 2
+    return RowConfig(n, vec, DIRECT_THREADS, DIRECT_THREADS, cluster)
+
+
 def _require_direct(cfg: RowConfig) -> None:
     """The one-phase exchange takes one row of whole warps per CTA over a cluster of up to 32."""
     if cfg.cluster == 1 or cfg.cluster > 32 or cfg.rows != 1 or cfg.threads_per_row % 32:

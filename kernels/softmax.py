@@ -39,13 +39,12 @@ from cute_torch import Constexpr
 from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, online_logsumexp, rescale,
                          scaled, store_chunk, store_edge)
 from .row_reduce import (MAX_CLUSTER, MAX_N, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, cluster_peers, cluster_receive,
-                         cluster_send, cta_group, direct_entries, direct_exchange, dynamic_rows, fast_memory, fetch_row,
-                         fold, launch_cluster, launch_grid, load_row, load_row_staged, open_direct, row_config,
-                         row_reduce, store_row, thread_place, unless_it_spills, walk_cluster_rows, walking_groups)
+                         cluster_send, cta_group, direct_config, direct_entries, direct_exchange, dynamic_rows,
+                         fast_memory, fetch_row, fold, launch_cluster, launch_grid, load_row, load_row_staged,
+                         open_direct, row_config, row_reduce, store_row, thread_place, unless_it_spills,
+                         walk_cluster_rows, walking_groups)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
-# Threads of a CTA of direct_shape (quack's).
-DIRECT_THREADS = 256
 # Rows each cluster walks forward where forward_walk says "groups" (clusters of 2 on an H100).
 CLUSTER_WALK = 8
 
@@ -440,15 +439,9 @@ def direct_shape(tensors: tuple) -> RowConfig | None:
     quack 0.2.2's softmax on the H200 (benchmarks/reductions.py): ours/quack 1.00 / 1.00 /
     1.01 at 32768 / 65536 / 131072. The copies are `.ca` (load_row_staged); the same kernel
     over `.cg` copies read 0.92 at 32768 and 65536 and 0.91 at 131072."""
-    n = tensors[0].shape[-1]
-    per_cta = DIRECT_THREADS * 64                   # columns
-    if max(t.element_size() for t in tensors) != 2 or not per_cta < n <= per_cta * MAX_CLUSTER \
-            or _config(*tensors).vec != 8:
+    if max(t.element_size() for t in tensors) != 2:
         return None
-    cluster = 2
-    while cluster * per_cta < n:
-        cluster *= 2
-    return RowConfig(n, 8, DIRECT_THREADS, DIRECT_THREADS, cluster)
+    return direct_config(tensors[0].shape[-1], _config(*tensors).vec)
 
 
 def forward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=None) -> tuple[RowConfig, str | None]:

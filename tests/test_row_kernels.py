@@ -155,6 +155,25 @@ def test_softmax_forward_takes_quacks_shape_over_a_cluster(n, cluster, dtype):
         assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in ptx.kernels), ptx.kernels
 
 
+@pytest.mark.parametrize("n,cluster", [(16392, 2), (40000, 4), (131072, 8)])
+def test_rms_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster):
+    """norms.direct_shape: 16-bit RMSNorm rows over a cluster without a residual, three CTAs per
+    SM without spilling; a residual, LayerNorm, Float32 and rows one CTA holds keep their plans."""
+    x, w, st = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16), torch.empty(4)
+    args = (dynamic_rows(x), None, w, None, dynamic_rows(x), None, dynamic_rows(st), None, 1e-5)
+    cfg, walk = norms.forward_shape(args, (x, None, w, None, x, None), True, 0, {"arch": "sm_90a"})
+    assert walk == norms.DIRECT and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 8)
+    fwd = norms._forward.compile(*args, 1, cfg, True, walk, options={"arch": "sm_90a"})
+    assert fwd.__ptx__.count("cp.async.ca.shared.global") == cfg.vectors
+    assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in fwd.kernels), fwd.kernels
+    f32 = torch.empty(4, n)
+    for tensors, rms in (((x, x, w, None, x, x), True), ((x, None, w, None, x, None), False),
+                         ((f32, None, None, None, f32, None), True)):
+        assert norms.direct_shape(n, tensors, rms) is None
+    short = torch.empty(4, 16384, dtype=torch.bfloat16)
+    assert norms.direct_shape(16384, (short, None, None, None, short, None), True) is None
+
+
 def test_softmax_direct_shape_only_where_measured():
     """Float32 rows, rows one CTA holds, rows past 131072 and 16-bit rows without 16-byte vectors
     keep the register path's other shapes."""
@@ -455,6 +474,23 @@ def test_softmax_reads_strided_rows_and_any_leading_shape():
     x = wide[..., :1000]                                  # rows 2048 bytes apart, 2000 bytes long
     _poison_allocator()
     _check(softmax.softmax(x), torch.softmax(x.double(), -1), torch.bfloat16, "strided")
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("weight", [True, False])
+@pytest.mark.parametrize("m,n", [(300, 32768), (7, 40000), (3, 100000)])
+def test_rms_norm_forward_in_quacks_shape(m, n, weight, dtype):
+    """norms.direct_shape's forward (one row per cluster, x staged and read again from shared
+    memory, the weight held in registers): many rows, a last CTA's part past N (40000, 100000),
+    with and without a weight; y and rstd against float64."""
+    x = _rand((m, n), m + n, dtype, scale=3.0) + 1.5
+    w = _rand((n,), n, dtype) if weight else None
+    _poison_allocator()
+    y, _, rstd, _ = norms.norm_forward(x, w, None, None, eps=1e-5, rms=True)
+    xd = x.double()
+    _check(y, F.rms_norm(xd, (n,), None if w is None else w.double(), 1e-5), dtype, "y")
+    _check(rstd, torch.rsqrt(xd.pow(2).mean(-1) + 1e-5), torch.float32, "rstd")
 
 
 NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, True, True, False),
