@@ -747,9 +747,10 @@ def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) ->
 def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     """quack's shape (row_reduce.direct_config) for RMSNorm's forward over 16-bit rows split
     over a cluster (16384 to 131072 columns) without a residual, its weight and bias 16-bit
-    too (_direct_rms_row); None elsewhere. H200 bf16 fraction of copy at 32768 / 65536 / 131072
-    columns (2026-11-26): 0.93 / 0.93 / 0.90 walking (FORWARD_WALKS) -> 0.97 / 0.96 / 0.96;
-    quack 0.2.2's 0.97 / 0.97 / 0.96."""
+    too (_direct_rms_row); None elsewhere. bf16 fraction of copy at 32768 / 65536 / 131072
+    columns (2026-11-26), the shapes before it (forward_plan's) -> this: H200 0.93 / 0.93 / 0.90
+    -> 0.97 / 0.96 / 0.96 (quack 0.2.2's 0.97 / 0.97 / 0.96), H100 0.98 / 0.95 / 0.94 -> 0.99 /
+    0.99 / 0.98."""
     if not rms or tensors[1] is not None or any(t.element_size() != 2 for t in tensors if t is not None):
         return None
     return direct_config(n, forward_config(n, tensors, FORWARD_VALUES).vec)
