@@ -56,11 +56,10 @@ from cute_torch import Constexpr
 from .column_sums import launch_sum_partials
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
                          cluster_merge_mean_m2, cluster_peers, cluster_reduce_received, cluster_send, column_mask,
-                         cta_group, direct_config, direct_entries, direct_exchange, dynamic_rows, fast_memory, fetch_row, fold,
-                         fold_products, launch_cluster, open_direct,
-                         launch_grid, load_row, persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce,
-                         stage_row, stage_vectors, store_row, thread_place, unless_it_spills, walk_cluster_rows,
-                         walking_groups)
+                         cta_group, direct_config, direct_entries, direct_exchange, dynamic_rows, fast_memory,
+                         fetch_row, fold, fold_products, launch_cluster, launch_grid, load_row, open_direct,
+                         persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce, stage_row,
+                         stage_vectors, store_row, thread_place, unless_it_spills, walk_cluster_rows, walking_groups)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
