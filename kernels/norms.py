@@ -59,7 +59,8 @@ from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConf
                          cta_group, direct_config, direct_entries, direct_exchange, dynamic_rows, fast_memory,
                          fetch_row, fold, fold_products, launch_cluster, launch_grid, load_row, open_direct,
                          persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce, stage_row,
-                         stage_vectors, store_row, thread_place, unless_it_spills, walk_cluster_rows, walking_groups)
+                         stage_vectors, start_staged_row, store_row, thread_place, unless_it_spills,
+                         walk_cluster_rows, walking_groups)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -240,12 +241,7 @@ def _direct_rms_row(mX, mW, mB, outputs, eps, cfg: Constexpr, row, lane, row_in_
     CTAs per SM, no spills; four CTAs at 64 registers spilled 20 bytes and read 0.93 of copy)."""
     rows = mX.shape[0]
     slots, bar = open_direct(cfg, 1)
-    smem = cute.SmemAllocator()
-    staged = smem.allocate_tensor(mX.element_type, cute.make_layout((cfg.part, cfg.rows)), 16)
-    vectors = stage_vectors(staged[(None, row_in_cta)], lane, cfg)
-    clear_staged(vectors, lane, cfg)
-    stage_row(mX, clamp_row(row, rows), lane, cfg, vectors, cute.nvgpu.cpasync.LoadCacheMode.ALWAYS)
-    cute.arch.cp_async_commit_group()
+    vectors = start_staged_row(mX, clamp_row(row, rows), lane, row_in_cta, cfg)
     w = _held_parameter(mW, cfg, lane)
     b = _held_parameter(mB, cfg, lane)
     cute.arch.cp_async_wait_group(0)

@@ -279,18 +279,26 @@ def clear_staged(dst: cute.Tensor, lane, cfg: RowConfig, fill=0.0) -> None:
 
 
 @cute.jit
-def load_row_staged(t: cute.Tensor, row, lane, row_in_cta, cfg: RowConfig, fill=0.0):
-    """load_row's values, the row copied into shared memory by cp.async first (one row per CTA
-    row, this CTA's `cfg.part` columns): the copies ask no registers while in flight. They are
-    `.ca` copies (CuTe DSL's default): softmax over bf16 rows staged so (one row per cluster,
-    H200) read 0.96-0.97 of copy where `.cg` read 0.91-0.92 (ncu: 1.7x the L2 sectors of quack's
-    `.ca` copies for the same DRAM bytes)."""
+def start_staged_row(t: cute.Tensor, row, lane, row_in_cta, cfg: RowConfig, fill=0.0) -> cute.Tensor:
+    """Starts copying this thread's values of row `row` into a new shared-memory stage (one row
+    per CTA row, this CTA's `cfg.part` columns) by `.ca` cp.async copies, committed as one group;
+    returns the thread's vectors there (stage_vectors), to read after cp_async_wait_group. The
+    copies ask no registers while in flight. `.ca`, CuTe DSL's default: softmax over bf16 rows
+    staged so (one row per cluster, H200) read 0.96-0.97 of copy where `.cg` read 0.91-0.92
+    (ncu: 1.7x the L2 sectors of quack's `.ca` copies for the same DRAM bytes)."""
     smem = cute.SmemAllocator()
     staged = smem.allocate_tensor(t.element_type, cute.make_layout((cfg.part, cfg.rows)), 16)
     vectors = stage_vectors(staged[(None, row_in_cta)], lane, cfg)
     clear_staged(vectors, lane, cfg, fill)
     stage_row(t, row, lane, cfg, vectors, cute.nvgpu.cpasync.LoadCacheMode.ALWAYS)
     cute.arch.cp_async_commit_group()
+    return vectors
+
+
+@cute.jit
+def load_row_staged(t: cute.Tensor, row, lane, row_in_cta, cfg: RowConfig, fill=0.0):
+    """load_row's values, the row copied into shared memory first (start_staged_row)."""
+    vectors = start_staged_row(t, row, lane, row_in_cta, cfg, fill)
     cute.arch.cp_async_wait_group(0)
     return vectors.load().to(cute.Float32)
 
