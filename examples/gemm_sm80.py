@@ -83,7 +83,9 @@ def gemm(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor):
     """c = a @ b.T for bf16 a (M, K), b (N, K) and fp32 c (M, N)."""
     op = cute.nvgpu.warp.MmaF16BF16Op(cute.BFloat16, cute.Float32, (16, 8, 16))
     tiled_mma = cute.make_tiled_mma(op, (4, 2, 1))
-    atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(), cute.BFloat16, num_bits_per_copy=128)
+    # (.cg, L2 only: each tile is read once per CTA)
+    cg = cute.nvgpu.cpasync.CopyG2SOp(cute.nvgpu.cpasync.LoadCacheMode.GLOBAL)
+    atom = cute.make_copy_atom(cg, cute.BFloat16, num_bits_per_copy=128)
     tiled_copy = cute.make_tiled_copy_tv(atom, cute.make_layout((64, 4), stride=(4, 1)),
                                          cute.make_layout((1, 8), stride=(8, 1)))
     warp = cute.nvgpu.warp
