@@ -250,9 +250,9 @@ def _direct_rms_row(mX, mW, mB, outputs, eps, cfg: Constexpr, row, lane, row_in_
     direct_exchange((total,), cfg, slots, bar)
     entries = direct_entries(cfg)
     total = 0.0
-    for i in cute.range_constexpr(-(-entries // 32)):
-        total = total + cute.where(lane % 32 + i * 32 < entries, slots[cute.math.min(lane % 32 + i * 32, entries - 1)],
-                                   0.0)
+    for i in cute.range_constexpr(-(-entries // 32)):           # entries l, l + 32, ... in lane l
+        at = cute.arch.lane_idx() + i * 32
+        total = total + cute.where(at < entries, slots[cute.math.min(at, entries - 1)], 0.0)
     total = cute.arch.warp_reduction(total, lambda u, v: u + v, 32)
     rstd = cute.math.rsqrt(total * (1.0 / cfg.n) + eps)
     y = vectors.load().to(cute.Float32) * rstd
