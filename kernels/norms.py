@@ -56,11 +56,11 @@ from cute_torch import Constexpr
 from .column_sums import launch_sum_partials
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
                          cluster_merge_mean_m2, cluster_peers, cluster_reduce_received, cluster_send, column_mask,
-                         cta_group, direct_config, direct_entries, direct_exchange, dynamic_rows, fast_memory,
-                         fetch_row, fold, fold_products, launch_cluster, launch_grid, load_row, open_direct,
-                         persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce, stage_row,
-                         stage_vectors, start_staged_row, store_row, thread_place, unless_it_spills,
-                         walk_cluster_rows, walking_groups)
+                         cta_group, direct_config, direct_exchange, direct_fold, dynamic_rows, fast_memory,
+                         fetch_row, fold, fold_products, launch_cluster, launch_grid, load_row, merge_mean_m2,
+                         open_direct, persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce,
+                         stage_row, stage_vectors, start_staged_row, store_row, thread_place, unless_it_spills,
+                         walk_cluster_rows, walking_groups, warp_mean_m2)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -195,9 +195,10 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
     rows = mX.shape[0]
     outputs = (mY, mResOut, mRstd, mMean)
     if cute.const_expr(walk == DIRECT):
-        if cute.const_expr(mRes is not None or not rms):
-            raise ValueError("the direct shape takes RMSNorm without a residual (norms.direct_shape)")
-        _direct_rms_row(mX, mW, mB, outputs, eps, cfg, row, lane, row_in_cta)
+        if cute.const_expr(mRes is not None or (cfg.padding and not rms)):
+            raise ValueError("the direct shape takes rows without a residual, LayerNorm's without padding "
+                             "(norms.direct_shape)")
+        _direct_row(mX, mW, mB, outputs, eps, cfg, rms, row, lane, row_in_cta)
     elif cute.const_expr(pipelined):
         _walk_cluster_rows(mX, mW, mB, outputs, eps, cfg, lane, peers)
     elif cute.const_expr(walk > 1):
@@ -233,38 +234,45 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
 
 
 @cute.jit
-def _direct_rms_row(mX, mW, mB, outputs, eps, cfg: Constexpr, row, lane, row_in_cta):
-    """RMSNorm's row in quack's shape (direct_shape), one row per cluster: the CTA's part of x
-    staged by cp.async.ca, the weight (and bias) read into registers under those copies, each
-    warp's sum of squares sent straight to every CTA (row_reduce.direct_exchange), then x read
-    again from shared memory, so that it is not live through the exchange (80 registers, three
-    CTAs per SM, no spills; four CTAs at 64 registers spilled 20 bytes and read 0.93 of copy)."""
+def _direct_row(mX, mW, mB, outputs, eps, cfg: Constexpr, rms: Constexpr, row, lane, row_in_cta):
+    """The row in quack's shape (direct_shape), one row per cluster: the CTA's part of x staged
+    by cp.async.ca, the weight (and bias) read into registers under those copies, each warp's
+    statistics sent straight to every CTA (row_reduce.direct_exchange: RMSNorm's sum of
+    squares; LayerNorm's mean and M2 about it, merged by Chan's formula as row_mean_m2's), then
+    x read again from shared memory, so that it is not live through the exchange (RMSNorm: 80
+    registers, three CTAs per SM, no spills; four CTAs at 64 registers spilled 20 bytes and
+    read 0.93 of copy)."""
     rows = mX.shape[0]
-    slots, bar = open_direct(cfg, 1)
+    slots, bar = open_direct(cfg, 1 if cute.const_expr(rms) else 2)
     vectors = start_staged_row(mX, clamp_row(row, rows), lane, row_in_cta, cfg)
     w = _held_parameter(mW, cfg, lane)
     b = _held_parameter(mB, cfg, lane)
     cute.arch.cp_async_wait_group(0)
     x = vectors.load().to(cute.Float32)
-    total = cute.arch.warp_reduction(fold_products(x, x), lambda u, v: u + v, 32)
-    direct_exchange((total,), cfg, slots, bar)
-    entries = direct_entries(cfg)
-    total = 0.0
-    for i in cute.range_constexpr(-(-entries // 32)):           # entries l, l + 32, ... in lane l
-        at = cute.arch.lane_idx() + i * 32
-        total = total + cute.where(at < entries, slots[cute.math.min(at, entries - 1)], 0.0)
-    total = cute.arch.warp_reduction(total, lambda u, v: u + v, 32)
-    rstd = cute.math.rsqrt(total * (1.0 / cfg.n) + eps)
-    y = vectors.load().to(cute.Float32) * rstd
+    mean = 0.0
+    if cute.const_expr(rms):
+        total = cute.arch.warp_reduction(fold_products(x, x), lambda u, v: u + v, 32)
+        direct_exchange((total,), cfg, slots, bar)
+        (square_sum,) = direct_fold(cfg, slots, 1, lambda a, b, count_a, count_b: (a[0] + b[0],))
+    else:
+        direct_exchange(warp_mean_m2(x, cfg), cfg, slots, bar)
+        per_entry = cfg.vec * cfg.vectors * 32
+        mean, square_sum = direct_fold(cfg, slots, 2, lambda a, b, count_a, count_b:
+                                       merge_mean_m2(a, b, count_a * per_entry, count_b * per_entry))
+    rstd = cute.math.rsqrt(square_sum * (1.0 / cfg.n) + eps)
+    x = vectors.load().to(cute.Float32)
+    y = (x if cute.const_expr(rms) else x - mean) * rstd
     if cute.const_expr(mW is not None):
         y = y * w.load().to(cute.Float32)
     if cute.const_expr(mB is not None):
         y = y + b.load().to(cute.Float32)
-    mY, _, mRstd, _ = outputs
+    mY, _, mRstd, mMean = outputs
     if row < rows:
         store_row(mY, row, lane, cfg, y)
         if lane == 0:
             mRstd[row] = rstd
+            if cute.const_expr(not rms):
+                mMean[row] = mean
 
 
 @cute.jit
@@ -740,15 +748,16 @@ def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) ->
 
 
 def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
-    """quack's shape (row_reduce.direct_config) for RMSNorm's forward over 16-bit rows split
-    over a cluster (16384 to 131072 columns) without a residual, its weight and bias 16-bit
-    too (_direct_rms_row); None elsewhere. bf16 fraction of copy at 32768 / 65536 / 131072
-    columns (2026-11-26), the shapes before it (forward_plan's) -> this: H200 0.93 / 0.93 / 0.90
-    -> 0.97 / 0.96 / 0.96 (quack 0.2.2's 0.97 / 0.97 / 0.96), H100 0.98 / 0.95 / 0.94 -> 0.99 /
-    0.99 / 0.98."""
-    if not rms or tensors[1] is not None or any(t.element_size() != 2 for t in tensors if t is not None):
+    """quack's shape (row_reduce.direct_config) for the forward over 16-bit rows split over a
+    cluster (16384 to 131072 columns) without a residual, its weight and bias 16-bit too
+    (_direct_row), LayerNorm's only where no thread holds padding; None elsewhere. RMSNorm,
+    bf16 fraction of copy at 32768 / 65536 / 131072 columns (2026-11-26), the shapes before it
+    (forward_plan's) -> this: H200 0.93 / 0.93 / 0.90 -> 0.97 / 0.96 / 0.96 (quack 0.2.2's
+    0.97 / 0.97 / 0.96), H100 0.98 / 0.95 / 0.94 -> 0.99 / 0.99 / 0.98."""
+    if tensors[1] is not None or any(t.element_size() != 2 for t in tensors if t is not None):
         return None
-    return direct_config(n, forward_config(n, tensors, FORWARD_VALUES).vec)
+    cfg = direct_config(n, forward_config(n, tensors, FORWARD_VALUES).vec)
+    return None if cfg is None or (cfg.padding and not rms) else cfg
 
 
 def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:

@@ -373,20 +373,9 @@ def row_mean_m2(x, cfg: RowConfig, row_in_cta, step=None, peers=None, cluster_wi
     of the row's values (no padding: the caller checks), so the counts are compile-time
     constants. `step`, `peers` and `cluster_wide` as row_reduce's; under a cluster each CTA
     sends its part's (mean, M2) and merges every part's in rank order (cluster_merge_mean_m2)."""
-    values = cfg.vec * cfg.vectors
-    mean = fold(x, "sum") * (1.0 / values)
-    centered = x - mean
-    m2 = fold(centered * centered, "sum")
     width = min(cfg.threads_per_row, 32)
-    count = values                                  # per partial, doubling at each butterfly level
-    offset = width // 2
-    while offset >= 1:
-        other_mean = cute.arch.shuffle_sync_bfly(mean, offset, width=width)
-        other_m2 = cute.arch.shuffle_sync_bfly(m2, offset, width=width)
-        delta = other_mean - mean
-        m2 = m2 + other_m2 + delta * delta * (count * 0.5)   # (symmetric: every lane gets the same)
-        mean = (mean + other_mean) * 0.5
-        count, offset = count * 2, offset // 2
+    mean, m2 = warp_mean_m2(x, cfg, width)
+    count = cfg.vec * cfg.vectors * width           # per warp
     if cute.const_expr(cfg.threads_per_row > 32):
         warps = cfg.threads_per_row // 32
         sets = 1 if cute.const_expr(step is None) else 2
@@ -399,8 +388,8 @@ def row_mean_m2(x, cfg: RowConfig, row_in_cta, step=None, peers=None, cluster_wi
         cute.arch.sync_threads()
         mean, m2 = partial[(row_in_cta, 0, 0, at)], partial[(row_in_cta, 0, 1, at)]
         for w in cute.range_constexpr(1, warps):     # warps in order: the same result in every thread
-            mean, m2 = _merge_next(mean, m2, partial[(row_in_cta, w, 0, at)], partial[(row_in_cta, w, 1, at)], w,
-                                   count)
+            mean, m2 = merge_mean_m2((mean, m2), (partial[(row_in_cta, w, 0, at)], partial[(row_in_cta, w, 1, at)]),
+                                     w * count, count)
     if cute.const_expr(cfg.cluster > 1 and cluster_wide):
         tidx, _, _ = cute.arch.thread_idx()
         cluster_send((mean, m2), cfg, tidx % cfg.threads_per_row, row_in_cta, step, peers)
@@ -417,15 +406,39 @@ def cluster_merge_mean_m2(cfg: RowConfig, row_in_cta, step, peers):
     slots, at = cluster_receive(cfg, step, peers)
     mean, m2 = slots[(row_in_cta, 0, 0, at)], slots[(row_in_cta, 0, 1, at)]
     for r in cute.range_constexpr(1, cfg.cluster):
-        mean, m2 = _merge_next(mean, m2, slots[(row_in_cta, r, 0, at)], slots[(row_in_cta, r, 1, at)], r, cfg.part)
+        mean, m2 = merge_mean_m2((mean, m2), (slots[(row_in_cta, r, 0, at)], slots[(row_in_cta, r, 1, at)]),
+                                 r * cfg.part, cfg.part)
     return mean, m2
 
 
-def _merge_next(mean, m2, other_mean, other_m2, merged: int, count: int):
-    """Chan's formula for the (mean, M2) of `merged` partials of `count` values each and one
-    more partial of `count`."""
-    delta = other_mean - mean
-    return mean + delta * (1.0 / (merged + 1)), m2 + other_m2 + delta * delta * (count * merged / (merged + 1))
+@cute.jit
+def warp_mean_m2(x, cfg: RowConfig, width: int = 32):
+    """(mean, M2) of the values of `width` lanes (each holding cfg.vec * cfg.vectors values of x,
+    none of them padding): each thread's own about its own mean, then merged by a butterfly;
+    every lane gets the same result."""
+    values = cfg.vec * cfg.vectors
+    mean = fold(x, "sum") * (1.0 / values)
+    centered = x - mean
+    partial = (mean, fold(centered * centered, "sum"))
+    count = values                                  # per partial, doubling at each butterfly level
+    offset = width // 2
+    while offset >= 1:
+        partial = merge_mean_m2(partial, tuple(cute.arch.shuffle_sync_bfly(v, offset, width=width) for v in partial),
+                                count, count)
+        count, offset = count * 2, offset // 2
+    return partial
+
+
+def merge_mean_m2(a: tuple, b: tuple, count_a: int, count_b: int) -> tuple:
+    """Chan's formula: the (mean, M2) of partials `a` over `count_a` values and `b` over
+    `count_b`. Symmetric in a and b where the counts are equal, so that both lanes of a
+    butterfly get the same result."""
+    delta = b[0] - a[0]
+    if count_a == count_b:
+        mean = (a[0] + b[0]) * 0.5
+    else:
+        mean = a[0] + delta * (count_b / (count_a + count_b))
+    return mean, a[1] + b[1] + delta * delta * (count_a * count_b / (count_a + count_b))
 
 
 @cute.jit
@@ -577,6 +590,28 @@ def direct_exchange(values: tuple, cfg: RowConfig, slots, bar) -> None:
         for k in cute.range_constexpr(len(values)):
             cute.arch.store_shared_remote(values[k], slots.iterator + (entry + k * entries), bar, lane)
     cute.arch.mbarrier_wait(bar, 0)
+
+
+@cute.jit
+def direct_fold(cfg: RowConfig, slots, values: int, merge) -> tuple:
+    """The row's `values` values from the entries direct_exchange left in `slots`: lane l of
+    each warp merges entries l, l + 32, ... in order (entry l mod the entries where fewer than
+    32), then a butterfly merges the lanes'. `merge(a, b, count_a, count_b)` merges tuples a and
+    b of partials over count_a and count_b entries; every thread gets the same result where it
+    is symmetric for equal counts."""
+    entries = direct_entries(cfg)
+    width = min(entries, 32)
+    at = cute.arch.lane_idx() % width
+    partial = tuple(slots[at + k * entries] for k in range(values))
+    for i in cute.range_constexpr(1, entries // width):
+        partial = merge(partial, tuple(slots[at + i * 32 + k * entries] for k in range(values)), i, 1)
+    count = entries // width                        # entries per partial, doubling at each level
+    offset = width // 2
+    while offset >= 1:
+        partial = merge(partial, tuple(cute.arch.shuffle_sync_bfly(v, offset, width=width) for v in partial),
+                        count, count)
+        count, offset = count * 2, offset // 2
+    return partial
 
 
 def _require_cluster_args(cfg: RowConfig, step, peers, values: int) -> None:

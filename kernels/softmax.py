@@ -39,7 +39,7 @@ from cute_torch import Constexpr
 from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, online_logsumexp, rescale,
                          scaled, store_chunk, store_edge)
 from .row_reduce import (MAX_CLUSTER, MAX_N, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, cluster_peers, cluster_receive,
-                         cluster_send, cta_group, direct_config, direct_entries, direct_exchange, dynamic_rows,
+                         cluster_send, cta_group, direct_config, direct_exchange, direct_fold, dynamic_rows,
                          fast_memory, fetch_row, fold, launch_cluster, launch_grid, load_row, load_row_staged,
                          open_direct, row_config, row_reduce, store_row, thread_place, unless_it_spills,
                          walk_cluster_rows, walking_groups)
@@ -160,25 +160,13 @@ def _merge_pairs(m1, s1, m2, s2):
 def _direct_statistics(x, cfg: Constexpr, slots, bar):
     """(exponentials of x about its warp's max, that max, the row's max, the row's sum of
     exponentials about it) of a row over a cluster in one exchange, quack's way
-    (row_reduce.direct_exchange: each warp's (max, sum) straight to every CTA); lane l of each
-    warp then folds pairs l, l + 32, ... of the entries, and a butterfly the lanes' (every
-    thread the same result: the merge commutes)."""
-    entries = direct_entries(cfg)
+    (row_reduce.direct_exchange: each warp's (max, sum) straight to every CTA, then
+    row_reduce.direct_fold; every thread gets the same result: the merge commutes)."""
     warp_max = cute.arch.warp_reduction(fold(x, "max"), cute.arch.fmax, 32)
     e = exp_about(x, scaled(cute.where(warp_max == -math.inf, 0.0, warp_max)))
     warp_sum = cute.arch.warp_reduction(fold(e, "sum"), lambda a, b: a + b, 32)
     direct_exchange((warp_max, warp_sum), cfg, slots, bar)
-    lane = cute.arch.lane_idx()
-    m, s = -math.inf, 0.0
-    for i in cute.range_constexpr(-(-entries // 32)):
-        at = cute.math.min(lane + i * 32, entries - 1)
-        present = lane + i * 32 < entries
-        m, s = _merge_pairs(m, s, cute.where(present, slots[at], -math.inf),
-                            cute.where(present, slots[at + entries], 0.0))
-    offset = 16
-    while offset >= 1:
-        m, s = _merge_pairs(m, s, cute.arch.shuffle_sync_bfly(m, offset), cute.arch.shuffle_sync_bfly(s, offset))
-        offset //= 2
+    m, s = direct_fold(cfg, slots, 2, lambda a, b, count_a, count_b: _merge_pairs(*a, *b))
     return e, warp_max, m, s
 
 

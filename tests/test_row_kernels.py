@@ -155,21 +155,24 @@ def test_softmax_forward_takes_quacks_shape_over_a_cluster(n, cluster, dtype):
         assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in ptx.kernels), ptx.kernels
 
 
-@pytest.mark.parametrize("n,cluster", [(16392, 2), (40000, 4), (131072, 8)])
-def test_rms_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster):
-    """norms.direct_shape: 16-bit RMSNorm rows over a cluster without a residual, three CTAs per
-    SM without spilling; a residual, LayerNorm, Float32 and rows one CTA holds keep their plans."""
+@pytest.mark.parametrize("n,cluster,rms", [(16392, 2, True), (40000, 4, True), (131072, 8, True), (32768, 2, False),
+                                           (131072, 8, False)])
+def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms):
+    """norms.direct_shape: 16-bit rows over a cluster without a residual (LayerNorm's without
+    padding), three CTAs per SM without spilling; a residual, LayerNorm's padded rows, Float32
+    and rows one CTA holds keep their plans."""
     x, w, st = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16), torch.empty(4)
-    args = (dynamic_rows(x), None, w, None, dynamic_rows(x), None, dynamic_rows(st), None, 1e-5)
-    cfg, walk = norms.forward_shape(args, (x, None, w, None, x, None), True, 0, {"arch": "sm_90a"})
+    mean = None if rms else dynamic_rows(st)
+    args = (dynamic_rows(x), None, w, None if rms else w, dynamic_rows(x), None, dynamic_rows(st), mean, 1e-5)
+    cfg, walk = norms.forward_shape(args, (x, None, w, None if rms else w, x, None), rms, 0, {"arch": "sm_90a"})
     assert walk == norms.DIRECT and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 8)
-    fwd = norms._forward.compile(*args, 1, cfg, True, walk, options={"arch": "sm_90a"})
+    fwd = norms._forward.compile(*args, 1, cfg, rms, walk, options={"arch": "sm_90a"})
     assert fwd.__ptx__.count("cp.async.ca.shared.global") == cfg.vectors
     assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in fwd.kernels), fwd.kernels
-    f32 = torch.empty(4, n)
-    for tensors, rms in (((x, x, w, None, x, x), True), ((x, None, w, None, x, None), False),
-                         ((f32, None, None, None, f32, None), True)):
-        assert norms.direct_shape(n, tensors, rms) is None
+    f32, odd = torch.empty(4, n), torch.empty(4, 40000, dtype=torch.bfloat16)
+    for tensors, rms in (((x, x, w, None, x, x), True), ((x, x, w, w, x, x), False),
+                         ((f32, None, None, None, f32, None), True), ((odd, None, None, None, odd, None), False)):
+        assert norms.direct_shape(tensors[0].shape[1], tensors, rms) is None
     short = torch.empty(4, 16384, dtype=torch.bfloat16)
     assert norms.direct_shape(16384, (short, None, None, None, short, None), True) is None
 
@@ -479,18 +482,26 @@ def test_softmax_reads_strided_rows_and_any_leading_shape():
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("weight", [True, False])
-@pytest.mark.parametrize("m,n", [(300, 32768), (7, 40000), (3, 100000)])
-def test_rms_norm_forward_in_quacks_shape(m, n, weight, dtype):
+@pytest.mark.parametrize("rms", [True, False])
+@pytest.mark.parametrize("m,n", [(300, 32768), (7, 40000), (3, 100000), (9, 131072)])
+def test_norm_forward_in_quacks_shape(m, n, rms, weight, dtype):
     """norms.direct_shape's forward (one row per cluster, x staged and read again from shared
-    memory, the weight held in registers): many rows, a last CTA's part past N (40000, 100000),
-    with and without a weight; y and rstd against float64."""
+    memory, the weight and bias held in registers): many rows, a last CTA's part past N (40000,
+    100000: RMSNorm's; LayerNorm's keep their walks there), with and without weight and bias;
+    y, rstd and mean against float64."""
     x = _rand((m, n), m + n, dtype, scale=3.0) + 1.5
     w = _rand((n,), n, dtype) if weight else None
+    b = _rand((n,), n + 1, dtype) if weight and not rms else None
     _poison_allocator()
-    y, _, rstd, _ = norms.norm_forward(x, w, None, None, eps=1e-5, rms=True)
+    y, _, rstd, mean = norms.norm_forward(x, w, b, None, eps=1e-5, rms=rms)
     xd = x.double()
-    _check(y, F.rms_norm(xd, (n,), None if w is None else w.double(), 1e-5), dtype, "y")
-    _check(rstd, torch.rsqrt(xd.pow(2).mean(-1) + 1e-5), torch.float32, "rstd")
+    wd, bd = (None if t is None else t.double() for t in (w, b))
+    want = F.rms_norm(xd, (n,), wd, 1e-5) if rms else F.layer_norm(xd, (n,), wd, bd, 1e-5)
+    _check(y, want, dtype, "y")
+    var = xd.pow(2).mean(-1) if rms else xd.var(-1, unbiased=False)
+    _check(rstd, torch.rsqrt(var + 1e-5), torch.float32, "rstd")
+    if not rms:
+        _check(mean, xd.mean(-1), torch.float32, "mean")
 
 
 NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, True, True, False),
@@ -746,6 +757,9 @@ def run_small():
     rms_wide = _rand((3, 131072), 18, torch.bfloat16)       # RMSNorm's 16-bit backward over 16 CTAs
     out, _, rstd, _ = norms.norm_forward(rms_wide, rms_wide[0], None, eps=1e-5, rms=True)
     norms.norm_backward(rms_wide, rms_wide[0], out, rstd, None, weight_grad=True, bias_grad=False)
+    half = _rand((5, 32768), 19, torch.bfloat16)            # LayerNorm in quack's shape: 16 and 64 entries
+    for rows in (half, rms_wide):
+        norms.norm_forward(rows, rows[0], rows[1], eps=1e-5, rms=False)
     odd_long = _rand((6, 50257), 13, torch.bfloat16)        # long odd rows: softmax in peeled chunks
     softmax.softmax_backward(softmax.softmax(odd_long), odd_long)
     wide = _rand((20, 131072), 14, torch.bfloat16)          # clusters of 8 walking rows, exchanges pipelined
