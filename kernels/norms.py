@@ -750,14 +750,23 @@ def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) ->
 def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     """quack's shape (row_reduce.direct_config) for the forward over 16-bit rows split over a
     cluster (16384 to 131072 columns) without a residual, its weight and bias 16-bit too
-    (_direct_row), LayerNorm's only where no thread holds padding; None elsewhere. RMSNorm,
-    bf16 fraction of copy at 32768 / 65536 / 131072 columns (2026-11-26), the shapes before it
-    (forward_plan's) -> this: H200 0.93 / 0.93 / 0.90 -> 0.97 / 0.96 / 0.96 (quack 0.2.2's
-    0.97 / 0.97 / 0.96), H100 0.98 / 0.95 / 0.94 -> 0.99 / 0.99 / 0.98."""
+    (_direct_row), LayerNorm's where no thread holds padding and its parameters times the
+    cluster's CTAs are at most 4; None elsewhere. RMSNorm, bf16 fraction of copy at 32768 /
+    65536 / 131072 columns (2026-11-26), the shapes before it (forward_plan's) -> this: H200
+    0.93 / 0.93 / 0.90 -> 0.97 / 0.96 / 0.96 (quack 0.2.2's 0.97 / 0.97 / 0.96), H100 0.98 /
+    0.95 / 0.94 -> 0.99 / 0.99 / 0.98. LayerNorm, bf16, H200 (2026-11-27), without parameters:
+    0.93 / 0.93 / 0.93 -> 0.97 / 0.97 / 0.97; with a weight: 0.93 / 0.91 / 0.91 -> 0.97 / 0.95
+    / 0.92; with weight and bias: 0.92 / 0.90 / 0.90 -> 0.95 / 0.89 / 0.85 (fp16 0.92 / 0.90 /
+    0.91 -> 0.95 / 0.92 / 0.88). Every row reads its weight and bias again (from L2), and the
+    normalization after the exchange grows with them, where the walks hold them for many rows;
+    a cluster's CTAs wait for the slowest at the exchange."""
     if tensors[1] is not None or any(t.element_size() != 2 for t in tensors if t is not None):
         return None
     cfg = direct_config(n, forward_config(n, tensors, FORWARD_VALUES).vec)
-    return None if cfg is None or (cfg.padding and not rms) else cfg
+    if cfg is None or rms:
+        return cfg
+    parameters = sum(t is not None for t in tensors[2:4])
+    return None if cfg.padding or parameters * cfg.cluster > 4 else cfg
 
 
 def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:

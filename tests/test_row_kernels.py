@@ -155,23 +155,28 @@ def test_softmax_forward_takes_quacks_shape_over_a_cluster(n, cluster, dtype):
         assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in ptx.kernels), ptx.kernels
 
 
-@pytest.mark.parametrize("n,cluster,rms", [(16392, 2, True), (40000, 4, True), (131072, 8, True), (32768, 2, False),
-                                           (131072, 8, False)])
-def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms):
+@pytest.mark.parametrize("n,cluster,rms,bias", [(16392, 2, True, False), (40000, 4, True, False),
+                                                (131072, 8, True, False), (32768, 2, False, True),
+                                                (131072, 8, False, False)])
+def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
     """norms.direct_shape: 16-bit rows over a cluster without a residual (LayerNorm's without
-    padding), three CTAs per SM without spilling; a residual, LayerNorm's padded rows, Float32
-    and rows one CTA holds keep their plans."""
+    padding, and with weight and bias only over two CTAs), three CTAs per SM without spilling;
+    a residual, LayerNorm's padded rows and its weight and bias over more CTAs, Float32 and rows
+    one CTA holds keep their plans."""
     x, w, st = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16), torch.empty(4)
     mean = None if rms else dynamic_rows(st)
-    args = (dynamic_rows(x), None, w, None if rms else w, dynamic_rows(x), None, dynamic_rows(st), mean, 1e-5)
-    cfg, walk = norms.forward_shape(args, (x, None, w, None if rms else w, x, None), rms, 0, {"arch": "sm_90a"})
+    wb = (w if rms or bias else None, w if bias else None)      # (LayerNorm over 8 CTAs: neither)
+    args = (dynamic_rows(x), None, *wb, dynamic_rows(x), None, dynamic_rows(st), mean, 1e-5)
+    cfg, walk = norms.forward_shape(args, (x, None, *wb, x, None), rms, 0, {"arch": "sm_90a"})
     assert walk == norms.DIRECT and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 8)
     fwd = norms._forward.compile(*args, 1, cfg, rms, walk, options={"arch": "sm_90a"})
     assert fwd.__ptx__.count("cp.async.ca.shared.global") == cfg.vectors
     assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in fwd.kernels), fwd.kernels
     f32, odd = torch.empty(4, n), torch.empty(4, 40000, dtype=torch.bfloat16)
+    wide = torch.empty(4, 65536, dtype=torch.bfloat16)
     for tensors, rms in (((x, x, w, None, x, x), True), ((x, x, w, w, x, x), False),
-                         ((f32, None, None, None, f32, None), True), ((odd, None, None, None, odd, None), False)):
+                         ((f32, None, None, None, f32, None), True), ((odd, None, None, None, odd, None), False),
+                         ((wide, None, wide[0], wide[0], wide, None), False)):
         assert norms.direct_shape(tensors[0].shape[1], tensors, rms) is None
     short = torch.empty(4, 16384, dtype=torch.bfloat16)
     assert norms.direct_shape(16384, (short, None, None, None, short, None), True) is None
@@ -487,8 +492,8 @@ def test_softmax_reads_strided_rows_and_any_leading_shape():
 def test_norm_forward_in_quacks_shape(m, n, rms, weight, dtype):
     """norms.direct_shape's forward (one row per cluster, x staged and read again from shared
     memory, the weight and bias held in registers): many rows, a last CTA's part past N (40000,
-    100000: RMSNorm's; LayerNorm's keep their walks there), with and without weight and bias;
-    y, rstd and mean against float64."""
+    100000: RMSNorm's; LayerNorm's keep their walks there, and with weight and bias past two
+    CTAs), with and without weight and bias; y, rstd and mean against float64."""
     x = _rand((m, n), m + n, dtype, scale=3.0) + 1.5
     w = _rand((n,), n, dtype) if weight else None
     b = _rand((n,), n + 1, dtype) if weight and not rms else None
