@@ -763,8 +763,8 @@ def run_small():
     out, _, rstd, _ = norms.norm_forward(rms_wide, rms_wide[0], None, eps=1e-5, rms=True)
     norms.norm_backward(rms_wide, rms_wide[0], out, rstd, None, weight_grad=True, bias_grad=False)
     half = _rand((5, 32768), 19, torch.bfloat16)            # LayerNorm in quack's shape: 16 and 64 entries
-    for rows in (half, rms_wide):
-        norms.norm_forward(rows, rows[0], rows[1], eps=1e-5, rms=False)
+    norms.norm_forward(half, half[0], half[1], eps=1e-5, rms=False)
+    norms.norm_forward(rms_wide, None, None, eps=1e-5, rms=False)
     odd_long = _rand((6, 50257), 13, torch.bfloat16)        # long odd rows: softmax in peeled chunks
     softmax.softmax_backward(softmax.softmax(odd_long), odd_long)
     wide = _rand((20, 131072), 14, torch.bfloat16)          # clusters of 8 walking rows, exchanges pipelined
