@@ -419,12 +419,17 @@ def warp_mean_m2(x, cfg: RowConfig, width: int = 32):
     values = cfg.vec * cfg.vectors
     mean = fold(x, "sum") * (1.0 / values)
     centered = x - mean
-    partial = (mean, fold(centered * centered, "sum"))
-    count = values                                  # per partial, doubling at each butterfly level
+    return butterfly_merge((mean, fold(centered * centered, "sum")), merge_mean_m2, values, width)
+
+
+def butterfly_merge(partial: tuple, merge, count: int, width: int) -> tuple:
+    """Each lane's `partial` (a tuple over `count` items) merged with the other `width` - 1
+    lanes' of its group by a butterfly: merge(a, b, count_a, count_b), every lane the same
+    result where merge is symmetric for equal counts."""
     offset = width // 2
     while offset >= 1:
-        partial = merge_mean_m2(partial, tuple(cute.arch.shuffle_sync_bfly(v, offset, width=width) for v in partial),
-                                count, count)
+        partial = merge(partial, tuple(cute.arch.shuffle_sync_bfly(v, offset, width=width) for v in partial),
+                        count, count)
         count, offset = count * 2, offset // 2
     return partial
 
@@ -605,13 +610,7 @@ def direct_fold(cfg: RowConfig, slots, values: int, merge) -> tuple:
     partial = tuple(slots[at + k * entries] for k in range(values))
     for i in cute.range_constexpr(1, entries // width):
         partial = merge(partial, tuple(slots[at + i * 32 + k * entries] for k in range(values)), i, 1)
-    count = entries // width                        # entries per partial, doubling at each level
-    offset = width // 2
-    while offset >= 1:
-        partial = merge(partial, tuple(cute.arch.shuffle_sync_bfly(v, offset, width=width) for v in partial),
-                        count, count)
-        count, offset = count * 2, offset // 2
-    return partial
+    return butterfly_merge(partial, merge, entries // width, width)
 
 
 def _require_cluster_args(cfg: RowConfig, step, peers, values: int) -> None:
