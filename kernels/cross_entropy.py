@@ -2,7 +2,8 @@
 over the logits, for any vocabulary size.
 
 A row is read in chunks (kernels/row_chunks.py: a vocabulary of 128K does not fit one CTA's
-registers), its log-sum-exp taken online in one pass, and
+registers), or for 16-bit rows of 16384 to 131072 columns without label smoothing, staged into
+a cluster's shared memory (forward_shape), its log-sum-exp taken online in one pass, and
 
     loss = lse - x[target]
 
@@ -31,14 +32,21 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_chunks import (chunk_config, chunk_of, chunks, exp_about, load_chunk, load_edge, online_logsumexp, scaled,
-                         store_chunk, store_edge)
-from .row_reduce import clamp_row, dynamic_rows, launch_grid, thread_place
+from .row_chunks import (chunk_config, chunk_of, chunks, exp_about, load_chunk, load_edge, log_sum_exp, merge_max_sum,
+                         online_logsumexp, rescale, scaled, store_chunk, store_edge)
+from .row_reduce import (RowConfig, butterfly_merge, clamp_row, direct_exchange, direct_fold, dynamic_rows,
+                         launch_cluster, launch_grid, open_direct, start_staged_row, thread_place)
+from .softmax import direct_shape as softmax_direct_shape
+
+# CTAs per SM the forward in softmax's quack shape asks ptxas to fit (48 registers, 32 KB of
+# shared memory each; forward_shape).
+DIRECT_CTAS = 5
+
 
 @cute.kernel
 def _forward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLoss: cute.Tensor, mLse: cute.Tensor,
                     smoothing: cute.Float32, ignore_index: cute.Int32, cfg: Constexpr, exact: Constexpr,
-                    smooth: Constexpr):
+                    smooth: Constexpr, direct: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
     rows = mX.shape[0]
     vocab = mX.shape[1]
@@ -47,7 +55,9 @@ def _forward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLoss: cute.Tensor, m
     # H200, bf16 fraction of copy: 4096 columns 0.92 -> 1.00, 8192 0.96 -> 1.01 (quack: 0.88 -> 0.97 of it).
     src = clamp_row(row, rows)
     target = mTarget[src]
-    if cute.const_expr(smooth):
+    if cute.const_expr(direct):
+        lse = _direct_log_sum_exp(mX, src, cfg, lane, row_in_cta)
+    elif cute.const_expr(smooth):
         lse, row_sum = online_logsumexp(mX, src, lane, row_in_cta, cfg, exact, True)
         uniform = lse - row_sum / cute.Float32(vocab)    # the cross-entropy against 1/V everywhere
     else:
@@ -63,6 +73,32 @@ def _forward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLoss: cute.Tensor, m
                         loss = (1.0 - smoothing) * loss + smoothing * uniform
         mLoss[row] = loss
         mLse[row] = lse
+
+
+@cute.jit
+def _direct_log_sum_exp(mX, row, cfg: Constexpr, lane, row_in_cta):
+    """The log-sum-exp of row `row` (one that exists) in softmax's quack shape (forward_shape):
+    the CTA's part staged by cp.async, each thread's (max, sum of exponentials) taken online a
+    16-byte vector at a time from shared memory, so that no row values stay live (48
+    registers: DIRECT_CTAS CTAs per SM), merged over the warp, then one exchange
+    (row_reduce.direct_exchange, direct_fold)."""
+    slots, bar = open_direct(cfg, 2)
+    vectors = start_staged_row(mX, row, lane, row_in_cta, cfg, fill=-math.inf)
+    cute.arch.cp_async_wait_group(0)
+    m, s = -math.inf, 0.0
+    for i in cute.range_constexpr(cfg.vectors):
+        x = vectors[(None, i)].load().to(cute.Float32)
+        m_new = cute.arch.fmax(m, x.reduce(cute.ReductionOp.MAX))
+        shift = scaled(cute.where(m_new == -math.inf, 0.0, m_new))     # no (-inf) - (-inf)
+        s = s * rescale(m, shift) + exp_about(x, shift).reduce(cute.ReductionOp.ADD)
+        m = m_new
+
+    def merge(a, b, count_a, count_b):
+        return merge_max_sum(*a, *b)
+
+    direct_exchange(butterfly_merge((m, s), merge, 1, 32), cfg, slots, bar)
+    m, s = direct_fold(cfg, slots, 2, merge)
+    return log_sum_exp(m, scaled(m), s)
 
 
 @cute.kernel
@@ -109,9 +145,28 @@ def _backward_kernel(mX: cute.Tensor, mTarget: cute.Tensor, mLse: cute.Tensor, m
 
 @cute.jit
 def _forward(x, target, loss, lse, smoothing: cute.Float32, ignore_index: cute.Int32, cfg: Constexpr,
-             exact: Constexpr, smooth: Constexpr):
-    _forward_kernel(x, target, loss, lse, smoothing, ignore_index, cfg, exact, smooth).launch(
-        grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1))
+             exact: Constexpr, smooth: Constexpr, direct: Constexpr = False):
+    """`direct`: one row per cluster in softmax's quack shape (forward_shape); else a CTA per
+    block of rows, read in chunks."""
+    _forward_kernel(x, target, loss, lse, smoothing, ignore_index, cfg, exact, smooth, direct).launch(
+        grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
+        min_blocks_per_mp=DIRECT_CTAS if cute.const_expr(direct) else None)
+
+
+def forward_shape(logits, smooth: bool) -> tuple[RowConfig, bool, bool]:
+    """(the CTA shape, whether chunks tile the row exactly, whether it is softmax's quack shape)
+    of the forward over `logits`: that shape (softmax.direct_shape: 16-bit rows of 16384 to
+    131072 columns, one row per cluster of 256-thread CTAs; _direct_log_sum_exp) without label
+    smoothing (whose row sum it does not take); chunks (row_chunks.chunk_config) otherwise.
+    bf16 fraction of copy (the logits read once), chunks -> that shape, H100 (2026-11-27):
+    20000 0.99 -> 1.04-1.05, 32768 1.00 -> 1.01-1.02, 65536 0.95 -> 1.01, 100000 0.90 -> 1.03,
+    128256 0.97 -> 1.02-1.03, 131072 0.98 -> 1.01. Holding its part of the row in registers
+    instead (80 registers, three CTAs per SM) lost to the chunks: 0.95 / 0.92 / 0.90 at 32768
+    / 65536 / 131072; four CTAs (64 registers) measured the same as five within 1-4 %."""
+    direct = None if smooth else softmax_direct_shape((logits,))
+    if direct is not None:
+        return direct, False, True
+    return (*chunk_config(logits), False)
 
 
 @cute.jit
@@ -148,9 +203,9 @@ def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_ind
     loss = torch.empty(m, dtype=torch.float32, device=logits.device)
     lse = torch.empty(m, dtype=torch.float32, device=logits.device)
     if m:
-        cfg, exact = chunk_config(logits)
+        cfg, exact, direct = forward_shape(logits, label_smoothing != 0.0)
         _forward(dynamic_rows(logits), dynamic_rows(target), dynamic_rows(loss), dynamic_rows(lse), label_smoothing,
-                 ignore_index, cfg, exact, label_smoothing != 0.0)
+                 ignore_index, cfg, exact, label_smoothing != 0.0, direct)
     return loss, lse
 
 

@@ -62,6 +62,13 @@ def rescale(m, shift):
     return cute.math.exp2(scaled(m) - shift, fastmath=True)
 
 
+def merge_max_sum(m1, s1, m2, s2):
+    """Two (max, sum of exponentials about it) pairs as one (0 weight for a max of -inf)."""
+    m = cute.arch.fmax(m1, m2)
+    shift = scaled(cute.where(m == -math.inf, 0.0, m))
+    return m, s1 * rescale(m1, shift) + s2 * rescale(m2, shift)
+
+
 def chunk_config(*tensors: torch.Tensor) -> tuple[RowConfig, bool]:
     """The chunk's configuration, and whether chunks tile the row exactly (no guards). Its
     vector divides the row length (the last vector of a row may not run past it) and suits

@@ -36,8 +36,8 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, online_logsumexp, rescale,
-                         scaled, store_chunk, store_edge)
+from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, merge_max_sum,
+                         online_logsumexp, rescale, scaled, store_chunk, store_edge)
 from .row_reduce import (MAX_CLUSTER, MAX_N, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, cluster_peers, cluster_receive,
                          cluster_send, cta_group, direct_config, direct_exchange, direct_fold, dynamic_rows,
                          fast_memory, fetch_row, fold, launch_cluster, launch_grid, load_row, load_row_staged,
@@ -149,13 +149,6 @@ def _direct_row(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr
         store_row(mY, row, lane, cfg, _output(x if cute.const_expr(log) else e, warp_max, m, s, log))
 
 
-def _merge_pairs(m1, s1, m2, s2):
-    """Two (max, sum of exponentials about it) pairs as one (0 weight for a max of -inf)."""
-    m = cute.arch.fmax(m1, m2)
-    shift = scaled(cute.where(m == -math.inf, 0.0, m))
-    return m, s1 * rescale(m1, shift) + s2 * rescale(m2, shift)
-
-
 @cute.jit
 def _direct_statistics(x, cfg: Constexpr, slots, bar):
     """(exponentials of x about its warp's max, that max, the row's max, the row's sum of
@@ -166,7 +159,7 @@ def _direct_statistics(x, cfg: Constexpr, slots, bar):
     e = exp_about(x, scaled(cute.where(warp_max == -math.inf, 0.0, warp_max)))
     warp_sum = cute.arch.warp_reduction(fold(e, "sum"), lambda a, b: a + b, 32)
     direct_exchange((warp_max, warp_sum), cfg, slots, bar)
-    m, s = direct_fold(cfg, slots, 2, lambda a, b, count_a, count_b: _merge_pairs(*a, *b))
+    m, s = direct_fold(cfg, slots, 2, lambda a, b, count_a, count_b: merge_max_sum(*a, *b))
     return e, warp_max, m, s
 
 

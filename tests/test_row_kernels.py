@@ -192,6 +192,25 @@ def test_softmax_direct_shape_only_where_measured():
     assert softmax.direct_shape((odd, odd)) is None
 
 
+@pytest.mark.parametrize("v,cluster", [(16392, 2), (40000, 4), (131072, 8)])
+def test_cross_entropy_forward_takes_softmaxs_quack_shape(v, cluster):
+    """cross_entropy.forward_shape: 16-bit rows over a cluster without label smoothing take
+    softmax's direct shape (staged by .ca copies, five CTAs per SM without spilling); with
+    smoothing, Float32 and rows off 16 bytes, chunks."""
+    from cute_torch.kernels import cross_entropy
+    x, t, f = torch.empty(4, v, dtype=torch.bfloat16), torch.empty(4, dtype=torch.int64), torch.empty(4)
+    cfg, exact, direct = cross_entropy.forward_shape(x, False)
+    assert direct and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 8)
+    fwd = cross_entropy._forward.compile(dynamic_rows(x), dynamic_rows(t), dynamic_rows(f), dynamic_rows(f), 0.0, -100,
+                                         cfg, exact, False, direct, options={"arch": "sm_90a"})
+    assert fwd.__ptx__.count("cp.async.ca.shared.global") == cfg.vectors
+    ctas = cross_entropy.DIRECT_CTAS
+    assert all(k["spill_stores"] == 0 and k["registers"] * 256 * ctas <= 65536 for k in fwd.kernels), fwd.kernels
+    odd = torch.empty(4, v + 8, dtype=torch.bfloat16)[:, :v + 4]
+    for logits, smooth in ((x, True), (x.float(), False), (odd, False)):
+        assert not cross_entropy.forward_shape(logits, smooth)[2]
+
+
 @pytest.mark.parametrize("n", [40000, 65536, 131072])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_softmax_backward_walks_cluster_rows_on_fast_memory_without_spilling(n, dtype):
@@ -697,6 +716,28 @@ def test_cross_entropy_backward_takes_the_target_off_in_every_chunk_and_edge(v):
 
 
 @needs_gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,v", [(300, 32768), (7, 40000), (5, 131072)])
+def test_cross_entropy_forward_in_softmaxs_quack_shape(m, v, dtype):
+    """cross_entropy.forward_shape's direct forward (one row per cluster, staged, one
+    exchange): many rows, a last CTA's part past V (40000), targets at the row's ends, ignored
+    and out of range (NaN), and a row of -inf logits but its target's; loss and lse against
+    float64."""
+    from cute_torch.kernels import cross_entropy
+    logits = _rand((m, v), m + v, dtype, scale=4.0)
+    logits[2, 1:] = -math.inf
+    target = torch.randint(0, v, (m,), generator=torch.Generator().manual_seed(v)).cuda()
+    target[:5] = torch.tensor([v - 1, -100, 0, v, -7])
+    _poison_allocator()
+    loss, lse = cross_entropy.cross_entropy_forward(logits, target)
+    assert loss[3].isnan() and loss[4].isnan()
+    good = [r for r in range(m) if r not in (3, 4)]
+    want = F.cross_entropy(logits.double()[good], target[good], reduction="none")
+    _check(loss[good], want, torch.float32, "loss")
+    _check(lse, torch.logsumexp(logits.double(), -1), torch.float32, "lse")
+
+
+@needs_gpu
 def test_cross_entropy_all_rows_ignored_and_a_reduced_gradient():
     from cute_torch.kernels import cross_entropy
     logits = _rand((5, 300), 91, torch.bfloat16)
@@ -787,6 +828,8 @@ def run_small():
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), label_smoothing=0.1)
     odd = _rand((40, 9001), 10, torch.bfloat16)              # peeled rows: vectors between scalar edges
     _, lse = cross_entropy.cross_entropy_forward(odd, target)
+    cross_entropy.cross_entropy_forward(long, torch.randint(0, 40000, (70,), generator=torch.Generator().manual_seed(9))
+                                        .cuda())                        # softmax's quack shape
     cross_entropy.cross_entropy_backward(odd, target, lse, torch.ones(40, device="cuda"))
     from cute_torch.kernels.column_sums import column_sum
     column_sum(ahead)                                       # many slabs of 16-byte vectors, a tail tile
