@@ -697,10 +697,14 @@ def test_cross_entropy_with_label_smoothing_matches_torch(m, v, dtype):
 def test_cross_entropy_backward_takes_the_target_off_in_every_chunk_and_edge(v):
     """Each chunk of a row is its own CTA in the backward, and the CTA that wrote the target's
     column takes (1 - e) dloss off it: targets at the row's ends, either side of each chunk
-    boundary, and (50257 bf16 columns: rows peeled, each starting at another 16-byte offset)
-    in the edges before the first whole vector and after the last."""
+    boundary (backward_shape's chunks: 16384 columns here but for the peeled rows' 8192), and
+    (50257 bf16 columns: rows peeled, each starting at another 16-byte offset) in the edges
+    before the first whole vector and after the last."""
     from cute_torch.kernels import cross_entropy
-    columns = [0, 1, 7, v - 1, v - 2, v - 8] + [c for k in range(1, -(-v // 8192)) for c in (8192 * k - 1, 8192 * k)]
+    like = torch.empty((2, v), dtype=torch.bfloat16, device="cuda")
+    width = cross_entropy.backward_shape(like, like)[0].n
+    assert width == (8192 if v == 50257 else 16384)
+    columns = [0, 1, 7, v - 1, v - 2, v - 8] + [c for k in range(1, -(-v // width)) for c in (width * k - 1, width * k)]
     m = len(columns)
     logits = _rand((m, v), v, torch.bfloat16, scale=4.0)
     target = torch.tensor(columns, device="cuda")

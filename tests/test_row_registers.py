@@ -8,6 +8,7 @@ import pytest
 from cute_torch.ops import row_build
 
 VEC = "v;float32;1;1;16;0"
+TARGET = "v;int64;1;1;16;0"
 
 
 def _cases(dtype: str, n: int) -> dict:
@@ -23,6 +24,8 @@ def _cases(dtype: str, n: int) -> dict:
         "LayerNorm + residual": ("layer_norm", f"{r}|{r}|{c}|{c}|{r}|{r}|{VEC}|{VEC}", "0"),
         "RMSNorm backward": ("layer_norm_backward", f"{r}|{c}|{r}|{VEC}|-|{r}|{p}|-|{c}|-", ""),
         "LayerNorm backward": ("layer_norm_backward", f"{r}|{c}|{r}|{VEC}|{VEC}|{r}|{p}|{p}|{c}|{c}", ""),
+        "cross-entropy": ("cross_entropy", f"{r}|{TARGET}|{VEC}|{VEC}", "0"),
+        "cross-entropy backward": ("cross_entropy_backward", f"{r}|{TARGET}|{VEC}|{VEC}|{r}", "0"),
     }
 
 
@@ -73,3 +76,14 @@ def test_log_softmax_backward_over_16_bit_rows_keeps_two_ctas_per_sm():
     (kernel,) = row_build.build(op, described, "1", 0, arch="sm_90a")[-1].metadata["kernels"]
     assert kernel["block_dims"][0] == 256 and kernel["spill_stores"] == 0
     assert 65536 // (kernel["registers"] * 256) >= 2, kernel["registers"]
+
+
+@pytest.mark.parametrize("dtype,n,threads", [("bfloat16", 4096, 256), ("bfloat16", 131072, 256), ("bfloat16", 50257, 128),
+                                             ("float32", 32768, 128), ("bfloat16", 2048, 128)])
+def test_cross_entropy_backward_ctas(dtype, n, threads):
+    """cross_entropy.backward_shape: 16-bit rows of 4096 columns or more in 16-byte vectors take a
+    256-thread CTA per chunk of up to 16384 columns; peeled rows (50257), Float32 and short rows
+    keep the 128-thread chunks."""
+    op, described, flags = _cases(dtype, n)["cross-entropy backward"]
+    (kernel,) = row_build.build(op, described, flags, 0, arch="sm_90a")[-1].metadata["kernels"]
+    assert kernel["block_dims"][0] == threads and kernel["spill_stores"] == 0, kernel

@@ -126,7 +126,7 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         compiled = cross_entropy._forward.compile(*args, 0.0, -100, cfg, exact, bits[0], direct, options=options)
         recipe = _recipe(ops, floats=1, ints=1)
     elif op == "cross_entropy_backward":  # logits, target, lse, dloss, dlogits; flags: label smoothing
-        cfg, exact = chunk_config(ops[0], ops[4])
+        cfg, exact = cross_entropy.backward_shape(ops[0], ops[4])
         compiled = cross_entropy._backward.compile(*args, 0.0, -100, cfg, exact, ops[3].kind == "s", bits[0],
                                                    options=options)
         recipe = _recipe(ops, floats=1, ints=1)
