@@ -32,8 +32,8 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_chunks import (chunk_config, chunk_of, chunks, exp_about, load_chunk, load_edge, log_sum_exp, merge_max_sum,
-                         online_logsumexp, rescale, scaled, store_chunk, store_edge)
+from .row_chunks import (CHUNK, chunk_config, chunk_of, chunks, exp_about, load_chunk, load_edge, log_sum_exp,
+                         merge_max_sum, online_logsumexp, rescale, scaled, store_chunk, store_edge)
 from .row_reduce import (RowConfig, butterfly_merge, clamp_row, direct_exchange, direct_fold, dynamic_rows,
                          launch_cluster, launch_grid, open_direct, start_staged_row, thread_place)
 from .softmax import direct_shape as softmax_direct_shape
@@ -42,8 +42,10 @@ from .softmax import direct_shape as softmax_direct_shape
 # shared memory each; forward_shape).
 DIRECT_CTAS = 5
 
-# The backward's chunk of 16-bit rows, one per 256-thread CTA (backward_shape).
+# The backward's chunk of 16-bit rows, one per 256-thread CTA (backward_shape), and the CTAs
+# per SM it asks ptxas to fit with label smoothing (95 registers free, two CTAs; 62 bounded).
 BACKWARD_CHUNK = 16384
+BACKWARD_SMOOTHING_CTAS = 4
 
 
 @cute.kernel
@@ -153,31 +155,39 @@ def _forward(x, target, loss, lse, smoothing: cute.Float32, ignore_index: cute.I
     block of rows, read in chunks."""
     _forward_kernel(x, target, loss, lse, smoothing, ignore_index, cfg, exact, smooth, direct).launch(
         grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
-        min_blocks_per_mp=DIRECT_CTAS if cute.const_expr(direct) else
-        smoothing_ctas(x.shape[1], x.element_type.width, cfg) if cute.const_expr(smooth) else None)
+        min_blocks_per_mp=forward_ctas(x.shape[1], x.element_type.width, cfg, smooth, direct))
 
 
-def smoothing_ctas(n: int, bits: int, cfg: RowConfig) -> int | None:
-    """CTAs per SM the chunked forward with label smoothing asks ptxas to fit (None: no bound).
-    Its per-chunk row sum left ptxas free to take 127-155 registers over 16-bit rows, three
-    CTAs of 128 threads per SM; bounded, 91-127 and no spills. bf16 fraction of copy (the
-    logits read once), unbounded -> 4 -> 5 CTAs, 2026-11-27:
+def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) -> int | None:
+    """CTAs per SM the forward asks ptxas to fit (None: no bound): DIRECT_CTAS in softmax's
+    shape; over 16-bit rows in chunks, six where one chunk holds the row (95 registers free,
+    77-80 bounded), and with label smoothing five up to 32768 columns and over peeled rows,
+    four past that (its per-chunk row sum left ptxas free to take 127-155 registers: three
+    CTAs of 128 threads). Float32 rows (119-129 registers with smoothing, four CTAs) measured
+    the same or 1-2 % slower bounded and stay free. Fraction of copy (the logits read once),
+    2026-11-27, free -> bounded (smoothing: free -> 4 -> 5):
 
-    | columns | H200 | H100 |
+    | bf16 columns | H200 | H100 |
     |---|---|---|
-    | 4096 | 0.75 / 0.87 / 0.91 | 0.94 / 1.01 / 1.00 |
-    | 8192 | 0.75 / 0.88 / 0.94 | 0.93 / 1.01 / 1.02 |
-    | 32768 | 0.84 / 0.92 / 0.96 | 0.97 / 1.00 / 0.99 |
-    | 50257 (peeled) | 0.73 / 0.77 / 0.83 | 0.88 / 0.87 / 0.90 |
-    | 65536 | - | 0.95 / 1.00 / 0.95 |
-    | 100000 | - | 0.91 / 0.91 / 0.84 |
-    | 131072 | 0.85 / 0.93 / 0.90 | 0.94 / 0.99 / 0.95 |
+    | 2048 / 4096 / 8192 | 0.98 / 1.00 / 1.01 -> 1.01 / 1.04 / 1.04 | 1.01 / 1.02 / 1.02 -> the same |
+    | 16384 (not bounded) | 1.01 -> 1.02 | 1.02 -> 1.02 |
+    | 4096, smoothing | 0.75 / 0.87 / 0.91 | 0.94 / 1.01 / 1.00 |
+    | 8192, smoothing | 0.75 / 0.88 / 0.94 | 0.93 / 1.01 / 1.02 |
+    | 32768, smoothing | 0.84 / 0.92 / 0.96 | 0.97 / 1.00 / 0.99 |
+    | 50257 (peeled), smoothing | 0.73 / 0.77 / 0.83 | 0.88 / 0.87 / 0.90 |
+    | 65536, smoothing | - | 0.95 / 1.00 / 0.95 |
+    | 100000, smoothing | - | 0.91 / 0.91 / 0.84 |
+    | 131072, smoothing | 0.85 / 0.93 / 0.90 | 0.94 / 0.99 / 0.95 |
 
-    So five up to 32768 columns and over peeled rows, four past that. Float32 rows (119-129
-    registers unbounded, four CTAs) measured the same or 1-2 % slower bounded; they stay free."""
+    quack 0.2.2 (no smoothing) in the same runs: H200 1.00 / 1.03 / 1.03 at 2048 / 4096 / 8192,
+    H100 1.01 / 1.03 / 1.03."""
+    if direct:
+        return DIRECT_CTAS
     if bits != 16:
         return None
-    return 5 if n <= 32768 or cfg.peeled else 4
+    if smooth:
+        return 5 if n <= 32768 or cfg.peeled else 4
+    return 6 if 2048 <= n <= CHUNK and not cfg.peeled else None
 
 
 def forward_shape(logits, smooth: bool) -> tuple[RowConfig, bool, bool]:
@@ -204,7 +214,8 @@ def _backward(x, target, lse, dloss, dx, smoothing: cute.Float32, ignore_index: 
     # of 95 registers (five per SM) made 1.55 waves (0.87 of copy on an H200).
     blocks = launch_grid(x.shape[0], cfg)[0]
     _backward_kernel(x, target, lse, dloss, dx, smoothing, ignore_index, cfg, exact, reduced, smooth).launch(
-        grid=(blocks, chunks(x, cfg), 1), block=(cfg.threads, 1, 1))
+        grid=(blocks, chunks(x, cfg), 1), block=(cfg.threads, 1, 1),
+        min_blocks_per_mp=BACKWARD_SMOOTHING_CTAS if cute.const_expr(smooth and cfg.threads == 256) else None)
 
 
 def backward_shape(logits, dx) -> tuple[RowConfig, bool]:
@@ -218,6 +229,9 @@ def backward_shape(logits, dx) -> tuple[RowConfig, bool]:
     | H200 | 0.96 -> 0.98 | 0.94 -> 0.95 | 0.93 -> 0.94 | 0.90 -> 0.92 | 0.92 -> 0.93 |
     | H100 | 0.99 -> 0.99 | 0.97 -> 0.99 | 0.95 -> 0.98 | 0.95 -> 0.97 | 0.95 -> 0.96 |
 
+    With label smoothing it is bounded to BACKWARD_SMOOTHING_CTAS (H200 0.85-0.87 -> 0.92-0.96 of
+    copy at 16384-131072, H100 0.95 -> 0.96-0.99; the 128-thread CTAs read 0.95-0.97 on the
+    H100); without, the bound (62 registers for 77) lost 1 % past 16384 on both cards.
     Peeled rows (50257 columns) lost so (H200 0.88 -> 0.84, H100 0.93 -> 0.91) and keep theirs.
     Taking the target's (1 - e) dloss off in the thread that holds its column, before the one
     write, instead of the read-modify-write after the CTA's barrier, lost 0-2 % on the H200."""

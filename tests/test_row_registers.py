@@ -78,8 +78,9 @@ def test_log_softmax_backward_over_16_bit_rows_keeps_two_ctas_per_sm():
     assert 65536 // (kernel["registers"] * 256) >= 2, kernel["registers"]
 
 
-@pytest.mark.parametrize("dtype,n,threads", [("bfloat16", 4096, 256), ("bfloat16", 131072, 256), ("bfloat16", 50257, 128),
-                                             ("float32", 32768, 128), ("bfloat16", 2048, 128)])
+@pytest.mark.parametrize("dtype,n,threads", [
+    ("bfloat16", 4096, 256), ("bfloat16", 131072, 256), ("bfloat16", 50257, 128), ("float32", 32768, 128),
+    ("bfloat16", 2048, 128)])
 def test_cross_entropy_backward_ctas(dtype, n, threads):
     """cross_entropy.backward_shape: 16-bit rows of 4096 columns or more in 16-byte vectors take a
     256-thread CTA per chunk of up to 16384 columns; peeled rows (50257), Float32 and short rows
@@ -89,12 +90,16 @@ def test_cross_entropy_backward_ctas(dtype, n, threads):
     assert kernel["block_dims"][0] == threads and kernel["spill_stores"] == 0, kernel
 
 
-@pytest.mark.parametrize("n,ctas", [(4096, 5), (32768, 5), (50257, 5), (131072, 4)])
-def test_cross_entropy_with_label_smoothing_keeps_its_ctas_per_sm(n, ctas):
-    """cross_entropy.smoothing_ctas: unbounded, the forward's per-chunk row sum took 127-155
-    registers over 16-bit rows (three 128-thread CTAs per SM: 0.75 of copy at 4096 bf16
-    columns on an H200, 0.91 bounded to five)."""
-    op, described, _ = _cases("bfloat16", n)["cross-entropy"]
-    (kernel,) = row_build.build(op, described, "1", 0, arch="sm_90a")[-1].metadata["kernels"]
+@pytest.mark.parametrize("op,n,smooth,ctas", [
+    ("cross-entropy", 4096, True, 5), ("cross-entropy", 32768, True, 5), ("cross-entropy", 50257, True, 5),
+    ("cross-entropy", 131072, True, 4), ("cross-entropy", 4096, False, 6), ("cross-entropy", 8192, False, 6),
+    ("cross-entropy backward", 32768, True, 4)])
+def test_cross_entropy_keeps_its_ctas_per_sm(op, n, smooth, ctas):
+    """cross_entropy.forward_ctas and BACKWARD_SMOOTHING_CTAS: unbounded, the forward with label
+    smoothing took 127-155 registers over 16-bit rows (three 128-thread CTAs per SM: 0.75 of
+    copy at 4096 bf16 columns on an H200, 0.91 bounded to five), the backward's 256-thread CTAs
+    with smoothing 95 (two per SM)."""
+    kind, described, _ = _cases("bfloat16", n)[op]
+    (kernel,) = row_build.build(kind, described, "1" if smooth else "0", 0, arch="sm_90a")[-1].metadata["kernels"]
     assert kernel["spill_stores"] == 0, kernel
     assert 65536 // (kernel["registers"] * kernel["block_dims"][0]) >= ctas, kernel["registers"]
