@@ -639,7 +639,7 @@ def test_norm_forwards_walking_rows_with_a_residual_of_their_dtype(m, n, rms, dt
 
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("m,v", [(1, 1), (33, 1000), (8, 8192), (20, 32000), (6, 50257), (4, 128256)])
+@pytest.mark.parametrize("m,v", [(1, 1), (33, 1000), (37, 3000), (8, 8192), (20, 32000), (6, 50257), (4, 128256)])
 @pytest.mark.parametrize("inplace", [False, True])
 def test_cross_entropy_forward_and_backward(m, v, dtype, inplace):
     from cute_torch.kernels import cross_entropy
