@@ -835,6 +835,8 @@ def run_small():
     cross_entropy.cross_entropy_forward(long, torch.randint(0, 40000, (70,), generator=torch.Generator().manual_seed(9))
                                         .cuda())                        # softmax's quack shape
     cross_entropy.cross_entropy_backward(odd, target, lse, torch.ones(40, device="cuda"))
+    _, lse = cross_entropy.cross_entropy_forward(logits[:, :3000], target % 3000)   # four rows a CTA
+    cross_entropy.cross_entropy_backward(logits[:, :3000], target % 3000, lse, torch.ones(40, device="cuda"))
     from cute_torch.kernels.column_sums import column_sum
     column_sum(ahead)                                       # many slabs of 16-byte vectors, a tail tile
     column_sum(_rand((257, 37), 9, torch.float16))          # single elements, a short last slab
