@@ -1,0 +1,27 @@
+"""Checks the row-kernel GPU tests share: poisoned outputs, seeded inputs, element-wise
+comparison against a float64 reference with a tolerance per dtype."""
+
+import torch
+
+
+def poison_allocator():
+    """Fills free blocks of both of the caching allocator's pools with NaN."""
+    blocks = [torch.full((64 << 20,), float("nan"), device="cuda")]
+    blocks += [torch.full((1 << 18,), float("nan"), device="cuda") for _ in range(8)]
+    torch.cuda.synchronize()
+    del blocks
+
+
+def rand_rows(shape, seed, dtype, scale=1.0):
+    """Seeded normal values (times `scale`) of `shape` in `dtype`, on the GPU."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g) * scale).to(dtype).cuda()
+
+
+def check_close(got, want, dtype, what):
+    """Every element of `got` finite and close to `want` (float64) within `dtype`'s tolerance."""
+    tol = {torch.float32: 2e-5, torch.bfloat16: 1.6e-2, torch.float16: 2e-3}[dtype]
+    got = got.double().cpu()
+    assert torch.isfinite(got).all(), f"{what}: non-finite outputs (poison left?)"
+    torch.testing.assert_close(got, want.cpu(), rtol=tol, atol=tol * max(1.0, want.abs().max().item()) * 0.5,
+                               msg=lambda m: f"{what}: {m}")
