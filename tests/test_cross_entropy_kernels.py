@@ -6,6 +6,8 @@ dlogits against float64 autograd on seeded inputs (N = 1, odd vocabularies, peel
 smoothing, ignored and out-of-range targets, a reduced gradient), outputs' memory poisoned first.
 """
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
