@@ -4,12 +4,14 @@ as the ceiling.
 
     python benchmarks/reductions.py [--dtypes bfloat16 float32] [--ns 256 1024 4096 8192 32768]
                                     [--ops softmax log_softmax rms_norm layer_norm cross_entropy]
+                                    [cross_entropy_smoothed]
                                     [--plot reductions.png]
 
 M x N = 2^27 elements. Bytes counted: forward reads x and writes y (2 x M x N x size; the
 weight's N elements are left out), backward reads y or x and dy and writes dx (3 x);
 cross-entropy's forward reads the logits (1 x, a loss per row out), its backward reads them and
-writes dlogits (2 x). Time is
+writes dlogits (2 x); `cross_entropy_smoothed` is the same with label smoothing 0.1 (not in the
+default ops; quack has none). Time is
 the median CUPTI device time of all the kernels of a call (benchmarks/timing.kernel_ms): our
 norm backward's count includes the torch.sum of its partial dweight rows. Eager and Inductor
 backward time autograd.grad over a graph built once. "of copy" divides a bandwidth by the
@@ -48,7 +50,9 @@ except Exception:  # noqa: BLE001 - any import failure means "not measured"
 
 # Bytes moved per element of x, forward and backward: cross-entropy's forward reads the logits
 # only (a per-row loss out), its backward reads them and writes dlogits.
-BYTES = {"softmax": (2, 3), "log_softmax": (2, 3), "rms_norm": (2, 3), "layer_norm": (2, 3), "cross_entropy": (1, 2)}
+BYTES = {"softmax": (2, 3), "log_softmax": (2, 3), "rms_norm": (2, 3), "layer_norm": (2, 3), "cross_entropy": (1, 2),
+         "cross_entropy_smoothed": (1, 2)}
+SMOOTHING = 0.1                                     # cross_entropy_smoothed's label smoothing
 
 
 # Largest error allowed, relative to the reference's largest magnitude: the dtype's rounding
@@ -104,8 +108,9 @@ def _errors(reference, calls) -> tuple:
 def _eager(op: str, n: int, dtype, target=None):
     w = torch.randn(n, device="cuda").to(dtype)
     b = torch.randn(n, device="cuda").to(dtype)
-    if op == "cross_entropy":
-        return (lambda x: F.cross_entropy(x, target, reduction="none")), []
+    if op.startswith("cross_entropy"):
+        smoothing = SMOOTHING if op == "cross_entropy_smoothed" else 0.0
+        return (lambda x: F.cross_entropy(x, target, reduction="none", label_smoothing=smoothing)), []
     if op in ("softmax", "log_softmax"):
         return (lambda x: torch.softmax(x, -1)) if op == "softmax" else (lambda x: torch.log_softmax(x, -1)), []
     if op == "rms_norm":
@@ -115,10 +120,11 @@ def _eager(op: str, n: int, dtype, target=None):
 
 def _ours(op: str, x, dy, params, target=None):
     """(forward call, backward call) of our kernels on x and dy."""
-    if op == "cross_entropy":
-        _, lse = cross_entropy.cross_entropy_forward(x, target)
-        return ((lambda: cross_entropy.cross_entropy_forward(x, target)),
-                (lambda: cross_entropy.cross_entropy_backward(x, target, lse, dy)))
+    if op.startswith("cross_entropy"):
+        e = SMOOTHING if op == "cross_entropy_smoothed" else 0.0
+        _, lse = cross_entropy.cross_entropy_forward(x, target, label_smoothing=e)
+        return ((lambda: cross_entropy.cross_entropy_forward(x, target, label_smoothing=e)),
+                (lambda: cross_entropy.cross_entropy_backward(x, target, lse, dy, label_smoothing=e)))
     if op in ("softmax", "log_softmax"):
         log = op == "log_softmax"
         y = softmax.softmax(x, log=log)
@@ -198,7 +204,7 @@ def main() -> None:
             dloss = torch.randn(m, device="cuda")
             for op in args.ops:
                 fn, params = _eager(op, n, dtype, target)
-                grad = dloss if op == "cross_entropy" else dy
+                grad = dloss if op.startswith("cross_entropy") else dy
                 eager = _autograd(fn, x, grad, params)
                 torch._dynamo.reset()      # a fresh, static compile per case (no recompile limit, no dynamic)
                 inductor = None if args.no_inductor else _autograd(torch.compile(fn, dynamic=False), x, grad, params)
