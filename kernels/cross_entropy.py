@@ -33,7 +33,7 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .row_chunks import (CHUNK, chunk_config, chunk_of, chunks, exp_about, load_chunk, load_edge, log_sum_exp,
-                         merge_max_sum, online_logsumexp, rescale, scaled, store_chunk, store_edge)
+                         merge_max_sum_pairs, online_logsumexp, rescale, scaled, store_chunk, store_edge)
 from .row_reduce import (RowConfig, butterfly_merge, clamp_row, direct_exchange, direct_fold, dynamic_rows,
                          launch_cluster, launch_grid, open_direct, start_staged_row, thread_place)
 from .softmax import direct_shape as softmax_direct_shape
@@ -97,12 +97,8 @@ def _direct_log_sum_exp(mX, row, cfg: Constexpr, lane, row_in_cta):
         shift = scaled(cute.where(m_new == -math.inf, 0.0, m_new))     # no (-inf) - (-inf)
         s = s * rescale(m, shift) + exp_about(x, shift).reduce(cute.ReductionOp.ADD)
         m = m_new
-
-    def merge(a, b, count_a, count_b):
-        return merge_max_sum(*a, *b)
-
-    direct_exchange(butterfly_merge((m, s), merge, 1, 32), cfg, slots, bar)
-    m, s = direct_fold(cfg, slots, 2, merge)
+    direct_exchange(butterfly_merge((m, s), merge_max_sum_pairs, 1, 32), cfg, slots, bar)
+    m, s = direct_fold(cfg, slots, 2, merge_max_sum_pairs)
     return log_sum_exp(m, scaled(m), s)
 
 

@@ -69,6 +69,12 @@ def merge_max_sum(m1, s1, m2, s2):
     return m, s1 * rescale(m1, shift) + s2 * rescale(m2, shift)
 
 
+def merge_max_sum_pairs(a: tuple, b: tuple, count_a=None, count_b=None) -> tuple:
+    """merge_max_sum over (max, sum) tuples, in the form row_reduce.butterfly_merge and
+    direct_fold take (the counts do not matter: the merge weighs by the maxes)."""
+    return merge_max_sum(*a, *b)
+
+
 def chunk_config(*tensors: torch.Tensor) -> tuple[RowConfig, bool]:
     """The chunk's configuration, and whether chunks tile the row exactly (no guards). Its
     vector divides the row length (the last vector of a row may not run past it) and suits

@@ -36,7 +36,7 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, merge_max_sum,
+from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, merge_max_sum_pairs,
                          online_logsumexp, rescale, scaled, store_chunk, store_edge)
 from .row_reduce import (MAX_CLUSTER, MAX_N, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, cluster_peers, cluster_receive,
                          cluster_send, cta_group, direct_config, direct_exchange, direct_fold, dynamic_rows,
@@ -159,7 +159,7 @@ def _direct_statistics(x, cfg: Constexpr, slots, bar):
     e = exp_about(x, scaled(cute.where(warp_max == -math.inf, 0.0, warp_max)))
     warp_sum = cute.arch.warp_reduction(fold(e, "sum"), lambda a, b: a + b, 32)
     direct_exchange((warp_max, warp_sum), cfg, slots, bar)
-    m, s = direct_fold(cfg, slots, 2, lambda a, b, count_a, count_b: merge_max_sum(*a, *b))
+    m, s = direct_fold(cfg, slots, 2, merge_max_sum_pairs)
     return e, warp_max, m, s
 
 
