@@ -176,13 +176,17 @@ def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) 
     | 131072, smoothing | 0.85 / 0.93 / 0.90 | 0.94 / 0.99 / 0.95 |
 
     quack 0.2.2 (no smoothing) in the same runs: H200 1.00 / 1.03 / 1.03 at 2048 / 4096 / 8192,
-    H100 1.01 / 1.03 / 1.03."""
+    H100 1.01 / 1.03 / 1.03. At 1024 columns (four rows a CTA, 55 registers free: nine CTAs)
+    twelve, H200 bf16 0.96 -> 0.98 (fp16 0.98 -> 0.99; quack 0.99; ten 0.96, eleven 0.98,
+    sixteen spilled: 0.45)."""
     if direct:
         return DIRECT_CTAS
     if bits != 16:
         return None
     if smooth:
         return 5 if n <= 32768 or cfg.peeled else 4
+    if n == 1024 and cfg.rows == 4:
+        return 12
     return 6 if 2048 <= n <= CHUNK and not cfg.peeled else None
 
 

@@ -455,7 +455,7 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
             c1, c2 = _means(row_reduce(sums, "sum", cfg, lane, row_in_cta, step, peers), rstd, cfg)
             if cute.const_expr(cfg.threads_per_row <= 32):
                 cute.arch.sync_warp()   # (shuffles alone would let the compiler keep the first pass's loads)
-            _finish_row(mX, mDY, mW, rings, grads, row, rows, slot, mean, rstd, c1, c2, cfg, lane, row_in_cta)
+            _finish_row(mX, mDY, mW, rings, grads, row, rows, slot, mean, rstd, c1, c2, cfg, layer, lane, row_in_cta)
             step = step + 1
     if cute.const_expr(stages > 0):
         cute.arch.cp_async_wait_group(0)
@@ -508,7 +508,7 @@ def _walk_cluster_rows_backward(mX, mW, mDY, mRstd, mMean, rings, grads, cfg: Co
                        step + 1)
         sums = cluster_reduce_received(2 if cute.const_expr(layer) else 1, "sum", cfg, 0, step, peers)
         c1, c2 = _means(sums, rstd, cfg)
-        _finish_row(mX, mDY, mW, rings, grads, row, rows, step % stages, mean, rstd, c1, c2, cfg, lane, 0)
+        _finish_row(mX, mDY, mW, rings, grads, row, rows, step % stages, mean, rstd, c1, c2, cfg, layer, lane, 0)
         rstd, mean = rstd_next, mean_next
         following = clamp_row(row + 2 * groups, rows)
         rstd_next = mRstd[following]
@@ -561,13 +561,19 @@ def tight_schedule(cfg: RowConfig) -> bool:
 
 
 @cute.jit
-def _finish_row(mX, mDY, mW, rings, grads, row, rows, slot, mean, rstd, c1, c2, cfg: Constexpr, lane, row_in_cta):
+def _finish_row(mX, mDY, mW, rings, grads, row, rows, slot, mean, rstd, c1, c2, cfg: Constexpr, layer: Constexpr,
+                lane, row_in_cta):
     """The second pass over row `row` (read again, not kept live through the reduction): dx
-    stored, dy * x_hat and dy added to the dw and db partials (`grads`)."""
+    stored, dy * x_hat and dy added to the dw and db partials (`grads`); `layer`: LayerNorm's."""
     sX, sDY, sW = rings
     mDX, dw, db, want_dw, want_db = grads
     x, dy, g = _backward_values(mX, mDY, mW, sX, sDY, sW, row, slot, cfg, lane, row_in_cta)
-    x_hat = (x - mean) * rstd
+    if cute.const_expr(cfg.cluster > 1 and layer):
+        # LayerNorm's over a cluster: one fma (bf16, H200, fraction of copy at 32768 / 65536 /
+        # 131072: 0.842 / 0.851 / 0.809 -> 0.846 / 0.859 / 0.816; Float32 within noise)
+        x_hat = cute.math.fma(x, rstd, -mean * rstd)
+    else:
+        x_hat = (x - mean) * rstd
     if row < rows:
         if cute.const_expr(cfg.cluster > 1):
             # rstd * (g - c2 - x_hat * c1) as two fmas (0.84 -> 0.86 of copy at 65536 bf16
@@ -759,13 +765,19 @@ def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     / 0.92; with weight and bias: 0.92 / 0.90 / 0.90 -> 0.95 / 0.89 / 0.85 (fp16 0.92 / 0.90 /
     0.91 -> 0.95 / 0.92 / 0.88). Every row reads its weight and bias again (from L2), and the
     normalization after the exchange grows with them, where the walks hold them for many rows;
-    a cluster's CTAs wait for the slowest at the exchange."""
+    a cluster's CTAs wait for the slowest at the exchange.
+    Rows one 256-thread CTA holds, past 8192 columns (row_reduce.direct_config's `short`), go
+    over two CTAs for RMSNorm with a weight and LayerNorm without parameters. bf16, H200
+    (2026-11-27), forward_plan's shape -> this at 12288 / 16384: RMSNorm with a weight 0.93 /
+    0.96 -> 0.99 / 0.98, LayerNorm 0.93 / 0.97 -> 0.98 / 0.98. RMSNorm without one measured
+    0.97 / 0.98 -> 0.98 / 0.97 and keeps its plan; LayerNorm with weight and bias lost (0.83 /
+    0.93 -> 0.70 / 0.80: forward_plan's walks stage them once per CTA)."""
     if tensors[1] is not None or any(t.element_size() != 2 for t in tensors if t is not None):
         return None
-    cfg = direct_config(n, forward_config(n, tensors, FORWARD_VALUES).vec)
+    parameters = sum(t is not None for t in tensors[2:4])
+    cfg = direct_config(n, forward_config(n, tensors, FORWARD_VALUES).vec, short=parameters == (1 if rms else 0))
     if cfg is None or rms:
         return cfg
-    parameters = sum(t is not None for t in tensors[2:4])
     return None if cfg.padding or parameters * cfg.cluster > 4 else cfg
 
 

@@ -536,18 +536,21 @@ def cluster_reduce_received(count: int, op, cfg: RowConfig, row_in_cta, step, pe
 DIRECT_THREADS, DIRECT_VALUES = 256, 64
 
 
-def direct_config(n: int, vec: int) -> RowConfig | None:
+def direct_config(n: int, vec: int, short: bool = False) -> RowConfig | None:
     """quack's shape for 16-bit rows split over a cluster (the one-phase exchange's): one row per
     cluster of 2 to MAX_CLUSTER CTAs of DIRECT_THREADS threads holding up to DIRECT_VALUES values
     in 16-byte vectors (`vec` 8); None for rows one CTA holds, rows past MAX_CLUSTER CTAs and
-    narrower vectors."""
+    narrower vectors. `short`: also rows one CTA holds past half its values (8192 to 16384
+    16-bit columns) that two CTAs holding up to half as many each cover without padding
+    (12288, 16384: padded ones were measured both faster and slower, 14000 and 10000)."""
     per_cta = DIRECT_THREADS * DIRECT_VALUES
-    if vec != 8 or not per_cta < n <= per_cta * MAX_CLUSTER:
+    if vec != 8 or not (per_cta // 2 if short else per_cta) < n <= per_cta * MAX_CLUSTER:
         return None
     cluster = 2
     while cluster * per_cta < n:
         cluster *= 2
-    return RowConfig(n, vec, DIRECT_THREADS, DIRECT_THREADS, cluster)
+    cfg = RowConfig(n, vec, DIRECT_THREADS, DIRECT_THREADS, cluster)
+    return None if n <= per_cta and cfg.padding else cfg
 
 
 def _require_direct(cfg: RowConfig) -> None:

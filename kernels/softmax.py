@@ -403,12 +403,13 @@ def _wider(cfg: RowConfig, *tensors) -> RowConfig | None:
     return _config(*tensors, max_cluster=NON_PORTABLE_CLUSTER)
 
 
-def direct_shape(tensors: tuple) -> RowConfig | None:
+def direct_shape(tensors: tuple, short: bool = False) -> RowConfig | None:
     """quack's shape for the forward over 16-bit rows split over a cluster (16384 to 131072
-    columns, 2 to 8 CTAs), or None: 256-thread CTAs whose threads hold 64 values in 16-byte
-    vectors, one row per cluster, staged by cp.async, one exchange (_direct_row), three CTAs
-    per SM. Fraction of copy, bf16 (fp16 the same within 0.01), 2026-11-26, against the shapes
-    before it (forward_walk's; ours-before -> direct):
+    columns, 2 to 8 CTAs; with `short`, softmax's, also unpadded rows from 8192), or None:
+    256-thread CTAs whose threads hold 64 values in 16-byte vectors, one row per cluster,
+    staged by cp.async, one exchange (_direct_row), three CTAs per SM. Fraction of copy, bf16
+    (fp16 the same within 0.01), 2026-11-26, against the shapes before it (forward_walk's;
+    ours-before -> direct):
 
     | card | op | 20000 | 32768 | 40000 | 65536 | 100000 | 131072 |
     |---|---|---|---|---|---|---|---|
@@ -419,10 +420,17 @@ def direct_shape(tensors: tuple) -> RowConfig | None:
 
     quack 0.2.2's softmax on the H200 (benchmarks/reductions.py): ours/quack 1.00 / 1.00 /
     1.01 at 32768 / 65536 / 131072. The copies are `.ca` (load_row_staged); the same kernel
-    over `.cg` copies read 0.92 at 32768 and 65536 and 0.91 at 131072."""
+    over `.cg` copies read 0.92 at 32768 and 65536 and 0.91 at 131072.
+
+    Rows one 256-thread CTA holds, past 8192 columns, over two of them (`short`; 32 values a
+    thread at 16384) for softmax, H200 (2026-11-27), the shape before (one CTA a row, 64 values
+    in registers) -> this: 12288 0.97 -> 0.99, 16384 0.94 -> 0.98 (quack 0.97 at both); at
+    8192 0.97 -> 0.94 (128-thread CTAs 0.97); padded, 14000 0.93 -> 0.95 but 10000 0.99 ->
+    0.93. log_softmax lost at 16384 (0.93 -> 0.88) and at 8192 (0.97 -> 0.83) and keeps its
+    shapes."""
     if max(t.element_size() for t in tensors) != 2:
         return None
-    return direct_config(tensors[0].shape[-1], _config(*tensors).vec)
+    return direct_config(tensors[0].shape[-1], _config(*tensors).vec, short)
 
 
 def forward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=None) -> tuple[RowConfig, str | None]:
@@ -431,7 +439,7 @@ def forward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=N
     131072 columns 16 CTAs also where only they walk (32 values a thread; 8 hold 64 and cannot)
     and they pad the row no more than 8 do: softmax over bf16 rows of 262144, 0.64 -> 0.84 of
     copy on an H200 (the H100 not measured)."""
-    direct = direct_shape(tensors)
+    direct = direct_shape(tensors, short=not log)
     if direct is not None:
         return direct, "direct"
     fast = fast_memory(device)

@@ -138,14 +138,19 @@ def test_softmax_keeps_rows_up_to_262144_in_registers_over_a_cluster(log):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("n,cluster", [(16392, 2), (32768, 2), (40000, 4), (65536, 4), (100000, 8), (131072, 8)])
+@pytest.mark.parametrize("n,cluster", [(12288, 2), (16384, 2), (16392, 2), (32768, 2), (40000, 4), (65536, 4),
+                                       (100000, 8), (131072, 8)])
 def test_softmax_forward_takes_quacks_shape_over_a_cluster(n, cluster, dtype):
-    """softmax.direct_shape: 16-bit rows past one CTA's 16384 columns up to 131072 go one row per
-    cluster of 256-thread CTAs holding up to 64 values a thread, staged by 16-byte cp.async.ca
-    copies, one exchange (one mbarrier wait), three CTAs per SM without spilling."""
+    """softmax.direct_shape: 16-bit rows past 8192 columns (unpadded to 16384) up to 131072 go one row per cluster
+    of 256-thread CTAs holding up to 64 values a thread, staged by 16-byte cp.async.ca copies,
+    one exchange (one mbarrier wait), three CTAs per SM without spilling; log_softmax's from
+    16384 columns on (one CTA holds them: its own shapes)."""
     x = torch.empty(4, n, dtype=dtype)
     rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
     for log in (False, True):
+        if log and n <= 16384:
+            assert softmax.forward_shape((rows, rows), (x, x), log, 0, hopper)[1] != "direct"
+            continue
         cfg, walk = softmax.forward_shape((rows, rows), (x, x), log, 0, hopper)
         assert walk == "direct" and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 8)
         assert cfg.vectors * cfg.vec <= 64
@@ -156,17 +161,19 @@ def test_softmax_forward_takes_quacks_shape_over_a_cluster(n, cluster, dtype):
         assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in ptx.kernels), ptx.kernels
 
 
-@pytest.mark.parametrize("n,cluster,rms,bias", [(16392, 2, True, False), (40000, 4, True, False),
+@pytest.mark.parametrize("n,cluster,rms,bias", [(12288, 2, True, False), (16384, 2, True, False),
+                                                (16392, 2, True, False), (40000, 4, True, False),
                                                 (131072, 8, True, False), (32768, 2, False, True),
-                                                (131072, 8, False, False)])
+                                                (12288, 2, False, False), (131072, 8, False, False)])
 def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
     """norms.direct_shape: 16-bit rows over a cluster without a residual (LayerNorm's without
-    padding, and with weight and bias only over two CTAs), three CTAs per SM without spilling;
-    a residual, LayerNorm's padded rows and its weight and bias over more CTAs, Float32 and rows
-    one CTA holds keep their plans."""
+    padding, and with weight and bias only over two CTAs), three CTAs per SM without spilling,
+    from 8192 columns, unpadded, for RMSNorm with a weight and LayerNorm without parameters; a
+    residual, LayerNorm's padded rows, its weight and bias over more CTAs or over rows one CTA
+    holds, Float32 and rows up to 8192 keep their plans."""
     x, w, st = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16), torch.empty(4)
     mean = None if rms else dynamic_rows(st)
-    wb = (w if rms or bias else None, w if bias else None)      # (LayerNorm over 8 CTAs: neither)
+    wb = (w if rms or bias else None, w if bias else None)      # (LayerNorm past 16384 columns w/o bias: neither)
     args = (dynamic_rows(x), None, *wb, dynamic_rows(x), None, dynamic_rows(st), mean, 1e-5)
     cfg, walk = norms.forward_shape(args, (x, None, *wb, x, None), rms, 0, {"arch": "sm_90a"})
     assert walk == norms.DIRECT and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 8)
@@ -179,8 +186,13 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
                          ((f32, None, None, None, f32, None), True), ((odd, None, None, None, odd, None), False),
                          ((wide, None, wide[0], wide[0], wide, None), False)):
         assert norms.direct_shape(tensors[0].shape[1], tensors, rms) is None
-    short = torch.empty(4, 16384, dtype=torch.bfloat16)
-    assert norms.direct_shape(16384, (short, None, None, None, short, None), True) is None
+    short, shorter = torch.empty(4, 16384, dtype=torch.bfloat16), torch.empty(4, 8192, dtype=torch.bfloat16)
+    assert norms.direct_shape(16384, (short, None, short[0], short[0], short, None), False) is None
+    assert norms.direct_shape(16384, (short, None, short[0], None, short, None), False) is None
+    assert norms.direct_shape(8192, (shorter, None, shorter[0], None, shorter, None), True) is None
+    assert norms.direct_shape(16384, (short, None, None, None, short, None), True) is None       # (no weight)
+    padded = torch.empty(4, 14000, dtype=torch.bfloat16)
+    assert norms.direct_shape(14000, (padded, None, padded[0], None, padded, None), True) is None
 
 
 def test_softmax_direct_shape_only_where_measured():
@@ -189,6 +201,9 @@ def test_softmax_direct_shape_only_where_measured():
     for dtype, n in ((torch.float32, 65536), (torch.bfloat16, 16384), (torch.bfloat16, 262144)):
         x = torch.empty(2, n, dtype=dtype)
         assert softmax.direct_shape((x, x)) is None, (dtype, n)
+    for dtype, n in ((torch.float32, 16384), (torch.bfloat16, 8192), (torch.bfloat16, 14000)):   # (unpadded only)
+        x = torch.empty(2, n, dtype=dtype)
+        assert softmax.direct_shape((x, x), short=True) is None, (dtype, n)
     odd = torch.empty(2, 32776, dtype=torch.bfloat16)[:, :32772]      # rows 4 elements off 16 bytes
     assert softmax.direct_shape((odd, odd)) is None
 
@@ -400,10 +415,11 @@ def test_softmax_forward_and_backward(m, n, log, dtype):
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("log", [False, True])
-@pytest.mark.parametrize("m,n", [(700, 32768), (300, 65536), (60, 131072), (40, 262144)])
+@pytest.mark.parametrize("m,n", [(900, 12288), (300, 16384), (700, 32768), (300, 65536), (60, 131072),
+                                 (40, 262144)])
 def test_softmax_forward_over_cluster_rows_many_rows(m, n, log, dtype):
-    """16-bit rows over a cluster, many rows: one row per cluster in quack's shape up to 131072
-    columns (softmax.direct_shape, many waves of clusters) and the pipelined walk on a grid of
+    """16-bit rows over a cluster, many rows: one row per cluster in quack's shape from 8192 up
+    to 131072 columns (softmax.direct_shape, many waves of clusters) and the pipelined walk on a grid of
     the clusters that run at once past it (262144: softmax.forward_walk, each cluster walking
     several rows, both slot sets and the walk's last rows), every element against float64."""
     x = rand_rows((m, n), m + n, dtype, scale=30.0)
@@ -468,7 +484,7 @@ def test_softmax_reads_strided_rows_and_any_leading_shape():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("weight", [True, False])
 @pytest.mark.parametrize("rms", [True, False])
-@pytest.mark.parametrize("m,n", [(300, 32768), (7, 40000), (3, 100000), (9, 131072)])
+@pytest.mark.parametrize("m,n", [(900, 12288), (300, 16384), (300, 32768), (7, 40000), (3, 100000), (9, 131072)])
 def test_norm_forward_in_quacks_shape(m, n, rms, weight, dtype):
     """norms.direct_shape's forward (one row per cluster, x staged and read again from shared
     memory, the weight and bias held in registers): many rows, a last CTA's part past N (40000,
