@@ -109,25 +109,30 @@ FORWARD_WALKS = {
 
 # Walks only a card with fast memory takes (row_reduce.fast_memory: an H200), merged into
 # FORWARD_WALKS by their N (after its entries of the same N): (element size, rms, residual,
-# weight or bias given) -> entries as there. H200 bf16 fraction of copy, before -> after (2026-11-26):
+# weight and bias given: 0, 1 or 2) -> entries as there. H200 bf16 fraction of copy, before -> after:
+# LayerNorm at 16384 with weight and bias, read once per CTA into shared memory where it walks
+# (_stages_parameters) instead of once per row through L2, two CTAs per SM (walking_ctas): 0.893 -> 0.924-0.929.
+# Without them it lost (0.973 -> 0.940); at 32768 walking 4 blocks equals 8.
+# At 32768 32 values a thread over clusters of 2, pipelined on the persistent grid as from 65536:
+# 0.913 / 0.909 -> 0.921 / 0.923 (the H100 lost: 0.938 / 0.940 -> 0.923 / 0.921). (2026-11-26)
+_LAYER_NORM_PARAMETER_WALKS = [(16384, 64, 4), (32768, 32, 8)]
 FAST_MEMORY_WALKS = {
     # RMSNorm at 32768 with a weight, one 512-thread CTA per SM unwalked: 0.903 -> 0.944 walking 4 blocks
     # (0.936 walking 8).
-    (2, True, False, True): [(32768, 64, 4)],
-    # LayerNorm at 16384 with weight and bias, read once per CTA into shared memory where it walks
-    # (_stages_parameters) instead of once per row through L2, two CTAs per SM (walking_ctas): 0.893 -> 0.924-0.929.
-    # Without them it lost (0.973 -> 0.940); at 32768 walking 4 blocks equals 8.
-    # At 32768 32 values a thread over clusters of 2, pipelined on the persistent grid as from 65536:
-    # 0.913 / 0.909 -> 0.921 / 0.923 (the H100 lost: 0.938 / 0.940 -> 0.923 / 0.921).
-    (2, False, False, True): [(16384, 64, 4), (32768, 32, 8)],
+    (2, True, False, 1): [(32768, 64, 4)],
+    (2, False, False, 1): _LAYER_NORM_PARAMETER_WALKS,
+    # With weight and bias also past 8192 (2026-11-27): 10000 / 12288 / 14000 0.77 / 0.83 / 0.88 -> 0.85 /
+    # 0.93 / 0.90 (walking 8 blocks 0.84 / 0.91 / 0.89; 32 values a thread 0.60-0.83). With a weight only
+    # the same walk lost at 10000 and 14000 (0.99 / 0.94 -> 0.89 / 0.92; 12288 0.87 -> 0.94).
+    (2, False, False, 2): [(8193, 64, 4)] + _LAYER_NORM_PARAMETER_WALKS,
 }
 
 
 def forward_plan(n: int, size: int, rms: bool, residual: bool, fast: bool = False,
-                 params: bool = True) -> tuple[int, int]:
+                 params: int = 2) -> tuple[int, int]:
     """(row values per thread, blocks of rows each CTA (cluster) walks; 1: one block, no loop)
     of the forward over rows of `n` elements of `size` bytes (the largest operand's); `fast`:
-    the device has fast memory, `params`: a weight or bias is given (FAST_MEMORY_WALKS)."""
+    the device has fast memory, `params`: how many of weight and bias are given (FAST_MEMORY_WALKS)."""
     plan = (forward_values(n, rms, residual), 1)
     key = (size, rms, residual)
     walks = FORWARD_WALKS.get(key, []) + (FAST_MEMORY_WALKS.get(key + (params,), []) if fast else [])
@@ -745,7 +750,7 @@ def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) ->
     if direct is not None:
         return direct, DIRECT
     values, walk = forward_plan(n, size, rms, tensors[1] is not None, fast_memory(device),
-                                tensors[2] is not None or tensors[3] is not None)
+                                sum(t is not None for t in tensors[2:4]))
     cfg = forward_config(n, tensors, values)
     wider = None
     if cfg.cluster == MAX_CLUSTER and cfg.vectors * cfg.vec > values:

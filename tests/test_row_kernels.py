@@ -303,8 +303,8 @@ def test_every_walking_forward_plan_compiles_without_spilling(key):
     size, rms, residual = key
     dtype = {2: torch.bfloat16, 4: torch.float32}[size]
     plans = {norms.forward_plan(n, size, rms, residual, fast, params) + (n,)
-             for n in (2048, 4096, 8192, 16384, 32768, 65536, 131072) for fast in (False, True)
-             for params in (False, True)}
+             for n in (2048, 4096, 8192, 12288, 16384, 32768, 65536, 131072) for fast in (False, True)
+             for params in (0, 1, 2)}
     for values, walk, n in sorted(plans):
         if walk == 1:
             continue
@@ -348,14 +348,18 @@ def test_forward_plans_walk_long_rows():
     assert norms.forward_plan(131072, 4, False, True) == (norms.forward_values(131072, False, True), 1)
     # Fast memory (an H200) adds its own walks, merged by N: RMSNorm at 32768 walks 4 blocks.
     assert norms.forward_plan(32768, 2, True, False) == (64, 1)
-    assert norms.forward_plan(32768, 2, True, False, fast=True) == (64, 4)
-    assert norms.forward_plan(65536, 2, True, False, fast=True) == (64, 8)
-    # LayerNorm at 16384 walks there only with a weight or bias (staged once per CTA).
+    assert norms.forward_plan(32768, 2, True, False, fast=True, params=1) == (64, 4)     # (its weight)
+    assert norms.forward_plan(65536, 2, True, False, fast=True, params=1) == (64, 8)
+    # LayerNorm at 16384 walks there only with a weight or bias (staged once per CTA),
     assert norms.forward_plan(16384, 2, False, False, fast=True) == (64, 4)
     # and at 32768 with them over clusters of 2 (its entry follows FORWARD_WALKS' of the same N).
     assert norms.forward_plan(32768, 2, False, False, fast=True) == (32, 8)
-    assert norms.forward_plan(32768, 2, False, False, fast=True, params=False) == (64, 8)
-    assert norms.forward_plan(16384, 2, False, False, fast=True, params=False) == (64, 1)
+    assert norms.forward_plan(32768, 2, False, False, fast=True, params=0) == (64, 8)
+    assert norms.forward_plan(16384, 2, False, False, fast=True, params=0) == (64, 1)
+    # Past 8192 with weight and bias, not with a weight alone.
+    assert norms.forward_plan(12288, 2, False, False, fast=True) == (64, 4)
+    assert norms.forward_plan(12288, 2, False, False, fast=True, params=1) == (64, 1)
+    assert norms.forward_plan(8192, 2, False, False, fast=True) == (64, 1)
 
 
 def test_rows_too_long_for_registers_are_read_in_chunks_16_bytes_at_a_time():
@@ -517,7 +521,7 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 # slot sets); at 200000 the eighth CTA holds only columns past N; 2560 takes 8-byte vectors backward,
 # 3072 RMSNorm's 48 values per thread, 1024 Float32 LayerNorm's 16 (four rows a CTA).
 @pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (101, 1024), (40, 2560), (33, 3072), (256, 4096), (9, 8192),
-                                 (3, 32768), (300, 16384), (5, 65536), (3, 131072), (2, 200000)])
+                                 (90, 12288), (3, 32768), (300, 16384), (5, 65536), (3, 131072), (2, 200000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
     if rms and bias:
         pytest.skip("RMSNorm has no bias")
