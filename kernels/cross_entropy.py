@@ -46,6 +46,8 @@ DIRECT_CTAS = 5
 # per SM it asks ptxas to fit with label smoothing (95 registers free, two CTAs; 62 bounded).
 BACKWARD_CHUNK = 16384
 BACKWARD_SMOOTHING_CTAS = 4
+# forward_shape: rows past CHUNK up to this many columns take one chunk.
+ONE_CHUNK = 12288
 
 
 @cute.kernel
@@ -203,7 +205,18 @@ def forward_shape(logits, smooth: bool) -> tuple[RowConfig, bool, bool]:
     direct = None if smooth else softmax_direct_shape((logits,))
     if direct is not None:
         return direct, False, True
-    return (*chunk_config(logits), False)
+    cfg, exact = chunk_config(logits)
+    n = logits.shape[1]
+    if not smooth and cfg.vec == 8 and not cfg.peeled and CHUNK < n <= ONE_CHUNK:
+        # One chunk over the row, not a CHUNK and a mostly empty one: 256 threads where five
+        # 16-byte vectors a thread cover it, else 128 (twelve at 12288). bf16 fraction of copy,
+        # H200 (2026-11-27), chunks -> this: 10000 0.74 -> 1.01, 12288 0.88 -> 1.02 (quack 1.03 /
+        # 1.00); at 10000 128 threads read 0.98, at 12288 256 threads 0.96. Neither gained at
+        # 14000 (0.95 -> 0.80 / 0.95; quack 1.04) nor at 16384 (1.02 -> 0.84 / 0.99).
+        threads = 256 if n <= 5 * 8 * 256 else 128
+        cfg = RowConfig(-(-n // (8 * threads)) * 8 * threads, 8, threads, threads)
+        return cfg, cfg.n == n, False
+    return cfg, exact, False
 
 
 @cute.jit

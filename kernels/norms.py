@@ -786,7 +786,7 @@ def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     return None if cfg.padding or parameters * cfg.cluster > 4 else cfg
 
 
-def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
+def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) -> RowConfig:
     """The backward's CTA shape: MAX_THREADS threads (several rows per CTA for short rows),
     each holding BACKWARD_BYTES of each staged row, half that at up to 1024 columns (two warps
     per row beat one: LayerNorm 0.90 of copy against 0.87 at 1024) unless only the full one
@@ -805,8 +805,18 @@ def backward_config(n: int, tensors, layer: bool = False) -> RowConfig:
     LayerNorm at 1024: H200 0.80 / 0.74 -> 0.98 / 0.83, H100 0.90 / 0.87 -> 0.95 / 0.93; at 768
     with the unpadded shape: H100 0.84 / 0.82 -> 0.97 / 0.97; shorter rows lost 1-5 %). (At
     3072 16-bit columns LayerNorm's 256-thread kernel takes 168 registers and measured 0.94 ->
-    0.73 on the H100: the rule keeps to the powers of two measured.)"""
+    0.73 on the H100: the rule keeps to the powers of two measured.)
+    On fast memory (`fast`: an H200) 16-bit rows past 8192 columns up to 16384 go over clusters
+    of two 256-thread CTAs, pipelined (LayerNorm's; RMSNorm's over unpadded rows). bf16
+    fraction of copy, 512 threads a row -> this (2026-11-27): LayerNorm 10000 / 12288 / 14000 /
+    16384 0.69 / 0.75 / 0.66 / 0.87 -> 0.76 / 0.83 / 0.85 / 0.87, RMSNorm 12288 / 16384 0.91 /
+    0.93 -> 0.96 / 0.96 (at 10000 0.99 -> 0.93, 14000 0.89 -> 0.92; 128-thread CTAs lost
+    everywhere). The H100 was not measured."""
     size = max(t.element_size() for t in tensors if t is not None)
+    if fast and size == 2 and 8192 < n <= 16384 and _config(n, tensors, BACKWARD_BYTES // size).vec == 8:
+        pair = RowConfig(n, 8, MAX_THREADS // 2, MAX_THREADS // 2, 2)
+        if layer or not pair.padding:
+            return pair
     cfg = _config(n, tensors, BACKWARD_BYTES // size)
     if (n <= 1024 and not (layer and size == 4 and n == 1024)) or cfg.cluster == 4:
         halved = _config(n, tensors, BACKWARD_BYTES // 2 // size)
@@ -904,7 +914,7 @@ def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor,
     w = _vector(weight, n, "weight")
     m = x2.shape[0]
     dx = torch.empty_like(x2)
-    cfg = backward_config(n, (x2, dy2, w, dx), mean is not None)
+    cfg = backward_config(n, (x2, dy2, w, dx), mean is not None, fast_memory(x.device.index))
     partial = (lambda rows: torch.empty(rows, n, dtype=torch.float32, device=x.device))
     want_dw, want_db = weight_grad and weight is not None, bias_grad
     param = weight.dtype if weight is not None else x.dtype

@@ -37,9 +37,31 @@ def test_cross_entropy_forward_takes_softmaxs_quack_shape(v, cluster):
         assert not cross_entropy.forward_shape(logits, smooth)[2]
 
 
+@pytest.mark.parametrize("v,threads,width", [(8200, 256, 10240), (10240, 256, 10240), (10248, 128, 11264),
+                                            (12288, 128, 12288)])
+def test_cross_entropy_forward_takes_one_chunk_just_past_a_chunk(v, threads, width):
+    """cross_entropy.forward_shape: 16-bit rows past CHUNK up to ONE_CHUNK columns without label
+    smoothing take one chunk over the row (256 threads where five vectors a thread cover it,
+    else 128), not a CHUNK and a mostly empty one; compiled without spilling. With smoothing,
+    Float32, rows off 16 bytes and rows past ONE_CHUNK: CHUNK-wide chunks."""
+    from cute_torch.kernels import cross_entropy
+    from cute_torch.kernels.row_chunks import CHUNK
+    x, t, f = torch.empty(4, v, dtype=torch.bfloat16), torch.empty(4, dtype=torch.int64), torch.empty(4)
+    cfg, exact, direct = cross_entropy.forward_shape(x, False)
+    assert not direct and (cfg.n, cfg.threads, cfg.rows, exact) == (width, threads, 1, width == v)
+    fwd = cross_entropy._forward.compile(dynamic_rows(x), dynamic_rows(t), dynamic_rows(f), dynamic_rows(f), 0.0, -100,
+                                         cfg, exact, False, direct, options={"arch": "sm_90a"})
+    assert all(k["spill_stores"] == 0 for k in fwd.kernels), fwd.kernels
+    odd = torch.empty(4, v + 8, dtype=torch.bfloat16)[:, :v + 4]
+    longer = torch.empty(4, 14000, dtype=torch.bfloat16)
+    for logits, smooth in ((x, True), (x.float(), False), (odd, False), (longer, False)):
+        assert cross_entropy.forward_shape(logits, smooth)[0].n <= CHUNK
+
+
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("m,v", [(1, 1), (33, 1000), (37, 3000), (8, 8192), (20, 32000), (6, 50257), (4, 128256)])
+@pytest.mark.parametrize("m,v", [(1, 1), (33, 1000), (37, 3000), (8, 8192), (9, 10000), (40, 12288), (20, 32000),
+                                 (6, 50257), (4, 128256)])
 @pytest.mark.parametrize("inplace", [False, True])
 def test_cross_entropy_forward_and_backward(m, v, dtype, inplace):
     from cute_torch.kernels import cross_entropy

@@ -521,7 +521,8 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 # slot sets); at 200000 the eighth CTA holds only columns past N; 2560 takes 8-byte vectors backward,
 # 3072 RMSNorm's 48 values per thread, 1024 Float32 LayerNorm's 16 (four rows a CTA).
 @pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (101, 1024), (40, 2560), (33, 3072), (256, 4096), (9, 8192),
-                                 (90, 12288), (3, 32768), (300, 16384), (5, 65536), (3, 131072), (2, 200000)])
+                                 (7, 10000), (90, 12288), (3, 32768), (300, 16384), (5, 65536), (3, 131072),
+                                 (2, 200000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
     if rms and bias:
         pytest.skip("RMSNorm has no bias")
@@ -799,6 +800,25 @@ def test_the_norm_forward_takes_fewer_threads_per_row_where_they_cover_it_exactl
     cfg = norms.forward_config(2560, (x, w), 32)
     assert (cfg.threads_per_row, cfg.vectors, cfg.padding) == (64, 5, 0)
     assert norms.forward_config(1000, (x[:, :1000], w[:1000]), 32) == norms._config(1000, (x[:, :1000], w[:1000]), 32)
+
+
+def test_the_norm_backward_pairs_256_thread_ctas_past_8192_columns_on_fast_memory():
+    """norms.backward_config on fast memory (an H200): 16-bit rows of 8193 to 16384 columns over
+    clusters of two 256-thread CTAs, pipelined, without spilling (LayerNorm's any; RMSNorm's
+    unpadded); elsewhere, and on other cards, the shapes before."""
+    for n, layer, paired in ((10000, True, True), (12288, False, True), (16384, True, True), (10000, False, False),
+                             (8192, True, False), (20000, True, False)):
+        x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
+        cfg = norms.backward_config(n, (x, w, x, x), layer, fast=True)
+        assert ((cfg.threads, cfg.cluster) == (256, 2)) == paired, (n, layer, cfg)
+        assert norms.backward_config(n, (x, w, x, x), layer).threads != 256 or n == 8192
+        if paired:
+            stat, part = dynamic_rows(torch.empty(4)), dynamic_rows(torch.empty(1, n))
+            args = (dynamic_rows(x), w, dynamic_rows(x), stat, stat if layer else None, dynamic_rows(x), part,
+                    part if layer else None, w, w if layer else None)
+            assert norms.pipelined_backward(cfg, norms.backward_ring(cfg, 2, 2, 2)[0])
+            compiled = norms._backward.compile(*args, 1, cfg, options={"arch": "sm_90a"})
+            assert all(k["spill_stores"] == 0 for k in compiled.kernels), (n, layer, compiled.kernels)
 
 
 def test_the_layer_norm_backward_narrows_its_vectors_where_they_pad_the_row():

@@ -82,7 +82,7 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
     without a GPU) overrides the device's."""
     from ..kernels import cross_entropy, norms, softmax
     from ..kernels.row_chunks import chunk_config
-    from ..kernels.row_reduce import resident_groups
+    from ..kernels.row_reduce import fast_memory, resident_groups
 
     ops = _operands(descriptions, device)
     resident = 0                        # co-resident groups of a persistent grid (0: not asked, or none)
@@ -115,7 +115,8 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         if arch is None and norms.pipelined_forward(cfg, walk, 8 * ops[0].element_size(), bits[0], ops[1] is not None):
             resident = resident_groups(compiled, cfg, device)
     elif op == "layer_norm_backward":   # x, weight, dy, rstd, mean, dx, dweight and dbias partials, dweight, dbias
-        cfg = norms.backward_config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]], ops[4] is not None)
+        cfg = norms.backward_config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]], ops[4] is not None,
+                                    fast_memory(device))
         compiled = norms._backward.compile(*args, 1, cfg, options=options)
         recipe = _recipe(ops, ints=1)
         if arch is None:    # (tests without a GPU name the arch: nothing to ask then)
