@@ -780,7 +780,8 @@ def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     if tensors[1] is not None or any(t.element_size() != 2 for t in tensors if t is not None):
         return None
     parameters = sum(t is not None for t in tensors[2:4])
-    cfg = direct_config(n, forward_config(n, tensors, FORWARD_VALUES).vec, short=parameters == (1 if rms else 0))
+    short = parameters == 1 if rms else parameters == 0          # (as measured: RMSNorm's with a weight)
+    cfg = direct_config(n, forward_config(n, tensors, FORWARD_VALUES).vec, short)
     if cfg is None or rms:
         return cfg
     return None if cfg.padding or parameters * cfg.cluster > 4 else cfg
