@@ -814,11 +814,11 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
     0.93 -> 0.96 / 0.96 (at 10000 0.99 -> 0.93, 14000 0.89 -> 0.92; 128-thread CTAs lost
     everywhere). The H100 was not measured."""
     size = max(t.element_size() for t in tensors if t is not None)
-    if fast and size == 2 and 8192 < n <= 16384 and _config(n, tensors, BACKWARD_BYTES // size).vec == 8:
+    cfg = _config(n, tensors, BACKWARD_BYTES // size)
+    if fast and size == 2 and 8192 < n <= 16384 and cfg.vec == 8:
         pair = RowConfig(n, 8, MAX_THREADS // 2, MAX_THREADS // 2, 2)
         if layer or not pair.padding:
             return pair
-    cfg = _config(n, tensors, BACKWARD_BYTES // size)
     if (n <= 1024 and not (layer and size == 4 and n == 1024)) or cfg.cluster == 4:
         halved = _config(n, tensors, BACKWARD_BYTES // 2 // size)
         cfg = cfg if halved.padding and not cfg.padding and cfg.cluster == 1 else halved
