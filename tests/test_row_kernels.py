@@ -672,8 +672,16 @@ def run_small():
     for rms in (True, False):
         norms.norm_forward(ahead, None, None, residual=ahead, eps=1e-5, rms=rms)
     norms.norm_forward(ahead[:40].float(), None, None, eps=1e-5, rms=False)
+    # Rows one CTA could hold over two (12288: softmax, RMSNorm with a weight, LayerNorm without);
+    # on fast memory the norm backwards over pairs of CTAs and LayerNorm's walk with weight and bias.
+    pairs = rand_rows((40, 12288), 20, torch.bfloat16)
+    softmax.softmax(pairs)
+    norms.norm_forward(pairs, None, None, eps=1e-5, rms=False)
+    for rms in (True, False):
+        out, _, rstd, mean = norms.norm_forward(pairs, pairs[0], None if rms else pairs[1], eps=1e-5, rms=rms)
+        norms.norm_backward(pairs, pairs[0], out, rstd, mean, weight_grad=True, bias_grad=not rms)
     target = torch.randint(0, 9000, (40,), generator=torch.Generator().manual_seed(4)).cuda()
-    logits = rand_rows((40, 9000), 5, torch.bfloat16)
+    logits = rand_rows((40, 9000), 5, torch.bfloat16)           # forward: one chunk over the row
     _, lse = cross_entropy.cross_entropy_forward(logits, target)
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), inplace=True)
     _, lse = cross_entropy.cross_entropy_forward(logits, target, label_smoothing=0.1)   # the row's sum too
