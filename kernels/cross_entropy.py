@@ -46,8 +46,11 @@ DIRECT_CTAS = 5
 # per SM it asks ptxas to fit with label smoothing (95 registers free, two CTAs; 62 bounded).
 BACKWARD_CHUNK = 16384
 BACKWARD_SMOOTHING_CTAS = 4
-# forward_shape: rows past CHUNK up to this many columns take one chunk.
-ONE_CHUNK = 12288
+# forward_shape: rows past CHUNK up to this many columns (7 vectors a thread of 256) take one chunk.
+ONE_CHUNK = 14336
+# forward_ctas: the one chunk's CTAs per SM by its vectors a thread (ptxas free: 72 registers at 6,
+# 96 at 7; bounded 64 and 79, no spills).
+ONE_CHUNK_CTAS = {6: 4, 7: 3}
 
 
 @cute.kernel
@@ -180,7 +183,7 @@ def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) 
     quack 0.2.2 (no smoothing) in the same runs: H200 1.00 / 1.03 / 1.03 at 2048 / 4096 / 8192,
     H100 1.01 / 1.03 / 1.03. At 1024 columns (four rows a CTA, 55 registers free: nine CTAs)
     twelve, H200 bf16 0.96 -> 0.98 (fp16 0.98 -> 0.99; quack 0.99; ten 0.96, eleven 0.98,
-    sixteen spilled: 0.45)."""
+    sixteen spilled: 0.45). One chunk over rows past CHUNK (forward_shape): ONE_CHUNK_CTAS."""
     if direct:
         return DIRECT_CTAS
     if bits != 16:
@@ -189,6 +192,8 @@ def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) 
         return 5 if n <= 32768 or cfg.peeled else 4
     if n == 1024 and cfg.rows == 4:
         return 12
+    if cfg.n > CHUNK and not cfg.peeled:
+        return ONE_CHUNK_CTAS.get(cfg.vectors)
     return 6 if 2048 <= n <= CHUNK and not cfg.peeled else None
 
 
@@ -208,13 +213,14 @@ def forward_shape(logits, smooth: bool) -> tuple[RowConfig, bool, bool]:
     cfg, exact = chunk_config(logits)
     n = logits.shape[1]
     if not smooth and cfg.vec == 8 and not cfg.peeled and CHUNK < n <= ONE_CHUNK:
-        # One chunk over the row, not a CHUNK and a mostly empty one: 256 threads where five
-        # 16-byte vectors a thread cover it, else 128 (twelve at 12288). bf16 fraction of copy,
-        # H200 (2026-11-27), chunks -> this: 10000 0.74 -> 1.01, 12288 0.88 -> 1.02 (quack 1.03 /
-        # 1.00); at 10000 128 threads read 0.98, at 12288 256 threads 0.96. Neither gained at
-        # 14000 (0.95 -> 0.80 / 0.95; quack 1.04) nor at 16384 (1.02 -> 0.84 / 0.99).
-        threads = 256 if n <= 5 * 8 * 256 else 128
-        cfg = RowConfig(-(-n // (8 * threads)) * 8 * threads, 8, threads, threads)
+        # One chunk over the row in 256 threads, not a CHUNK and a mostly empty one; past five
+        # 16-byte vectors a thread bounded (ONE_CHUNK_CTAS). bf16 fraction of copy, chunks -> this
+        # (quack 0.2.2), H200 / H100 (2026-11-27): 10000 0.74 -> 1.01 (1.03) / 0.94 -> 1.05 (1.04),
+        # 12288 0.88 -> 1.03 (0.98) / 1.00 -> 1.03 (1.03), 14000 0.93 -> 0.97 (1.02) / 1.02 ->
+        # 1.03 (1.04). Unbounded 256 threads read 0.96 at 12288 and 0.80 at 14000 (H200); 128
+        # threads 1.02 and 0.94, bounded to four 1.00 and 1.03 (spilling 12 bytes at 14000). At
+        # 16384 softmax's shape stays ahead (1.02 against 0.84-1.02 in one chunk).
+        cfg = RowConfig(-(-n // 2048) * 2048, 8, 256, 256)
         return cfg, cfg.n == n, False
     return cfg, exact, False
 

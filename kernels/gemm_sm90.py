@@ -299,6 +299,41 @@ def plain_pingpong(k: int, tile_n: int, outputs: int, inputs: int, fast: bool) -
     return fast and k <= 1024 and tile_n == 256 and outputs == 1 and inputs == 0
 
 
+# Ping-pong's widest 128-row tile: one warpgroup's 128 x 192 accumulators (192 registers a thread
+# of its 232 under setmaxnreg).
+WIDE_PINGPONG = 192
+
+
+def wide_pingpong(m: int, n: int, k: int, batches: int, sms: int, tile_n: int) -> bool:
+    """Ping-pong over 128 x WIDE_PINGPONG tiles for a plain GEMM (one 16-bit output, no epilogue
+    inputs or calls, 16-bit operands) whose choice is 128 x 256 cooperative (or on fast memory
+    plain_pingpong's 128 x 128) with more than two waves of those tiles, at K <= 2048, or at N >=
+    8192 with K <= 8192. cuBLAS / ours (TN, NN), choice -> this, 2026-11-27:
+
+    | M x N x K | H100 | H200 |
+    |---|---|---|
+    | 8192^3 | 1.01 / 1.01 -> 1.02 / 1.03 | 1.02 / 1.01 -> 1.02 / 1.02 |
+    | 8192 x 12288 x 4096 | 0.98 / 0.99 -> 1.01 / 1.03 | 0.99 / 1.00 -> 1.01 / 1.02 |
+    | 8192 x 14336 x 4096 | 0.99 / 0.98 -> 1.01 / 1.01 | 0.99 / 0.99 -> 1.01 / 1.01 |
+    | 8192 x 11008 x 4096 | 1.00 / 1.01 -> 1.01 / 1.03 | 1.01 / 1.02 -> 1.01 / 1.02 |
+    | 8192 x 128256 x 4096 | 1.05 / 1.07 -> 1.08 / 1.08 | 0.94 / 0.99 -> 0.95 / 1.02 |
+    | 4096 x 2752 x 1024 | 0.84 / 0.98 -> 0.93 / 1.08 | 0.88 / 1.04 -> 0.92 / 1.07 |
+    | 4096 x 2752 x 2048 | 0.88 / 0.95 -> 0.93 / 1.01 | 0.85 / 0.95 -> 0.90 / 1.00 |
+    | 8192 x 2752 x 1024 | 0.91 / 0.92 -> 1.03 / 1.05 | 1.02 / 1.06 -> 1.02 / 1.03 |
+    | 16384 x 2752 x 1024 | 0.94 / 0.93 -> 1.02 / 1.02 | 0.95 / 0.97 -> 1.02 / 1.02 |
+    | 4096 x 5504 x 1024 | 0.91 / 0.93 -> 1.05 / 1.08 | 1.06 / 1.07 -> 1.03 / 1.05 |
+    | 8192 x 5504 x 2048 | 0.99 / 1.01 -> 1.04 / 1.05 | 1.01 / 1.02 -> 1.04 / 1.06 |
+    | 8192 x 4096 x 1024 | 0.93 / 0.93 -> 0.96 / 1.01 | 0.99 / 0.98 -> 1.01 / 1.01 |
+    | 16384 x 8192 x 1024 | 1.01 / 1.03 -> 1.08 / 1.11 | 1.04 / 1.07 -> 1.09 / 1.12 |
+
+    Left out, where it lost: N = 4096 at K >= 4096 (8192 x 4096 x 4096 / 11008 / 14336: 0.98-0.99
+    -> 0.96-0.98 on both), 4096^3 (0.97 -> 0.91), two waves or fewer (2048^3: 1.01 -> 0.74), and
+    16384^3 (H100 TN 1.02 -> 1.04 but NN 1.03 -> 1.01, H200 TN 1.01 -> 0.98). On the H200 128 x
+    176 read 0.95 / 0.94 at 4096 x 2752 x 1024 / 2048 (TN), and lost on the H100 (0.85 / 0.88)."""
+    tiles = -(-m // BM) * -(-n // 256) * batches
+    return tile_n == 256 and tiles > 2 * sms and (k <= 2048 or (n >= 8192 and k <= 8192))
+
+
 def _with_even_strides(x):
     """`x` with its run-time strides assumed even (the host checked them: reads_pairs)."""
     strides = tuple(cute.assume(d, divby=2) if not isinstance(d, int) else d for d in x.stride)
@@ -799,9 +834,9 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     the same accumulators (e.g. the pre-activation and the activation for autograd). `tile_n`
     (a multiple of 16 from 64 to 256; other than 64, 128, 192 and 256 only with 16-bit operands,
     K-major B and no gate or cluster) overrides choose_tile_n; `schedule` is "cooperative" (both consumer
-    warpgroups on each tile) or "pingpong" (each on its own 128 x 128 tile, the epilogue of one
-    overlapping the other's main loop), by default choose_schedule's (cooperative where
-    `tile_n` is given); `raster` is "m" (the default: groups of tile rows) or
+    warpgroups on each tile) or "pingpong" (each on its own 128-row tile, 128 columns wide, or
+    up to WIDE_PINGPONG given or where wide_pingpong chose it; the epilogue of one overlapping the
+    other's main loop), by default choose_schedule's (cooperative where `tile_n` is given); `raster` is "m" (the default: groups of tile rows) or
     "n" (groups of tile columns, for N much larger than M); `cluster` runs clusters of two CTAs
     on vertically adjacent tiles that multicast their shared B tiles (cooperative only);
     `tile_m` is 128 or 64 (ping-pong only, 16-bit operands, no gate: one warpgroup per 64-row
@@ -847,19 +882,24 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
             short = short_tile_n(shape[-2], b.shape[-1], a.shape[-1], batches, sms, tile_n, force=short_only)
             if short:
                 tile_m, tile_n, schedule = 64, short, "pingpong"
+        wide = False
         if given is None and tile_m is None and schedule == "cooperative" and not (cluster or gated) \
-                and a.element_size() == 2 and plain_pingpong(a.shape[-1], tile_n, len(outs), len(tensors) - len(outs),
-                                   fast_memory(a.device.index if a.is_cuda else None)):
-            schedule = "pingpong"
-        tile_n = 128 if schedule == "pingpong" and tile_m != 64 else tile_n
+                and a.element_size() == 2:
+            plain = len(outs) == len(tensors) == 1 and outs[0].element_size() == 2 \
+                and not calls_function(epilogues)
+            wide = plain and wide_pingpong(shape[-2], shape[-1], a.shape[-1], batches, sms, tile_n)
+            if wide or plain_pingpong(a.shape[-1], tile_n, len(outs), len(tensors) - len(outs),
+                                      fast_memory(a.device.index if a.is_cuda else None)):
+                schedule = "pingpong"
+        tile_n = (WIDE_PINGPONG if wide else 128) if schedule == "pingpong" and tile_m != 64 else tile_n
     tile_m = tile_m or BM
     if tile_m == 64:
         schedule = "pingpong"
     pingpong = schedule == "pingpong"
     if not (isinstance(tile_n, int) and 64 <= tile_n <= 256 and tile_n % 16 == 0) or (
-            pingpong and tile_m == BM and tile_n != 128):
-        raise ValueError(f"gemm: tile_n is a multiple of 16 from 64 to 256 (128 for ping-pong's 128-row tiles: one "
-                         f"warpgroup's accumulators), got {tile_n!r}")
+            pingpong and tile_m == BM and not 128 <= tile_n <= WIDE_PINGPONG):
+        raise ValueError(f"gemm: tile_n is a multiple of 16 from 64 to 256 (128 to {WIDE_PINGPONG} for ping-pong's "
+                         f"128-row tiles: one warpgroup's accumulators), got {tile_n!r}")
     if tile_n not in TILE_WIDTHS and (gated or cluster or not k_major_b(b) or a.element_size() == 1):
         raise ValueError(f"gemm: a {tile_n}-wide tile needs 16-bit operands, K-major B (b a column-major view, as "
                          "F.linear's weight.t()) and no gate or cluster; 64, 128, 192 and 256 take any")

@@ -59,8 +59,8 @@ from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConf
                          cta_group, direct_config, direct_exchange, direct_fold, dynamic_rows, fast_memory,
                          fetch_row, fold, fold_products, launch_cluster, launch_grid, load_row, merge_mean_m2,
                          open_direct, persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce,
-                         stage_row, stage_vectors, start_staged_row, store_row, thread_place, unless_it_spills,
-                         walk_cluster_rows, walking_groups, warp_mean_m2)
+                         spills, stage_row, stage_vectors, start_staged_row, store_row, thread_place,
+                         unless_it_spills, walk_cluster_rows, walking_groups, warp_mean_m2)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -121,10 +121,10 @@ FAST_MEMORY_WALKS = {
     # (0.936 walking 8).
     (2, True, False, 1): [(32768, 64, 4)],
     (2, False, False, 1): _LAYER_NORM_PARAMETER_WALKS,
-    # With weight and bias also past 8192 (2026-11-27): 10000 / 12288 / 14000 0.77 / 0.83 / 0.88 -> 0.85 /
-    # 0.93 / 0.90 (walking 8 blocks 0.84 / 0.91 / 0.89; 32 values a thread 0.60-0.83). With a weight only
-    # the same walk lost at 10000 and 14000 (0.99 / 0.94 -> 0.89 / 0.92; 12288 0.87 -> 0.94).
-    (2, False, False, 2): [(8193, 64, 4)] + _LAYER_NORM_PARAMETER_WALKS,
+    # With weight and bias past 8192 they walked 4 blocks too (10000 / 12288 / 14000: 0.77 / 0.83 / 0.88 ->
+    # 0.85 / 0.93 / 0.90); one row per CTA bounded to three CTAs per SM (unwalked_ctas) measured 0.95 / 0.96 /
+    # 0.94 (2026-11-27).
+    (2, False, False, 2): _LAYER_NORM_PARAMETER_WALKS,
 }
 
 
@@ -665,15 +665,16 @@ def _backward_values(mX, mDY, mW, sX, sDY, sW, row, slot, cfg: Constexpr, lane, 
 
 @cute.jit
 def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, groups: cute.Int32, cfg: Constexpr,
-             rms: Constexpr, walk: Constexpr):
+             rms: Constexpr, walk: Constexpr, ctas: Constexpr = None):
     """`walk`: forward_plan's blocks of rows per CTA (cluster); `groups`: a pipelined_forward's
-    persistent grid (row_reduce.persistent_groups), unused by the others."""
+    persistent grid (row_reduce.persistent_groups), unused by the others; `ctas`: the CTAs per SM
+    an unwalked forward asks ptxas to fit (forward_shape's; None: no bound)."""
     grid = launch_grid(x.shape[0], cfg, max(walk, 1))
     if cute.const_expr(pipelined_forward(cfg, walk, x.element_type.width, rms, res is not None)):
         grid = (groups * cfg.cluster, 1, 1)
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, walk).launch(
         grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
-        min_blocks_per_mp=3 if cute.const_expr(walk == DIRECT) else walking_ctas(cfg, walk))
+        min_blocks_per_mp=3 if cute.const_expr(walk == DIRECT) else walking_ctas(cfg, walk) or ctas)
 
 
 def walking_ctas(cfg: RowConfig, walk: int):
@@ -688,9 +689,20 @@ def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, dw, db, groups: 
     """dx, and dw and db (None: not wanted) through `groups` partial rows."""
     stages, smem = backward_ring(cfg, *(0 if t is None else t.element_type.width // 8 for t in (x, dy, w)))
     _backward_kernel(x, w, dy, rstd, mean, dx, dw_partial, db_partial, cfg, stages).launch(
-        grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), smem=smem)
+        grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), smem=smem,
+        min_blocks_per_mp=paired_ctas(cfg, mean is not None))
     if cute.const_expr(dw is not None or db is not None):
         launch_sum_partials(dw_partial, db_partial, dw, db, groups)
+
+
+def paired_ctas(cfg: RowConfig, layer: bool) -> int | None:
+    """CTAs per SM LayerNorm's backward over pairs of 256-thread CTAs (backward_config's, on fast
+    memory) asks ptxas to fit (None: no bound): two where each thread holds at most 3 vectors of
+    x and of dy (12288 columns). Free, ptxas took 152-231 registers, one CTA per SM. bf16 fraction
+    of copy, H200 (2026-11-27), free -> two: 10000 / 12288 0.75 / 0.83 -> 0.80 / 0.88; at 16384
+    0.87 -> 0.88, at 14000 (4 vectors, 80 bytes spilled) 0.83 -> 0.62; RMSNorm's lost (12288 /
+    16384: 0.96 / 0.95 -> 0.92 / 0.92)."""
+    return 2 if layer and cfg.threads == MAX_THREADS // 2 and cfg.cluster == 2 and cfg.vectors <= 3 else None
 
 
 # -- host entries ----------------------------------------------------------------------------------
@@ -739,8 +751,8 @@ def forward_config(n: int, tensors, values: int) -> RowConfig:
     return cfg
 
 
-def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) -> tuple[RowConfig, int]:
-    """(the CTA shape, forward_plan's walk) of the forward over `tensors` (x, residual, weight,
+def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) -> tuple[RowConfig, int, int | None]:
+    """(the CTA shape, forward_plan's walk, unwalked_ctas's bound) of the forward over `tensors` (x, residual, weight,
     bias, y, residual_out; None where absent) whose kernel arguments are `args` (eps last): where
     a cluster of 8 would hold more values a thread than planned (LayerNorm over 16-bit rows past
     131072 columns: 64 for 32; Float32 rows past 131072) and ptxas spills it, 16 CTAs holding
@@ -748,14 +760,43 @@ def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) ->
     n, size = tensors[0].shape[-1], max(t.element_size() for t in tensors if t is not None)
     direct = direct_shape(n, tensors, rms)
     if direct is not None:
-        return direct, DIRECT
-    values, walk = forward_plan(n, size, rms, tensors[1] is not None, fast_memory(device),
-                                sum(t is not None for t in tensors[2:4]))
+        return direct, DIRECT, None
+    fast, residual, params = fast_memory(device), tensors[1] is not None, sum(t is not None for t in tensors[2:4])
+    values, walk = forward_plan(n, size, rms, residual, fast, params)
     cfg = forward_config(n, tensors, values)
     wider = None
     if cfg.cluster == MAX_CLUSTER and cfg.vectors * cfg.vec > values:
         wider = _config(n, tensors, values, NON_PORTABLE_CLUSTER)
-    return unless_it_spills(lambda c: _forward.compile(*args, 1, c, rms, walk, options=options), cfg, wider), walk
+    cfg = unless_it_spills(lambda c: _forward.compile(*args, 1, c, rms, walk, options=options), cfg, wider)
+    ctas = unwalked_ctas(cfg, walk, size, residual, params, fast)
+    if ctas and spills(lambda: _forward.compile(*args, 1, cfg, rms, walk, ctas, options=options)):
+        ctas = None
+    return cfg, walk, ctas
+
+
+def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: int, fast: bool) -> int | None:
+    """CTAs per SM the unwalked forward over 16-bit rows past 8192 columns, one 256-thread CTA a
+    row, asks ptxas to fit (None: no bound): three where each thread holds at most 7 vectors
+    (14336 columns), on fast memory; elsewhere LayerNorm's with weight and bias up to 6 (12288).
+    Free, ptxas took 77-125 registers, two CTAs per SM; forward_shape drops a bound that spills
+    (LayerNorm's with weight and bias at 14000: 24 bytes, though it measured 0.89 -> 0.94). bf16 fraction of copy, the shapes before
+    (LayerNorm with weight and bias on fast memory walked 4 blocks) -> this (2026-11-27):
+
+    | card | op | 10000 | 12288 | 14000 |
+    |---|---|---|---|---|
+    | H200 | LayerNorm, weight and bias | 0.85 -> 0.95 | 0.94 -> 0.96 | (0.89 -> 0.94, spilled) |
+    | H200 | LayerNorm, weight | 0.99 -> 0.99 | 0.87 -> 0.97 | 0.94 -> 0.99 |
+    | H200 | LayerNorm | 1.01 -> 1.01 | (direct_shape) | 0.98 -> 0.99 |
+    | H200 | RMSNorm, weight | 1.01 -> 1.01 | (direct_shape) | 0.95 -> 0.98 |
+    | H200 | RMSNorm | 1.01 -> 1.01 | 0.97 -> 0.97 | 1.00 -> 0.99 |
+    | H100 | LayerNorm, weight and bias | 0.95 -> 1.00 | 0.98 -> 0.99 | (0.99 -> 0.98) |
+
+    On the H100 the others lost 0.5-1.5 % bounded (LayerNorm with a weight at 12288 1.00 -> 0.99);
+    at 16384 (8 vectors) RMSNorm's lost on both (H200 0.98 -> 0.95); bounded to four, 10000
+    gained more on the H200 (LayerNorm with weight and bias 0.98) and every wider row lost."""
+    if walk != 1 or size != 2 or residual or cfg.cluster != 1 or cfg.threads != 256 or cfg.n <= 8192:
+        return None
+    return 3 if cfg.vectors <= (7 if fast else 6 if params == 2 else 0) else None
 
 
 def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
@@ -894,11 +935,11 @@ def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: fl
     if m:
         args = (dynamic_rows(x2), dynamic_rows(res2), w, b, dynamic_rows(y), dynamic_rows(res_out), dynamic_rows(rstd),
                 dynamic_rows(mean), eps)
-        cfg, walk = forward_shape(args, (x2, res2, w, b, y, res_out), rms, x.device.index)
+        cfg, walk, ctas = forward_shape(args, (x2, res2, w, b, y, res_out), rms, x.device.index)
         groups = 1                                  # (a grid of forward_plan's walks: not asked)
         if pipelined_forward(cfg, walk, 8 * x2.element_size(), rms, residual is not None):
-            groups = walking_groups(_forward, args, (cfg, rms, walk), m, cfg, x.device.index)
-        _forward(*args, groups, cfg, rms, walk)
+            groups = walking_groups(_forward, args, (cfg, rms, walk, ctas), m, cfg, x.device.index)
+        _forward(*args, groups, cfg, rms, walk, ctas)
     shape = x.shape
     return y.view(shape), None if res_out is None else res_out.view(shape), rstd, mean
 

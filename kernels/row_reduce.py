@@ -691,10 +691,15 @@ def unless_it_spills(compile_for, cfg: RowConfig, wider: RowConfig | None, gains
         return cfg
     if gains:
         return wider
+    return wider if spills(lambda: compile_for(cfg)) else cfg
+
+
+def spills(compile_it) -> bool:
+    """Whether ptxas spills a kernel of `compile_it()` (a compiled function), whose SpillWarning
+    is not shown: the caller launches another shape where it spills."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", cute.SpillWarning)      # the spilling shape is not launched
-        spilled = any(k.get("spill_stores") for k in compile_for(cfg).kernels)
-    return wider if spilled else cfg
+        warnings.simplefilter("ignore", cute.SpillWarning)
+        return any(k.get("spill_stores") for k in compile_it().kernels)
 
 
 def resident_groups(compiled, cfg: RowConfig, device: int, smem: int = 0) -> int:

@@ -37,23 +37,24 @@ def test_cross_entropy_forward_takes_softmaxs_quack_shape(v, cluster):
         assert not cross_entropy.forward_shape(logits, smooth)[2]
 
 
-@pytest.mark.parametrize("v,threads,width", [(8200, 256, 10240), (10240, 256, 10240), (10248, 128, 11264),
-                                            (12288, 128, 12288)])
-def test_cross_entropy_forward_takes_one_chunk_just_past_a_chunk(v, threads, width):
+@pytest.mark.parametrize("v,width,ctas", [(8200, 10240, None), (10240, 10240, None), (10248, 12288, 4),
+                                         (12288, 12288, 4), (14000, 14336, 3), (14336, 14336, 3)])
+def test_cross_entropy_forward_takes_one_chunk_just_past_a_chunk(v, width, ctas):
     """cross_entropy.forward_shape: 16-bit rows past CHUNK up to ONE_CHUNK columns without label
-    smoothing take one chunk over the row (256 threads where five vectors a thread cover it,
-    else 128), not a CHUNK and a mostly empty one; compiled without spilling. With smoothing,
-    Float32, rows off 16 bytes and rows past ONE_CHUNK: CHUNK-wide chunks."""
+    smoothing take one chunk over the row in 256 threads, not a CHUNK and a mostly empty one,
+    bounded past five vectors a thread (ONE_CHUNK_CTAS); compiled without spilling. With
+    smoothing, Float32, rows off 16 bytes and rows past ONE_CHUNK: CHUNK-wide chunks."""
     from cute_torch.kernels import cross_entropy
     from cute_torch.kernels.row_chunks import CHUNK
     x, t, f = torch.empty(4, v, dtype=torch.bfloat16), torch.empty(4, dtype=torch.int64), torch.empty(4)
     cfg, exact, direct = cross_entropy.forward_shape(x, False)
-    assert not direct and (cfg.n, cfg.threads, cfg.rows, exact) == (width, threads, 1, width == v)
+    assert not direct and (cfg.n, cfg.threads, cfg.rows, exact) == (width, 256, 1, width == v)
+    assert cross_entropy.forward_ctas(v, 16, cfg, False, False) == ctas
     fwd = cross_entropy._forward.compile(dynamic_rows(x), dynamic_rows(t), dynamic_rows(f), dynamic_rows(f), 0.0, -100,
                                          cfg, exact, False, direct, options={"arch": "sm_90a"})
-    assert all(k["spill_stores"] == 0 for k in fwd.kernels), fwd.kernels
+    assert all(k["spill_stores"] == 0 and k["registers"] * 256 * (ctas or 1) <= 65536 for k in fwd.kernels), fwd.kernels
     odd = torch.empty(4, v + 8, dtype=torch.bfloat16)[:, :v + 4]
-    longer = torch.empty(4, 14000, dtype=torch.bfloat16)
+    longer = torch.empty(4, 14344, dtype=torch.bfloat16)
     for logits, smooth in ((x, True), (x.float(), False), (odd, False), (longer, False)):
         assert cross_entropy.forward_shape(logits, smooth)[0].n <= CHUNK
 

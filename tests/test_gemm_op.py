@@ -312,31 +312,42 @@ def test_a_few_tiles_with_a_long_k_split_k():
     assert choice(16, 4096, 4096, inputs=[torch.empty(4096)]) == "k4:128h"
 
 
-def test_plain_gemms_at_short_k_take_pingpong_on_fast_memory(monkeypatch):
-    """plain_pingpong: on a card with fast memory (an H200) a plain GEMM at K <= 1024 whose
-    choice is 128 x 256 cooperative runs 128 x 128 ping-pong; Gemm.cpp (cute::gemm_choice with
-    fast_memory) and host_arguments agree. Not at K = 2048, with an epilogue input (already
-    ping-pong where heavy), with two outputs, where 64-row tiles were chosen, or without fast memory."""
+def test_plain_gemms_take_wide_pingpong_or_on_fast_memory_pingpong(monkeypatch):
+    """wide_pingpong: a plain GEMM (one 16-bit output, no inputs or calls) whose choice is 128 x
+    256 cooperative with more than two waves of those tiles, at K <= 2048 or N >= 8192 with K <=
+    8192, runs ping-pong over 128 x 192 tiles on any card; else plain_pingpong: on fast memory
+    (an H200) at K <= 1024, 128 x 128 ping-pong. Gemm.cpp (cute::gemm_choice with fast_memory)
+    and host_arguments agree. Not with an epilogue input (already ping-pong where heavy), two
+    outputs, a Float32 output, a call, where 64-row tiles were chosen, or N = 4096 at K = 4096."""
     from cute_torch.kernels import gemm_sm90
     monkeypatch.setattr(gemm_sm90, "fast_memory", lambda device: True)
 
     def operands(m, n, k, k_major=True):
         a = torch.empty(m, k, dtype=torch.bfloat16)
         return a, torch.empty(n, k, dtype=torch.bfloat16).t() if k_major else torch.empty(k, n, dtype=torch.bfloat16)
-    cases = [((8192, 2752, 1024), [], 1, "128p"), ((8192, 2752, 1024, False), [], 1, "128p"),
-             ((16384, 8192, 1024), [], 1, "128p"), ((8192, 2752, 2048), [], 1, "256"),
-             ((8192, 2752, 1024), [torch.empty(2752, dtype=torch.bfloat16)], 1, "128p0"),
-             ((8192, 2752, 1024), [], 2, "128p"), ((4096, 2048, 1024), [], 1, "256h")]
-    for shape, inputs, outputs, want in cases:
+    bias = torch.empty(2752, dtype=torch.bfloat16)
+    cases = [((8192, 2752, 1024), [], 1, None, "192p"), ((8192, 2752, 1024, False), [], 1, None, "192p"),
+             ((16384, 8192, 1024), [], 1, None, "192p"), ((8192, 2752, 2048), [], 1, None, "192p"),
+             ((8192, 12288, 4096), [], 1, None, "192p"), ((8192, 8192, 8192), [], 1, None, "192p"),
+             ((8192, 4096, 4096), [], 1, None, "256"), ((8192, 12288, 16384), [], 1, None, "256"),
+             ((8192, 2752, 1024), [bias], 1, None, "128p0"), ((8192, 2752, 1024), [], 2, None, "128p"),
+             ((8192, 2752, 1024), [], 1, torch.float32, "128p"), ((4096, 2048, 1024), [], 1, None, "256h")]
+    for shape, inputs, outputs, dtype, want in cases:
         a, b = operands(*shape)
-        assert torch.ops.cute.gemm_choice(a, b, inputs, outputs, 132, True) == want, (shape, want)
-        c = torch.empty(a.shape[0], b.shape[1], dtype=torch.bfloat16)
+        c = torch.empty(a.shape[0], b.shape[1], dtype=dtype or torch.bfloat16)
+        dtypes = [dtype] * outputs if dtype else None
+        assert torch.ops.cute.gemm_choice(a, b, inputs, outputs, 132, True, dtypes) == want, (shape, want)
         exprs = ("acc" + "".join(f" + x{i}" for i in range(len(inputs))),) * outputs
         outs = (c,) * outputs if outputs > 1 else c
         assert _python_choice(a, b, outs, exprs if outputs > 1 else exprs[0], inputs) == want, (shape, want)
-    a, b = operands(8192, 2752, 1024)
-    assert torch.ops.cute.gemm_choice(a, b, [], 1, 132) == "256"          # without fast memory
-    assert torch.ops.cute.gemm_choice(a, b, [], 1, 132, False) == "256"
+    c = torch.empty(8192, 2752, dtype=torch.bfloat16)
+    for k, want in ((4096, "256"), (1024, "128p")):                     # a call (relu(acc)): plain_pingpong's
+        a, b = operands(8192, 2752, k)
+        assert torch.ops.cute.gemm_choice(a, b, [], 1, 132, True, None, True) == want
+        assert _python_choice(a, b, c, "relu(acc)") == want
+    a, b = operands(4096, 2752, 1024)
+    assert torch.ops.cute.gemm_choice(a, b, [], 1, 132) == "192p"       # without fast memory: wide
+    assert torch.ops.cute.gemm_choice(a, b, [], 1, 132, False, [torch.float32]) == "256"
 
 
 @pytest.mark.parametrize("fast", [False, True])

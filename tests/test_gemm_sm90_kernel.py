@@ -221,6 +221,7 @@ def run_small():
     test_gated_epilogues_match_torch(128, "pingpong")
     _check(304, 520, 448, torch.bfloat16, tile_n=256, m_major_out=True)              # stmatrix.trans, 64-row boxes
     _check(304, 520, 448, torch.bfloat16, tile_n=128, tile_m=64, m_major_out=True)
+    _check(300, 520, 448, torch.bfloat16, tile_n=192, schedule="pingpong")          # wide_pingpong's tiles
 
 
 def _few_ctas(ctas: int, schedule: str, raster: str = "m", cluster: bool = False, tile_m=None):
@@ -322,8 +323,27 @@ def test_the_ping_pong_schedule_gives_each_warpgroup_its_own_tile():
     assert ptx.count("bar.arrive") == 2
     assert ptx.count("cp.async.bulk.wait_group.read 0") == 2         # buffers handed over; the end
     assert all(kernel["spill_stores"] == 0 for kernel in k.metadata["kernels"])
-    with pytest.raises(ValueError, match="128 for ping-pong"):
+    with pytest.raises(ValueError, match="128 to 192 for ping-pong"):
         host_arguments(a, b, torch.empty(304, 520).bfloat16(), tile_n=256, schedule="pingpong")
+    # Up to 192 columns a warpgroup (wide_pingpong): one m64n192 wgmma per 64 rows and k-step.
+    wide = cute.compile(_gemm_host, *host_arguments(a, b, torch.empty(304, 520).bfloat16(), tile_n=192,
+                                                    schedule="pingpong"), options={"arch": "sm_90a"})
+    assert wide.__ptx__.count("wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16") == 8
+    assert all(kernel["spill_stores"] == 0 for kernel in wide.metadata["kernels"])
+
+
+@pytest.mark.gpu
+@needs_sm90a
+@pytest.mark.parametrize("a_row_major,b_row_major", [(True, True), (True, False), (False, True), (False, False)])
+def test_ping_pong_over_128_x_192_tiles_matches_matmul(a_row_major, b_row_major):
+    """wide_pingpong's tiles where the rule picks them (4104 x 2744 x 1000: 363 tiles of 128 x 256,
+    K <= 2048; tails in M, N and K) and given (176 with K-major B), in every operand layout."""
+    a, b = _operands(4104, 2744, 1000, torch.bfloat16, a_row_major, b_row_major)
+    config = host_arguments(a, b, torch.empty(4104, 2744).bfloat16())[3]
+    assert (config.tile_m, config.tile_n, config.pingpong) == (128, 192, True), config
+    _check(4104, 2744, 1000, torch.bfloat16, seed=7, a_row_major=a_row_major, b_row_major=b_row_major)
+    _check(300, 520, 448, torch.bfloat16, seed=8, a_row_major=a_row_major, b_row_major=b_row_major,
+           tile_n=176 if not b_row_major else 192, schedule="pingpong")
 
 
 # -- 64-row tiles: one warpgroup's m64 wgmma row per tile, the two warpgroups in ping-pong ----------
@@ -352,13 +372,14 @@ def test_64_row_tiles_issue_one_wgmma_row_per_warpgroup():
     ((3072, 1536, 1536), (64, 192)),
     ((1536, 1536, 1536), (128, 144)),     # 132 tiles of 128 x 144: one wave
     ((4096, 4096, 4096), (128, 256)),     # many waves, K past 2048
-    ((8192, 2048, 2048), (128, 256)),
+    ((8192, 2048, 4096), (128, 256)),
+    ((8192, 2048, 2048), (128, 192)),     # K <= 2048: wide_pingpong's
     ((16, 4096, 4096), (64, 128)),        # a few rows: half the tile's rows are padding
 ])
 def test_64_row_tiles_are_chosen_where_tiles_are_few(shape, want):
     a, b = _operands(*shape, torch.bfloat16, b_row_major=False)         # x @ w.t()
     config = host_arguments(a, b, torch.empty(shape[0], shape[1]).bfloat16())[3]
-    assert (config.tile_m, config.tile_n) == want and config.pingpong == (want[0] == 64)
+    assert (config.tile_m, config.tile_n) == want and config.pingpong == (want[0] == 64 or want[1] == 192)
 
 
 @pytest.mark.gpu

@@ -175,8 +175,8 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
     mean = None if rms else dynamic_rows(st)
     wb = (w if rms or bias else None, w if bias else None)      # (LayerNorm past 16384 columns w/o bias: neither)
     args = (dynamic_rows(x), None, *wb, dynamic_rows(x), None, dynamic_rows(st), mean, 1e-5)
-    cfg, walk = norms.forward_shape(args, (x, None, *wb, x, None), rms, 0, {"arch": "sm_90a"})
-    assert walk == norms.DIRECT and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 8)
+    cfg, walk, ctas = norms.forward_shape(args, (x, None, *wb, x, None), rms, 0, {"arch": "sm_90a"})
+    assert walk == norms.DIRECT and ctas is None and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 8)
     fwd = norms._forward.compile(*args, 1, cfg, rms, walk, options={"arch": "sm_90a"})
     assert fwd.__ptx__.count("cp.async.ca.shared.global") == cfg.vectors
     assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in fwd.kernels), fwd.kernels
@@ -356,8 +356,8 @@ def test_forward_plans_walk_long_rows():
     assert norms.forward_plan(32768, 2, False, False, fast=True) == (32, 8)
     assert norms.forward_plan(32768, 2, False, False, fast=True, params=0) == (64, 8)
     assert norms.forward_plan(16384, 2, False, False, fast=True, params=0) == (64, 1)
-    # Past 8192 with weight and bias, not with a weight alone.
-    assert norms.forward_plan(12288, 2, False, False, fast=True) == (64, 4)
+    # Below 16384 one row per CTA, with or without them (unwalked_ctas bounds those CTAs).
+    assert norms.forward_plan(12288, 2, False, False, fast=True) == (64, 1)
     assert norms.forward_plan(12288, 2, False, False, fast=True, params=1) == (64, 1)
     assert norms.forward_plan(8192, 2, False, False, fast=True) == (64, 1)
 
@@ -792,7 +792,7 @@ def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
         x = torch.empty(4, n, dtype=torch.bfloat16)
         rows = dynamic_rows(x)
         args = (rows, None, None, None, rows, None, stat, None if rms else stat, 1e-5)
-        cfg, _ = norms.forward_shape(args, (x, None, None, None, x, None), rms, 0, {"arch": "sm_90a"})
+        cfg, *_ = norms.forward_shape(args, (x, None, None, None, x, None), rms, 0, {"arch": "sm_90a"})
         assert cfg.cluster == cluster, (n, rms)
     # LayerNorm's over Float32 rows of 1024: 16 values a thread, not 8 (0.84 -> 0.99 of copy, H200)
     x = torch.empty(4, 1024)
@@ -827,6 +827,38 @@ def test_the_norm_backward_pairs_256_thread_ctas_past_8192_columns_on_fast_memor
             assert norms.pipelined_backward(cfg, norms.backward_ring(cfg, 2, 2, 2)[0])
             compiled = norms._backward.compile(*args, 1, cfg, options={"arch": "sm_90a"})
             assert all(k["spill_stores"] == 0 for k in compiled.kernels), (n, layer, compiled.kernels)
+            # LayerNorm's up to 3 vectors a thread bounded to two CTAs per SM (paired_ctas)
+            bounded = norms.paired_ctas(cfg, layer)
+            assert bounded == (2 if layer and n <= 12288 else None), (n, layer)
+            assert not bounded or compiled.kernels[0]["registers"] * 256 * 2 <= 65536, compiled.kernels
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_unwalked_norm_forwards_past_8192_columns_keep_three_ctas_per_sm(fast, monkeypatch):
+    """norms.unwalked_ctas: 16-bit rows of 8193-14336 columns in one 256-thread CTA a row bound
+    to three CTAs per SM, without spilling, on fast memory (an H200); elsewhere only LayerNorm's
+    with weight and bias up to 12288; none with a residual, at 16384, over clusters, or where the
+    bound spills."""
+    monkeypatch.setattr(norms, "fast_memory", lambda device: fast)
+    stat = dynamic_rows(torch.empty(4))
+    for n in (10000, 12288, 14000, 16384):
+        x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
+        for rms, params, residual in ((False, 2, False), (False, 1, False), (False, 0, False), (True, 1, False),
+                                      (True, 0, False), (False, 2, True)):
+            wb = (w if params else None, w if params == 2 else None)
+            res = x if residual else None
+            rows, res_rows = dynamic_rows(x), dynamic_rows(res) if residual else None
+            args = (rows, res_rows, *wb, rows, res_rows, stat, None if rms else stat, 1e-5)
+            cfg, walk, ctas = norms.forward_shape(args, (x, res, *wb, x, res), rms, 0, {"arch": "sm_90a"})
+            unwalked = walk == 1 and cfg.cluster == 1 and not residual
+            want = 3 if unwalked and n <= (14336 if fast else 12288 if params == 2 else 0) else None
+            if fast and n == 14000 and params == 2:
+                want = None                         # bounded, ptxas spilled 24 bytes: dropped
+            assert ctas == want, (n, rms, params, residual, cfg, walk, ctas)
+            if ctas:
+                fwd = norms._forward.compile(*args, 1, cfg, rms, walk, ctas, options={"arch": "sm_90a"})
+                assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in fwd.kernels), \
+                    (n, rms, params, fwd.kernels)
 
 
 def test_the_layer_norm_backward_narrows_its_vectors_where_they_pad_the_row():

@@ -577,10 +577,18 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
     if (const int64_t shortN = chooseShortTileN(views[2].sizes[0], accColumns, views[0].sizes[1],
                                                 plan.batches, sms, tileN))
       return {shortN, chooseSchedule(views, outputs, tileN, calls, gated, fp8, true)};
-  // A plain GEMM (one output, no inputs) at K <= 1024 on fast memory: ping-pong
-  // (kernels/gemm_sm90.py's plain_pingpong, with the measurements).
-  if (schedule.empty() && fastMemory && views[0].sizes[1] <= 1024 && tileN == 256 && outputs == 1 &&
-      views.size() == 3 && !gated && !fp8)
+  // A plain GEMM (one output, no inputs): ping-pong over 128 x 192 tiles where 128 x 256 ones make
+  // more than two waves, at K <= 2048 or N >= 8192 with K <= 8192, for a 16-bit output without
+  // calls (kernels/gemm_sm90.py's wide_pingpong, with the measurements); else at K <= 1024 on
+  // fast memory over 128 x 128 tiles (plain_pingpong).
+  const int64_t m = views[2].sizes[0], n = views[2].sizes[1], k = views[0].sizes[1];
+  const bool plain =
+      schedule.empty() && tileN == 256 && outputs == 1 && views.size() == 3 && !gated && !fp8;
+  if (plain && !calls && plan.outs[0].element_size() == 2 &&
+      (m + 127) / 128 * ((n + 255) / 256) * plan.batches > 2 * sms &&
+      (k <= 2048 || (n >= 8192 && k <= 8192)))
+    return {192, "p"};
+  if (plain && fastMemory && k <= 1024)
     return {128, "p"};
   return {pingpong ? 128 : tileN, schedule}; // ping-pong: one warpgroup's 128 x 128 tile
 }
@@ -813,17 +821,19 @@ std::vector<at::Tensor> gemmMultiCpu(const at::Tensor &a, const at::Tensor &b,
 }
 
 std::string gemmChoice(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs,
-                       int64_t outputs, int64_t sms, bool fastMemory) {
-  Plan plan = makePlan(a, b, static_cast<size_t>(outputs), inputs, {}, false, false);
+                       int64_t outputs, int64_t sms, bool fastMemory,
+                       std::optional<std::vector<c10::ScalarType>> outDtypes, bool calls) {
+  const std::vector<c10::ScalarType> dtypes = outDtypes.value_or(std::vector<c10::ScalarType>{});
+  Plan plan = makePlan(a, b, static_cast<size_t>(outputs), inputs, dtypes, false, false);
   if (plan.views.empty())
     return "";
-  const Decision decision = decide(plan, static_cast<size_t>(outputs), inputs, false, false, false,
+  const Decision decision = decide(plan, static_cast<size_t>(outputs), inputs, calls, false, false,
                                    a.dim() == 3 && !inputs.empty(), sms, fastMemory);
   if (decision.splits > 1) { // "k4:" and the choice of the batched GEMM of the slices' partials
     const auto [slicesA, slicesB] =
         kSlices(plan.views[0].tensor, plan.views[1].tensor, decision.splits);
     return "k" + std::to_string(decision.splits) + ":" +
-           gemmChoice(slicesA, slicesB, {}, 1, sms, fastMemory);
+           gemmChoice(slicesA, slicesB, {}, 1, sms, fastMemory, std::nullopt, calls);
   }
   // "t:" and the choice of the swapped problem (transposes).
   return (decision.swapped ? "t:" : "") + std::to_string(decision.tileN) + decision.schedule;

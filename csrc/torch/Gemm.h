@@ -31,12 +31,14 @@ std::vector<at::Tensor> gemmMultiCpu(const at::Tensor &a, const at::Tensor &b,
                                      std::optional<std::vector<c10::ScalarType>> outDtypes);
 
 /// cute::gemm_choice(Tensor a, Tensor b, Tensor[] inputs, int outputs, int sms, bool
-/// fast_memory=False) -> str: the tile columns and schedule a Hopper call with those operands
-/// would take on `sms` SMs of a card with or without fast memory ("256", or "128p01": ping-pong,
-/// input 1 staged), on any device (for tests against kernels/gemm_sm90.choose_tile_n,
-/// choose_schedule and plain_pingpong).
+/// fast_memory=False, ScalarType[]? out_dtypes=None, bool calls=False) -> str: the tile columns
+/// and schedule a Hopper call with those operands (and outputs of `out_dtypes`, epilogues with
+/// function `calls`) would take on `sms` SMs of a card with or without fast memory ("256", or
+/// "128p01": ping-pong, input 1 staged), on any device (for tests against
+/// kernels/gemm_sm90.choose_tile_n, choose_schedule, wide_pingpong and plain_pingpong).
 std::string gemmChoice(const at::Tensor &a, const at::Tensor &b, at::TensorList inputs,
-                       int64_t outputs, int64_t sms, bool fastMemory);
+                       int64_t outputs, int64_t sms, bool fastMemory,
+                       std::optional<std::vector<c10::ScalarType>> outDtypes, bool calls);
 /// cute::gemm_plan(Tensor a, Tensor b, Tensor[] inputs, int outputs) -> str: the views a call
 /// would pass (each "dtype;sizes;strides;alignment;pattern", joined by "|"), on any device; the
 /// CPU tests compare them with kernels/gemm_sm90.py's host_arguments.

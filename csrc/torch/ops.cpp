@@ -43,7 +43,7 @@ TORCH_LIBRARY(cute, m) {
   m.def("gemm_plan(Tensor a, Tensor b, Tensor[] inputs, int outputs) -> str",
         &cute_torch::ops::gemmPlan);
   m.def("gemm_choice(Tensor a, Tensor b, Tensor[] inputs, int outputs, int sms, "
-        "bool fast_memory=False) -> str",
+        "bool fast_memory=False, ScalarType[]? out_dtypes=None, bool calls=False) -> str",
         &cute_torch::ops::gemmChoice);
   m.def("gemm.multi(Tensor a, Tensor b, str[] epilogues, Tensor[] inputs, ScalarType[]? "
         "out_dtypes=None) "

@@ -109,8 +109,8 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         if arch is None and walk in (["persistent"], [True]):
             resident = resident_groups(compiled, cfg, device)
     elif op == "layer_norm":            # x, residual, weight, bias, y, residual_out, rstd, mean
-        cfg, walk = norms.forward_shape((*args, 1e-5), ops[:6], bits[0], device, options)
-        compiled = norms._forward.compile(*args, 1e-5, 1, cfg, bits[0], walk, options=options)
+        cfg, walk, ctas = norms.forward_shape((*args, 1e-5), ops[:6], bits[0], device, options)
+        compiled = norms._forward.compile(*args, 1e-5, 1, cfg, bits[0], walk, ctas, options=options)
         recipe = _recipe(ops, floats=1, ints=1)
         if arch is None and norms.pipelined_forward(cfg, walk, 8 * ops[0].element_size(), bits[0], ops[1] is not None):
             resident = resident_groups(compiled, cfg, device)
