@@ -307,8 +307,8 @@ WIDE_PINGPONG = 192
 def wide_pingpong(m: int, n: int, k: int, batches: int, sms: int, tile_n: int) -> bool:
     """Ping-pong over 128 x WIDE_PINGPONG tiles for a plain GEMM (one 16-bit output, no epilogue
     inputs or calls, 16-bit operands) whose choice is 128 x 256 cooperative (or on fast memory
-    plain_pingpong's 128 x 128) with more than two waves of those tiles, at K <= 2048, or at N >=
-    8192 with K <= 8192. cuBLAS / ours (TN, NN), choice -> this, 2026-11-27:
+    plain_pingpong's 128 x 128) with more than two waves of those tiles, M and N past 2048, at K
+    <= 2048, or at N >= 8192 with K <= 8192. cuBLAS / ours (TN, NN), choice -> this, 2026-11-27:
 
     | M x N x K | H100 | H200 |
     |---|---|---|
@@ -327,11 +327,11 @@ def wide_pingpong(m: int, n: int, k: int, batches: int, sms: int, tile_n: int) -
     | 16384 x 8192 x 1024 | 1.01 / 1.03 -> 1.08 / 1.11 | 1.04 / 1.07 -> 1.09 / 1.12 |
 
     Left out, where it lost: N = 4096 at K >= 4096 (8192 x 4096 x 4096 / 11008 / 14336: 0.98-0.99
-    -> 0.96-0.98 on both), 4096^3 (0.97 -> 0.91), two waves or fewer (2048^3: 1.01 -> 0.74), and
-    16384^3 (H100 TN 1.02 -> 1.04 but NN 1.03 -> 1.01, H200 TN 1.01 -> 0.98). On the H200 128 x
+    -> 0.96-0.98 on both), 4096^3 (0.97 -> 0.91), two waves or fewer (2048^3: 1.01 -> 0.74), M or
+    N of 2048 (H200, 8192 x 2048 x 2048 / 2048 x 8192 x 2048: 0.87 / 0.88 wide), and 16384^3 (H100 TN 1.02 -> 1.04 but NN 1.03 -> 1.01, H200 TN 1.01 -> 0.98). On the H200 128 x
     176 read 0.95 / 0.94 at 4096 x 2752 x 1024 / 2048 (TN), and lost on the H100 (0.85 / 0.88)."""
     tiles = -(-m // BM) * -(-n // 256) * batches
-    return tile_n == 256 and tiles > 2 * sms and (k <= 2048 or (n >= 8192 and k <= 8192))
+    return tile_n == 256 and tiles > 2 * sms and min(m, n) > 2048 and (k <= 2048 or (n >= 8192 and k <= 8192))
 
 
 def _with_even_strides(x):

@@ -578,14 +578,14 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
                                                 plan.batches, sms, tileN))
       return {shortN, chooseSchedule(views, outputs, tileN, calls, gated, fp8, true)};
   // A plain GEMM (one output, no inputs): ping-pong over 128 x 192 tiles where 128 x 256 ones make
-  // more than two waves, at K <= 2048 or N >= 8192 with K <= 8192, for a 16-bit output without
-  // calls (kernels/gemm_sm90.py's wide_pingpong, with the measurements); else at K <= 1024 on
-  // fast memory over 128 x 128 tiles (plain_pingpong).
+  // more than two waves, M and N past 2048, at K <= 2048 or N >= 8192 with K <= 8192, for a 16-bit
+  // output without calls (kernels/gemm_sm90.py's wide_pingpong, with the measurements); else at K
+  // <= 1024 on fast memory over 128 x 128 tiles (plain_pingpong).
   const int64_t m = views[2].sizes[0], n = views[2].sizes[1], k = views[0].sizes[1];
   const bool plain =
       schedule.empty() && tileN == 256 && outputs == 1 && views.size() == 3 && !gated && !fp8;
   if (plain && !calls && plan.outs[0].element_size() == 2 &&
-      (m + 127) / 128 * ((n + 255) / 256) * plan.batches > 2 * sms &&
+      (m + 127) / 128 * ((n + 255) / 256) * plan.batches > 2 * sms && std::min(m, n) > 2048 &&
       (k <= 2048 || (n >= 8192 && k <= 8192)))
     return {192, "p"};
   if (plain && fastMemory && k <= 1024)
