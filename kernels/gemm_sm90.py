@@ -328,8 +328,9 @@ def wide_pingpong(m: int, n: int, k: int, batches: int, sms: int, tile_n: int) -
 
     Left out, where it lost: N = 4096 at K >= 4096 (8192 x 4096 x 4096 / 11008 / 14336: 0.98-0.99
     -> 0.96-0.98 on both), 4096^3 (0.97 -> 0.91), two waves or fewer (2048^3: 1.01 -> 0.74), M or
-    N of 2048 (H200, 8192 x 2048 x 2048 / 2048 x 8192 x 2048: 0.87 / 0.88 wide), and 16384^3 (H100 TN 1.02 -> 1.04 but NN 1.03 -> 1.01, H200 TN 1.01 -> 0.98). On the H200 128 x
-    176 read 0.95 / 0.94 at 4096 x 2752 x 1024 / 2048 (TN), and lost on the H100 (0.85 / 0.88)."""
+    N of 2048 (H200, 8192 x 2048 x 2048 / 2048 x 8192 x 2048: 0.87 / 0.88 wide), and 16384^3
+    (H100 TN 1.02 -> 1.04 but NN 1.03 -> 1.01, H200 TN 1.01 -> 0.98). On the H200 128 x 176 read
+    0.95 / 0.94 at 4096 x 2752 x 1024 / 2048 (TN), and lost on the H100 (0.85 / 0.88)."""
     tiles = -(-m // BM) * -(-n // 256) * batches
     return tile_n == 256 and tiles > 2 * sms and min(m, n) > 2048 and (k <= 2048 or (n >= 8192 and k <= 8192))
 
@@ -836,7 +837,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     K-major B and no gate or cluster) overrides choose_tile_n; `schedule` is "cooperative" (both consumer
     warpgroups on each tile) or "pingpong" (each on its own 128-row tile, 128 columns wide, or
     up to WIDE_PINGPONG given or where wide_pingpong chose it; the epilogue of one overlapping the
-    other's main loop), by default choose_schedule's (cooperative where `tile_n` is given); `raster` is "m" (the default: groups of tile rows) or
+    other's main loop), by default choose_schedule's (cooperative where `tile_n` is given);
+    `raster` is "m" (the default: groups of tile rows) or
     "n" (groups of tile columns, for N much larger than M); `cluster` runs clusters of two CTAs
     on vertically adjacent tiles that multicast their shared B tiles (cooperative only);
     `tile_m` is 128 or 64 (ping-pong only, 16-bit operands, no gate: one warpgroup per 64-row

@@ -778,9 +778,10 @@ def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: 
     """CTAs per SM the unwalked forward over 16-bit rows past 8192 columns, one 256-thread CTA a
     row, asks ptxas to fit (None: no bound): three where each thread holds at most 7 vectors
     (14336 columns), on fast memory; elsewhere LayerNorm's with weight and bias up to 6 (12288).
-    Free, ptxas took 77-125 registers, two CTAs per SM; forward_shape drops a bound that spills
-    (LayerNorm's with weight and bias at 14000: 24 bytes, though it measured 0.89 -> 0.94). bf16 fraction of copy, the shapes before
-    (LayerNorm with weight and bias on fast memory walked 4 blocks) -> this (2026-11-27):
+    Free, ptxas took 77-125 registers, two CTAs per SM. forward_shape drops a bound that makes
+    ptxas spill (LayerNorm's with weight and bias at 14000, 24 bytes: on fast memory it walks
+    there instead). bf16 fraction of copy, the shapes before (LayerNorm with weight and bias on
+    fast memory walked 4 blocks) -> this (2026-11-27):
 
     | card | op | 10000 | 12288 | 14000 |
     |---|---|---|---|---|
