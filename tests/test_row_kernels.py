@@ -673,14 +673,22 @@ def run_small():
         norms.norm_forward(ahead, None, None, residual=ahead, eps=1e-5, rms=rms)
     norms.norm_forward(ahead[:40].float(), None, None, eps=1e-5, rms=False)
     # Rows one CTA could hold over two (12288: softmax, RMSNorm with a weight, LayerNorm without);
-    # on fast memory the norm backwards over pairs of CTAs and LayerNorm's walk with weight and bias.
+    # on fast memory the norm backwards over pairs of CTAs (LayerNorm's bounded to two CTAs per SM)
+    # and LayerNorm's forward with weight and bias bounded to three (unwalked_ctas).
     pairs = rand_rows((40, 12288), 20, torch.bfloat16)
     softmax.softmax(pairs)
     norms.norm_forward(pairs, None, None, eps=1e-5, rms=False)
     for rms in (True, False):
         out, _, rstd, mean = norms.norm_forward(pairs, pairs[0], None if rms else pairs[1], eps=1e-5, rms=rms)
         norms.norm_backward(pairs, pairs[0], out, rstd, mean, weight_grad=True, bias_grad=not rms)
+    # One 256-thread CTA a row bounded to three CTAs per SM (unwalked_ctas: LayerNorm with weight
+    # and bias at 10000 on any card, with a weight at 14000 on fast memory).
+    bounded = rand_rows((40, 14000), 21, torch.bfloat16)
+    norms.norm_forward(bounded[:, :10000], bounded[0, :10000], bounded[1, :10000], eps=1e-5, rms=False)
+    norms.norm_forward(bounded, bounded[0], None, eps=1e-5, rms=False)
     target = torch.randint(0, 9000, (40,), generator=torch.Generator().manual_seed(4)).cuda()
+    for rows in (pairs, bounded):                               # cross-entropy's one chunk bounded to 4 / 3
+        cross_entropy.cross_entropy_forward(rows, target)
     logits = rand_rows((40, 9000), 5, torch.bfloat16)           # forward: one chunk over the row
     _, lse = cross_entropy.cross_entropy_forward(logits, target)
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), inplace=True)
