@@ -32,8 +32,8 @@ import torch
 import cute_torch as cute
 from cute_torch import Constexpr
 
-from .row_chunks import (CHUNK, chunk_config, chunk_of, chunks, exp_about, load_chunk, load_edge, log_sum_exp,
-                         merge_max_sum_pairs, online_logsumexp, rescale, scaled, store_chunk, store_edge)
+from .row_chunks import (CHUNK, absorb_values, chunk_config, chunk_of, chunks, exp_about, load_chunk, load_edge,
+                         log_sum_exp, merge_max_sum_pairs, online_logsumexp, scaled, store_chunk, store_edge)
 from .row_reduce import (RowConfig, butterfly_merge, clamp_row, direct_exchange, direct_fold, dynamic_rows,
                          launch_cluster, launch_grid, open_direct, start_staged_row, thread_place)
 from .softmax import direct_shape as softmax_direct_shape
@@ -97,11 +97,7 @@ def _direct_log_sum_exp(mX, row, cfg: Constexpr, lane, row_in_cta):
     cute.arch.cp_async_wait_group(0)
     m, s = -math.inf, 0.0
     for i in cute.range_constexpr(cfg.vectors):
-        x = vectors[(None, i)].load().to(cute.Float32)
-        m_new = cute.arch.fmax(m, x.reduce(cute.ReductionOp.MAX))
-        shift = scaled(cute.where(m_new == -math.inf, 0.0, m_new))     # no (-inf) - (-inf)
-        s = s * rescale(m, shift) + exp_about(x, shift).reduce(cute.ReductionOp.ADD)
-        m = m_new
+        m, s = absorb_values(m, s, vectors[(None, i)].load().to(cute.Float32))
     direct_exchange(butterfly_merge((m, s), merge_max_sum_pairs, 1, 32), cfg, slots, bar)
     m, s = direct_fold(cfg, slots, 2, merge_max_sum_pairs)
     return log_sum_exp(m, scaled(m), s)

@@ -62,11 +62,25 @@ def rescale(m, shift):
     return cute.math.exp2(scaled(m) - shift, fastmath=True)
 
 
+def absorb(m, s, top, sum_about):
+    """Online softmax's step: the pair (m, s), a max and the sum of exponentials about it, after
+    values whose max is `top` join it; `sum_about(shift)`: their exponentials' sum about shift
+    (0 weight for a max of -inf)."""
+    m_new = cute.arch.fmax(m, top)
+    shift = scaled(cute.where(m_new == -math.inf, 0.0, m_new))     # no (-inf) - (-inf)
+    added = sum_about(shift)
+    return m_new, s * rescale(m, shift) + added
+
+
+def absorb_values(m, s, x):
+    """absorb for the values of a TensorSSA `x`."""
+    return absorb(m, s, x.reduce(cute.ReductionOp.MAX),
+                  lambda shift: exp_about(x, shift).reduce(cute.ReductionOp.ADD))
+
+
 def merge_max_sum(m1, s1, m2, s2):
-    """Two (max, sum of exponentials about it) pairs as one (0 weight for a max of -inf)."""
-    m = cute.arch.fmax(m1, m2)
-    shift = scaled(cute.where(m == -math.inf, 0.0, m))
-    return m, s1 * rescale(m1, shift) + s2 * rescale(m2, shift)
+    """Two (max, sum of exponentials about it) pairs as one."""
+    return absorb(m1, s1, m2, lambda shift: s2 * rescale(m2, shift))
 
 
 def merge_max_sum_pairs(a: tuple, b: tuple, count_a=None, count_b=None) -> tuple:
@@ -228,19 +242,12 @@ def online_logsumexp(t: cute.Tensor, row, lane, row_in_cta, cfg: Constexpr, exac
             row_sum = row_sum + part
         else:
             x = load_chunk(t, row, lane, chunk, cfg, exact, -math.inf)
-        m_new = cute.arch.fmax(m, x.reduce(cute.ReductionOp.MAX))
-        shift = scaled(cute.where(m_new == -math.inf, 0.0, m_new))  # no (-inf) - (-inf)
-        e = exp_about(x, shift)
-        s = s * rescale(m, shift) + e.reduce(cute.ReductionOp.ADD)
-        m = m_new
+        m, s = absorb_values(m, s, x)
     if cute.const_expr(cfg.peeled):                                   # the row's edges
         edge, present = load_edge(t, row, lane, cfg, -math.inf)
         if cute.const_expr(with_sum):
             row_sum = row_sum + cute.where(present, edge, 0.0)
-        m_new = cute.arch.fmax(m, edge)
-        shift = scaled(cute.where(m_new == -math.inf, 0.0, m_new))
-        s = s * rescale(m, shift) + exp_about(edge, shift)
-        m = m_new
+        m, s = absorb(m, s, edge, lambda shift: exp_about(edge, shift))
     row_max = row_reduce(m, "max", cfg, lane, row_in_cta)
     row_shift = scaled(row_max)
     total = row_reduce(s * rescale(m, row_shift), "sum", cfg, lane, row_in_cta)
