@@ -46,6 +46,10 @@ DIRECT_CTAS = 5
 # per SM it asks ptxas to fit with label smoothing (95 registers free, two CTAs; 62 bounded).
 BACKWARD_CHUNK = 16384
 BACKWARD_SMOOTHING_CTAS = 4
+# forward_ctas: the forward over 1024 16-bit columns, four rows a CTA, asks for this many CTAs per
+# SM, and ptxas spills up to SHORT_ROW_SPILL bytes a thread so, measured and accepted (no
+# SpillWarning: launch's accepted_spill_bytes).
+SHORT_ROW_CTAS, SHORT_ROW_SPILL = 12, 4
 # forward_shape: rows past CHUNK up to this many columns (7 vectors a thread of 256) take one chunk.
 ONE_CHUNK = 14336
 # forward_ctas: the one chunk's CTAs per SM by its vectors a thread (ptxas free: 72 registers at 6,
@@ -150,9 +154,10 @@ def _forward(x, target, loss, lse, smoothing: cute.Float32, ignore_index: cute.I
              exact: Constexpr, smooth: Constexpr, direct: Constexpr = False):
     """`direct`: one row per cluster in softmax's quack shape (forward_shape); else a CTA per
     block of rows, read in chunks."""
+    ctas = forward_ctas(x.shape[1], x.element_type.width, cfg, smooth, direct)
     _forward_kernel(x, target, loss, lse, smoothing, ignore_index, cfg, exact, smooth, direct).launch(
         grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
-        min_blocks_per_mp=forward_ctas(x.shape[1], x.element_type.width, cfg, smooth, direct))
+        min_blocks_per_mp=ctas, accepted_spill_bytes=SHORT_ROW_SPILL if ctas == SHORT_ROW_CTAS else 0)
 
 
 def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) -> int | None:
@@ -187,7 +192,7 @@ def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) 
     if smooth:
         return 5 if n <= 32768 or cfg.peeled else 4
     if n == 1024 and cfg.rows == 4:
-        return 12
+        return SHORT_ROW_CTAS
     if cfg.n > CHUNK and not cfg.peeled:
         return ONE_CHUNK_CTAS.get(cfg.vectors)
     return 6 if 2048 <= n <= CHUNK and not cfg.peeled else None

@@ -362,3 +362,23 @@ def test_a_kernel_that_spills_warns_at_the_jit_functions_line():
     with pytest.warns(cute.SpillWarning, match=r"kernel _spilling_0 spills registers to local memory") as record:
         cute.compile(_spilling_host, torch.zeros(1024 * 256), torch.zeros(1024), options={"arch": "sm_80"})
     assert record[0].filename.endswith("test_dsl_errors.py")
+
+
+@cute.jit
+def _accepting_host(x: cute.Tensor, out: cute.Tensor, accepted: cute.Constexpr):
+    _spilling(x, out).launch(grid=(1, 1, 1), block=(1024, 1, 1), accepted_spill_bytes=accepted)
+
+
+def test_a_launch_accepts_the_spills_its_author_measured(recwarn):
+    """launch(accepted_spill_bytes=N): spills up to N bytes raise no SpillWarning; past N they do;
+    N must be a compile-time int >= 0 (an error at the launch's line)."""
+    x, out = torch.zeros(1024 * 256), torch.zeros(1024)
+    compiled = cute.compile(_accepting_host, x, out, 1 << 20, options={"arch": "sm_80"})
+    stores = compiled.kernels[0]["spill_stores"]
+    assert stores > 0 and not [w for w in recwarn if issubclass(w.category, cute.SpillWarning)]
+    with pytest.warns(cute.SpillWarning, match=f"{stores} bytes stored"):
+        cute.compile(_accepting_host, x, out, stores - 1, options={"arch": "sm_80"})
+    with pytest.raises(cute.DSLError) as e:
+        cute.compile(_accepting_host, x, out, -1, options={"arch": "sm_80"})
+    assert e.value.code == codes.INVALID_LAUNCH and "accepted_spill_bytes must be a compile-time int >= 0" in \
+        e.value.message

@@ -102,5 +102,6 @@ def test_cross_entropy_keeps_its_ctas_per_sm(op, n, smooth, ctas):
     spills 4 bytes a thread, and measured faster so than nine unspilled (H200 0.96 -> 0.98)."""
     kind, described, _ = _cases("bfloat16", n)[op]
     (kernel,) = row_build.build(kind, described, "1" if smooth else "0", 0, arch="sm_90a")[-1].metadata["kernels"]
-    assert kernel["spill_stores"] <= (4 if n == 1024 else 0), kernel
+    from cute_torch.kernels.cross_entropy import SHORT_ROW_SPILL       # (accepted: no SpillWarning)
+    assert kernel["spill_stores"] <= (SHORT_ROW_SPILL if n == 1024 else 0), kernel
     assert 65536 // (kernel["registers"] * kernel["block_dims"][0]) >= ctas, kernel["registers"]

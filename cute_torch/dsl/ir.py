@@ -122,6 +122,7 @@ class ModuleBuilder:
         self.kernel_dims: dict = {}
         self.kernel_smem: dict = {}  # kernel symbol -> dynamic shared memory its SmemAllocator took
         self.kernel_static_smem: dict = {}  # kernel symbol -> bytes of its alloc_smem buffers
+        self.accepted_spills: dict = {}  # kernel symbol -> spill-store bytes its launch accepts
         self.arch: str | None = None  # the target, for checks that depend on it
         self.dynamic_smem_alignment = 0  # the declared alignment of the dynamic shared memory, once used
 

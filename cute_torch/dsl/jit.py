@@ -359,6 +359,7 @@ class JitFunction(_DSLFunction):
         self._plain = all(a is inspect.Parameter.empty for a in self._annotations)
         self._cache = cache.MemoryCache()
         self._fingerprint: str | None = None
+        self.accepted_spills: dict = {}  # the last trace's: kernel symbol -> bytes (launch's accepted_spill_bytes)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else types.MethodType(self, obj)
@@ -425,7 +426,7 @@ class JitFunction(_DSLFunction):
                     return Specialization(CompiledModule(artifact, stages), name, key, self.fn)
         text = self.trace(args, key, name, arch)
         module = _compile_traced(text, arch, name, compile_options)
-        _warn_about_spills(module, self.fn)
+        _warn_about_spills(module, self.fn, self.accepted_spills)
         if digest is not None:
             stages = {s: module.stage(s).decode() for s in ("mlir", "ptx", "sass") if module.stage(s) is not None}
             cache.store(k.cache_dir, digest, module.host_object or b"", json.dumps(module.metadata),
@@ -472,6 +473,7 @@ class JitFunction(_DSLFunction):
         body = ir.indent(host.lines + [f"return {loc}"])
         module.host_functions.append(f"func.func @{name}({signature}) {{\n{body}\n}} {loc}")
         text = module.text()
+        self.accepted_spills = module.accepted_spills       # (of this trace: _warn_about_spills)
         if knobs().print_ir:
             print(f"// {self.fn.__qualname__}\n{text}", file=sys.stderr)
         return text
@@ -666,14 +668,21 @@ class KernelLaunch:
         self.bounds: tuple = ()
 
     def launch(self, *, grid=(1, 1, 1), block=(1, 1, 1), smem=None, stream=None, cluster=None,
-               min_blocks_per_mp: int | None = None) -> None:
+               min_blocks_per_mp: int | None = None, accepted_spill_bytes: int = 0) -> None:
         """Launches the kernel. A compile-time block size becomes the kernel's required block
         size (PTX .reqntid), which lets ptxas budget registers for it (setmaxnreg needs it);
         `min_blocks_per_mp` asks for that many resident CTAs per SM (.minnctapersm). `smem`
-        (bytes of dynamic shared memory) defaults to what the kernel's SmemAllocator took."""
+        (bytes of dynamic shared memory) defaults to what the kernel's SmemAllocator took.
+        `accepted_spill_bytes`: spill stores the kernel's author measured and accepts (a bound
+        that spills a little and still runs faster); ptxas's spills up to that raise no
+        SpillWarning."""
         host = ir.require("host", "a kernel launch")
         grid, block = _dims(grid, "grid"), _dims(block, "block")
         self.bounds = _launch_bounds(block, min_blocks_per_mp)
+        if isinstance(accepted_spill_bytes, bool) or not isinstance(accepted_spill_bytes, int) or \
+                accepted_spill_bytes < 0:
+            raise DSLError(INVALID_LAUNCH, f"accepted_spill_bytes must be a compile-time int >= 0, got "
+                           f"{accepted_spill_bytes!r}", user_location())
         if all(isinstance(d, int) for d in block):
             threads = block[0] * block[1] * block[2]
             if threads > 1024:
@@ -686,6 +695,9 @@ class KernelLaunch:
         if isinstance(smem, int) and smem < 0:
             raise DSLError(INVALID_LAUNCH, f"smem must be >= 0 bytes, got {smem}", user_location())
         symbol, operands = self._specialize(host)
+        if accepted_spill_bytes:
+            accepted = host.module.accepted_spills
+            accepted[symbol] = max(accepted.get(symbol, 0), accepted_spill_bytes)
         needed = host.module.kernel_smem.get(symbol, 0)
         static = host.module.kernel_static_smem.get(symbol, 0)
         if smem is None:
@@ -793,11 +805,12 @@ def _launch_bounds(block: list, min_blocks_per_mp) -> tuple:
     return tuple(bounds)
 
 
-def _warn_about_spills(module: CompiledModule, fn) -> None:
-    """A SpillWarning per kernel ptxas made spill, at the @cute.jit function's line."""
+def _warn_about_spills(module: CompiledModule, fn, accepted: dict) -> None:
+    """A SpillWarning per kernel ptxas made spill past what its launch accepted
+    (`accepted`: kernel symbol -> bytes), at the @cute.jit function's line."""
     for kernel in module.metadata.get("kernels", []):
         stores = kernel.get("spill_stores")
-        if isinstance(stores, int) and stores > 0:
+        if isinstance(stores, int) and stores > accepted.get(kernel.get("name"), 0):
             where = _definition(fn)
             block = kernel.get("block_dims")
             warnings.warn_explicit(
