@@ -35,7 +35,7 @@ from cute_torch import Constexpr
 from .row_chunks import (CHUNK, absorb_values, chunk_config, chunk_of, chunks, exp_about, load_chunk, load_edge,
                          log_sum_exp, merge_max_sum_pairs, online_logsumexp, scaled, store_chunk, store_edge)
 from .row_reduce import (RowConfig, butterfly_merge, clamp_row, direct_exchange, direct_fold, dynamic_rows,
-                         launch_cluster, launch_grid, open_direct, start_staged_row, thread_place)
+                         fast_memory, launch_cluster, launch_grid, open_direct, start_staged_row, thread_place)
 from .softmax import direct_shape as softmax_direct_shape
 
 # CTAs per SM the forward in softmax's quack shape asks ptxas to fit (48 registers, 32 KB of
@@ -53,8 +53,12 @@ SHORT_ROW_CTAS, SHORT_ROW_SPILL = 12, 4
 # forward_shape: rows past CHUNK up to this many columns (7 vectors a thread of 256) take one chunk.
 ONE_CHUNK = 14336
 # forward_ctas: the one chunk's CTAs per SM by its vectors a thread (ptxas free: 72 registers at 6,
-# 96 at 7; bounded 64 and 79, no spills).
-ONE_CHUNK_CTAS = {6: 4, 7: 3}
+# 96 at 7; bounded 64 and 79, no spills; 128 threads on fast memory past 12288 columns, 13-14
+# vectors: bounded 128, spilling up to ONE_CHUNK_SPILL bytes, 12 measured and accepted).
+ONE_CHUNK_CTAS = {6: 4, 7: 3, 13: 4, 14: 4}
+ONE_CHUNK_SPILL = 16
+# forward_shape: on fast memory, one chunk past this many columns runs in 128 threads.
+ONE_CHUNK_NARROW = 12288
 
 
 @cute.kernel
@@ -157,7 +161,15 @@ def _forward(x, target, loss, lse, smoothing: cute.Float32, ignore_index: cute.I
     ctas = forward_ctas(x.shape[1], x.element_type.width, cfg, smooth, direct)
     _forward_kernel(x, target, loss, lse, smoothing, ignore_index, cfg, exact, smooth, direct).launch(
         grid=launch_grid(x.shape[0], cfg), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
-        min_blocks_per_mp=ctas, accepted_spill_bytes=SHORT_ROW_SPILL if ctas == SHORT_ROW_CTAS else 0)
+        min_blocks_per_mp=ctas, accepted_spill_bytes=accepted_spill(cfg, ctas))
+
+
+def accepted_spill(cfg: RowConfig, ctas: int | None) -> int:
+    """Bytes a thread the forward may spill, measured and accepted (launch's accepted_spill_bytes):
+    SHORT_ROW_SPILL over 1024 columns, ONE_CHUNK_SPILL in one chunk of 128 threads."""
+    if ctas == SHORT_ROW_CTAS:
+        return SHORT_ROW_SPILL
+    return ONE_CHUNK_SPILL if ctas and cfg.threads == 128 and cfg.n > CHUNK else 0
 
 
 def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) -> int | None:
@@ -198,11 +210,12 @@ def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) 
     return 6 if 2048 <= n <= CHUNK and not cfg.peeled else None
 
 
-def forward_shape(logits, smooth: bool) -> tuple[RowConfig, bool, bool]:
+def forward_shape(logits, smooth: bool, fast: bool = False) -> tuple[RowConfig, bool, bool]:
     """(the CTA shape, whether chunks tile the row exactly, whether it is softmax's quack shape)
     of the forward over `logits`: that shape (softmax.direct_shape: 16-bit rows of 16384 to
     131072 columns, one row per cluster of 256-thread CTAs; _direct_log_sum_exp) without label
     smoothing (whose row sum it does not take); chunks (row_chunks.chunk_config) otherwise.
+    `fast`: the device has fast memory (row_reduce.fast_memory).
     bf16 fraction of copy (the logits read once), chunks -> that shape, H100 (2026-11-27):
     20000 0.99 -> 1.04-1.05, 32768 1.00 -> 1.01-1.02, 65536 0.95 -> 1.01, 100000 0.90 -> 1.03,
     128256 0.97 -> 1.02-1.03, 131072 0.98 -> 1.01. Holding its part of the row in registers
@@ -220,8 +233,12 @@ def forward_shape(logits, smooth: bool) -> tuple[RowConfig, bool, bool]:
         # 12288 0.88 -> 1.03 (0.98) / 1.00 -> 1.03 (1.03), 14000 0.93 -> 0.97 (1.02) / 1.02 ->
         # 1.03 (1.04). Unbounded 256 threads read 0.96 at 12288 and 0.80 at 14000 (H200); 128
         # threads 1.02 and 0.94, bounded to four 1.00 and 1.03 (spilling 12 bytes at 14000). At
-        # 16384 softmax's shape stays ahead (1.02 against 0.84-1.02 in one chunk).
-        cfg = RowConfig(-(-n // 2048) * 2048, 8, 256, 256)
+        # 16384 softmax's shape stays ahead (1.02 against 0.84-1.02 in one chunk). On fast memory
+        # past ONE_CHUNK_NARROW, 128 threads bounded to four CTAs (12 bytes spilled), H200 / H100
+        # (2026-11-27, three runs each): 13000 0.93 -> 1.01, 14000 0.96 -> 1.02 (quack 1.03),
+        # 14336 0.98 -> 1.00; on the H100 the same within 1 % (14336: 1.02-1.04 -> 1.01-1.02).
+        threads = 128 if fast and n > ONE_CHUNK_NARROW else 256
+        cfg = RowConfig(-(-n // (8 * threads)) * 8 * threads, 8, threads, threads)
         return cfg, cfg.n == n, False
     return cfg, exact, False
 
@@ -291,7 +308,7 @@ def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_ind
     loss = torch.empty(m, dtype=torch.float32, device=logits.device)
     lse = torch.empty(m, dtype=torch.float32, device=logits.device)
     if m:
-        cfg, exact, direct = forward_shape(logits, label_smoothing != 0.0)
+        cfg, exact, direct = forward_shape(logits, label_smoothing != 0.0, fast_memory(logits.device.index))
         _forward(dynamic_rows(logits), dynamic_rows(target), dynamic_rows(loss), dynamic_rows(lse), label_smoothing,
                  ignore_index, cfg, exact, label_smoothing != 0.0, direct)
     return loss, lse

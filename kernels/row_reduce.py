@@ -694,12 +694,12 @@ def unless_it_spills(compile_for, cfg: RowConfig, wider: RowConfig | None, gains
     return wider if spills(lambda: compile_for(cfg)) else cfg
 
 
-def spills(compile_it) -> bool:
-    """Whether ptxas spills a kernel of `compile_it()` (a compiled function), whose SpillWarning
-    is not shown: the caller launches another shape where it spills."""
+def spills(compile_it, accepted: int = 0) -> bool:
+    """Whether ptxas spills a kernel of `compile_it()` (a compiled function) more than `accepted`
+    bytes a thread, whose SpillWarning is not shown: the caller launches another shape then."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cute.SpillWarning)
-        return any(k.get("spill_stores") for k in compile_it().kernels)
+        return any((k.get("spill_stores") or 0) > accepted for k in compile_it().kernels)
 
 
 def resident_groups(compiled, cfg: RowConfig, device: int, smem: int = 0) -> int:

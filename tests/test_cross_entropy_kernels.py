@@ -37,26 +37,33 @@ def test_cross_entropy_forward_takes_softmaxs_quack_shape(v, cluster):
         assert not cross_entropy.forward_shape(logits, smooth)[2]
 
 
-@pytest.mark.parametrize("v,width,ctas", [(8200, 10240, None), (10240, 10240, None), (10248, 12288, 4),
-                                         (12288, 12288, 4), (14000, 14336, 3), (14336, 14336, 3)])
-def test_cross_entropy_forward_takes_one_chunk_just_past_a_chunk(v, width, ctas):
+@pytest.mark.parametrize("v,width,threads,ctas,fast", [
+    (8200, 10240, 256, None, False), (10240, 10240, 256, None, False), (10248, 12288, 256, 4, False),
+    (12288, 12288, 256, 4, True), (14000, 14336, 256, 3, False), (14336, 14336, 256, 3, False),
+    (12296, 13312, 128, 4, True), (14000, 14336, 128, 4, True), (14336, 14336, 128, 4, True)])
+def test_cross_entropy_forward_takes_one_chunk_just_past_a_chunk(v, width, threads, ctas, fast):
     """cross_entropy.forward_shape: 16-bit rows past CHUNK up to ONE_CHUNK columns without label
-    smoothing take one chunk over the row in 256 threads, not a CHUNK and a mostly empty one,
-    bounded past five vectors a thread (ONE_CHUNK_CTAS); compiled without spilling. With
-    smoothing, Float32, rows off 16 bytes and rows past ONE_CHUNK: CHUNK-wide chunks."""
+    smoothing take one chunk over the row in 256 threads (128 on fast memory past
+    ONE_CHUNK_NARROW), not a CHUNK and a mostly empty one, bounded past five vectors a thread
+    (ONE_CHUNK_CTAS); compiled without spilling, or in 128 threads within ONE_CHUNK_SPILL (what
+    the launch accepts). With smoothing, Float32, rows off 16 bytes and rows past ONE_CHUNK:
+    CHUNK-wide chunks."""
     from cute_torch.kernels import cross_entropy
     from cute_torch.kernels.row_chunks import CHUNK
     x, t, f = torch.empty(4, v, dtype=torch.bfloat16), torch.empty(4, dtype=torch.int64), torch.empty(4)
-    cfg, exact, direct = cross_entropy.forward_shape(x, False)
-    assert not direct and (cfg.n, cfg.threads, cfg.rows, exact) == (width, 256, 1, width == v)
+    cfg, exact, direct = cross_entropy.forward_shape(x, False, fast)
+    assert not direct and (cfg.n, cfg.threads, cfg.rows, exact) == (width, threads, 1, width == v)
     assert cross_entropy.forward_ctas(v, 16, cfg, False, False) == ctas
     fwd = cross_entropy._forward.compile(dynamic_rows(x), dynamic_rows(t), dynamic_rows(f), dynamic_rows(f), 0.0, -100,
                                          cfg, exact, False, direct, options={"arch": "sm_90a"})
-    assert all(k["spill_stores"] == 0 and k["registers"] * 256 * (ctas or 1) <= 65536 for k in fwd.kernels), fwd.kernels
+    spill = cross_entropy.ONE_CHUNK_SPILL if threads == 128 else 0
+    assert cross_entropy.accepted_spill(cfg, ctas) == spill
+    assert all(k["spill_stores"] <= spill and k["registers"] * threads * (ctas or 1) <= 65536
+               for k in fwd.kernels), fwd.kernels
     odd = torch.empty(4, v + 8, dtype=torch.bfloat16)[:, :v + 4]
     longer = torch.empty(4, 14344, dtype=torch.bfloat16)
     for logits, smooth in ((x, True), (x.float(), False), (odd, False), (longer, False)):
-        assert cross_entropy.forward_shape(logits, smooth)[0].n <= CHUNK
+        assert cross_entropy.forward_shape(logits, smooth, fast)[0].n <= CHUNK
 
 
 @needs_gpu

@@ -123,7 +123,7 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
             sizes = tuple(0 if o is None else o.element_size() for o in (ops[0], ops[2], ops[1]))
             resident = resident_groups(compiled, cfg, device, norms.backward_ring(cfg, *sizes)[1])
     elif op == "cross_entropy":          # logits, target, loss, lse; flags: label smoothing
-        cfg, exact, direct = cross_entropy.forward_shape(ops[0], bits[0])
+        cfg, exact, direct = cross_entropy.forward_shape(ops[0], bits[0], fast_memory(device))
         compiled = cross_entropy._forward.compile(*args, 0.0, -100, cfg, exact, bits[0], direct, options=options)
         recipe = _recipe(ops, floats=1, ints=1)
     elif op == "cross_entropy_backward":  # logits, target, lse, dloss, dlogits; flags: label smoothing
