@@ -741,12 +741,10 @@ def forward_config(n: int, tensors, values: int) -> RowConfig:
     columns) and half or a quarter the threads per row cover it exactly with more values each,
     that, for 16-bit rows (LayerNorm over bf16 rows of 2560 / 5120 columns: 0.88 / 0.82 -> 0.96 /
     0.96 of copy on an H200, 0.97 / 0.98 -> 0.97 / 0.99 on an H100; Float32 rows not measured;
-    the backward kept its shape, where more values per thread measured 0.75 -> 0.55), unless each
-    thread would hold more than twice `values`: 12800 columns narrowed to 64 threads a row of 200
-    values (255 registers) read 0.76 / 0.94 / 0.89 of copy for LayerNorm with weight and bias /
-    LayerNorm / RMSNorm with a weight on an H200, 0.95 / 1.00 / 0.99 in 256 threads (2026-11-27);
-    at 13312 (128 threads, 104 values) the narrowed LayerNorm with weight and bias read 0.97
-    against 0.94."""
+    the backward kept its shape, where more values per thread measured 0.75 -> 0.55), up to twice
+    `values` a thread (12800 columns in 64 threads of 200 values, 255 registers: LayerNorm with
+    weight and bias / RMSNorm with a weight 0.76 / 0.89 of copy, 0.95 / 0.99 in 256 threads, H200;
+    H100 0.94 / 0.97 -> 1.00 / 1.01; at 13312, 104 values, 0.97 against 0.94; 2026-11-27)."""
     cfg = _config(n, tensors, values)
     sixteen_bit = all(t.element_size() == 2 for t in tensors if t is not None)
     if sixteen_bit and cfg.padding and cfg.cluster == 1:
@@ -780,9 +778,8 @@ def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) ->
     return cfg, walk, ctas
 
 
-# Bytes a thread an unwalked forward bounded by unwalked_ctas may spill, measured and accepted
-# (launch's accepted_spill_bytes; forward_shape drops a bound past it): LayerNorm's with weight
-# and bias at 14000 columns spills 24.
+# Bytes a thread the unwalked forward bounded by unwalked_ctas may spill (accepted_spill_bytes;
+# forward_shape drops a bound past it): LayerNorm's with weight and bias at 14000 spills 24.
 UNWALKED_SPILL = 32
 
 
@@ -866,11 +863,17 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
     fraction of copy, 512 threads a row -> this (2026-11-27): LayerNorm 10000 / 12288 / 14000 /
     16384 0.69 / 0.75 / 0.66 / 0.87 -> 0.76 / 0.83 / 0.85 / 0.87, RMSNorm 12288 / 16384 0.91 /
     0.93 -> 0.96 / 0.96 (at 10000 0.99 -> 0.93, 14000 0.89 -> 0.92; 128-thread CTAs lost
-    everywhere). The H100 was not measured."""
+    everywhere). LayerNorm's in 8-byte vectors where they pad the row less (10000 columns: 10240
+    held, not 12288; 14000: 14336, not 16384), unbounded (paired_ctas): 0.81 -> 0.92 at 10000,
+    0.83 -> 0.85 at 14000; at 12288 (no padding) they lost, 0.87 -> 0.83 (H200, 2026-11-27).
+    The H100 was not measured."""
     size = max(t.element_size() for t in tensors if t is not None)
     cfg = _config(n, tensors, BACKWARD_BYTES // size)
     if fast and size == 2 and 8192 < n <= 16384 and cfg.vec == 8:
         pair = RowConfig(n, 8, MAX_THREADS // 2, MAX_THREADS // 2, 2)
+        narrow = replace(pair, vec=4)
+        if layer and narrow.padding < pair.padding:
+            return narrow
         if layer or not pair.padding:
             return pair
     if (n <= 1024 and not (layer and size == 4 and n == 1024)) or cfg.cluster == 4:
