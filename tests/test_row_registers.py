@@ -38,8 +38,9 @@ def _cases(dtype: str, n: int) -> dict:
 # bytes), 229376 (152), 256000 (80), 24576 / 98304 / 196608 (8) and Float32 ones of 262144 (64);
 # LayerNorm's forward over bf16 49152 (120), with a residual at 150000 / 151936 (64 / 60); and
 # where the card's memory is not fast (the H100: row_reduce.fast_memory), LayerNorm's backward
-# over bf16 rows of 12800-16000 (64: four vectors a thread in 512-thread CTAs, which cap ptxas at
-# 128 registers; scratch/scan_rows.py, 2026-11-27; the H200 takes pairs of 256-thread CTAs there).
+# over bf16 rows past 12288 columns below 16384 (64 at the ten widths sampled from 12800 to 16000:
+# four vectors a thread in 512-thread CTAs, which cap ptxas at 128 registers; 2026-11-27; the
+# H200 takes pairs of 256-thread CTAs there).
 @pytest.mark.parametrize("dtype,n", [("bfloat16", 2048), ("bfloat16", 2560), ("bfloat16", 3072), ("bfloat16", 4096),
                                      ("bfloat16", 8192), ("float32", 4096),
                                      ("bfloat16", 16384), ("bfloat16", 32768), ("bfloat16", 50257),
