@@ -1,6 +1,6 @@
 """How the row kernels' configuration was chosen: the norms and softmax at long rows under
 hand-made configurations (values per thread, hence CTAs per cluster), as a fraction of copy
-bandwidth. The shipped choices are kernels/norms.forward_plan / BACKWARD_BYTES and
+bandwidth. The shipped choices are kernels/norm_shapes.forward_plan / BACKWARD_BYTES and
 kernels/softmax.values_per_thread; benchmarks/RESULTS.md has the measured sweep.
 
     python benchmarks/row_configs.py [--ns 8192 16384 32768 65536 131072] [--repeats 10]
@@ -14,7 +14,7 @@ from dataclasses import replace
 import torch
 from timing import kernel_ms
 
-from cute_torch.kernels import norms, softmax
+from cute_torch.kernels import norm_shapes, norms, softmax
 from cute_torch.kernels.row_reduce import (MAX_CLUSTER, MAX_N, dynamic_rows, fast_memory, persistent_groups,
                                            resident_groups, row_config)
 
@@ -70,12 +70,12 @@ def main() -> None:
                 fwd = fraction(lambda: norms._forward(xr, None, w, b, outr, None, stat, stat2, 1e-6, 1, cfg, rms, 1), 2)
                 line += f"  fwd {_label(cfg)}: {fwd:.2f}"
             for cfg in configs((16, 32, 64)):
-                cfg = replace(cfg, threads=512)        # the backward's CTAs (norms.backward_config)
+                cfg = replace(cfg, threads=512)        # the backward's CTAs (norm_shapes.backward_config)
                 probe = dynamic_rows(torch.empty(1, n, device="cuda"))
                 dw, db = torch.empty_like(w), None if rms else torch.empty_like(w)
                 compiled = norms._backward.compile(xr, w, dyr, rstdr, meanr, outr, probe, None if rms else probe, dw,
                                                    db, 1, cfg)
-                smem = norms.backward_ring(cfg, 2, 2, 2)[1]
+                smem = norm_shapes.backward_ring(cfg, 2, 2, 2)[1]
                 groups = persistent_groups(m, cfg, resident_groups(compiled, cfg, 0, smem))
                 part = torch.empty(groups, n, device="cuda")
                 dw_r, db_r = dynamic_rows(part), None if rms else dynamic_rows(torch.empty_like(part))

@@ -41,12 +41,11 @@ launch, a (CTAs x N) read, small next to the (M x N) tensors).
 Rows too long for one CTA are split over a cluster of CTAs (kernels/row_reduce.py), up to 8 x
 32768 columns: past forward_plan's values per thread forward, past BACKWARD_BYTES per thread
 per staged row backward. The limits are measured (benchmarks/RESULTS.md): fewer,
-fuller CTAs win until registers spill (forward) or shared memory runs out (backward).
+fuller CTAs win until registers spill (forward) or shared memory runs out (backward). Which
+shape each row takes, and why, is kernels/norm_shapes.py.
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 import torch
 
@@ -54,117 +53,19 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .column_sums import launch_sum_partials
+from .norm_shapes import (DIRECT, UNWALKED_SPILL, backward_config, backward_ring, config_for, direct_shape,
+                          forward_config, forward_plan, one_trip_statistics, paired_ctas, pipelined_backward,
+                          pipelined_forward, unwalked_ctas, walking_ctas)
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
                          cluster_merge_mean_m2, cluster_peers, cluster_reduce_received, cluster_send, column_mask,
-                         cta_group, direct_config, direct_exchange, direct_fold, dynamic_rows, fast_memory,
+                         cta_group, direct_exchange, direct_fold, dynamic_rows, fast_memory,
                          fetch_row, fold, fold_products, launch_cluster, launch_grid, load_row, merge_mean_m2,
-                         open_direct, persistent_groups, resident_groups, row_config, row_mean_m2, row_reduce,
+                         open_direct, persistent_groups, resident_groups, row_mean_m2, row_reduce,
                          spills, stage_row, stage_vectors, start_staged_row, store_row, thread_place,
                          unless_it_spills, walk_cluster_rows, walking_groups, warp_mean_m2)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
-# Row values a thread holds at most forward.
-FORWARD_VALUES = 64
-# forward_shape's walk for direct_shape's forwards: one row per cluster in quack's shape.
-DIRECT = 0
-# Backward: bytes of each staged tensor (x, dy) per thread (32 16-bit values, 16 Float32), in
-# CTAs of MAX_THREADS; the ring takes up to BACKWARD_STAGES blocks of rows within the shared
-# memory an H100 CTA may have (what row_reduce allocates statically kept aside).
-BACKWARD_BYTES, BACKWARD_STAGES, BACKWARD_SMEM = 64, 4, 232448 - 2048
-
-
-# Forwards that walk blocks of rows, each fetching the next block into registers ahead of its
-# reductions: (element size, rms, residual) -> [(from N, values per thread, blocks walked),
-# ...], the last entry whose N is reached applies. A thread that holds its part of a row and
-# fetches the next keeps one CTA per SM busy through its reductions, where one row per CTA
-# needs two CTAs per SM to overlap them, and long rows (or rows with a residual) leave no room
-# for two. The faster the memory, the more it matters: measured fraction of copy, H200 / H100,
-# before -> after (benchmarks/RESULTS.md); an entry that cost the H100 over 2 % for less than
-# 10 % on the H200 was left out.
-FORWARD_WALKS = {
-    # 65536, 131072: 0.82 -> 0.93 / 0.98 -> 0.95; 0.78 -> 0.89 / 0.95 -> 0.93
-    (2, True, False): [(65536, 64, 8)],
-    # 16384, 65536, 131072: 0.78 -> 0.95 / 0.94 -> 0.98; 0.77 -> 0.94 / 0.96 -> 0.97; 0.76 -> 0.90 / 0.94 -> 0.96
-    (2, True, True): [(16384, 32, 4)],
-    # Walking from 16384 .. 131072 with two-trip statistics: 0.81 / 0.79 / 0.68 / 0.64 -> 0.88 / 0.89 / 0.74 /
-    # 0.72 (H200), 0.92 / 0.93 / 0.84 / 0.79 -> 0.95 / 0.93 / 0.88 / 0.86 (H100)
-    # Up to 16384 one row per CTA since its statistics take one trip (one_trip_statistics; they walked
-    # 2048 .. 16384 with two trips): 2048 / 4096 / 8192 / 16384 0.958 / 0.956 / 0.943 / 0.897 -> 0.968 / 0.971 /
-    # 0.974 / 0.896 (H200), 0.970 / 0.991 / 0.977 / 0.958 -> 0.979 / 0.985 / 0.987 / 0.982 (H100)
-    # 65536 and 131072 walk pipelined on a persistent grid (pipelined_forward; the 8 is unused there).
-    (2, False, False): [(32768, 64, 8), (65536, 32, 8)],
-    # 32768 .. 131072: 0.78 / 0.72 / 0.73 -> 0.94 / 0.90 / 0.87 (H200), 0.86 / 0.84 / 0.86 -> 0.95 / 0.95 / 0.94;
-    # 16384 and 32768 walking 4 blocks instead of 8: 0.936 / 0.931 -> 0.943-0.950 / 0.932-0.942 (H200),
-    # 0.968 / 0.950 -> 0.977 / 0.965 (H100)
-    (2, False, True): [(16384, 32, 4), (65536, 32, 8)],
-    # 65536, 131072: 0.78 -> 0.96 / 0.95 -> 0.96; 0.76 -> 0.93 / 0.91 -> 0.96
-    (4, True, False): [(65536, 32, 8)],
-    # 32768: 0.94 -> 0.96 / 0.95 -> 0.97 (65536 on: 0.91 -> 0.95 on the H200, 1.00 -> 0.96 on the H100)
-    (4, True, True): [(32768, 16, 8), (65536, 32, 1)],
-    # 16384 .. 131072: 0.89 / 0.88 / 0.86 / 0.79 -> 0.95 / 0.95 / 0.90 / 0.87 (H200), within 1.5 % on the H100
-    (4, False, False): [(16384, 32, 8)],
-}
-
-
-# Walks only a card with fast memory takes (row_reduce.fast_memory: an H200), merged into
-# FORWARD_WALKS by their N (after its entries of the same N): (element size, rms, residual,
-# weight and bias given: 0, 1 or 2) -> entries as there. H200 bf16 fraction of copy, before -> after:
-# LayerNorm at 16384 with weight and bias, read once per CTA into shared memory where it walks
-# (_stages_parameters) instead of once per row through L2, two CTAs per SM (walking_ctas): 0.893 -> 0.924-0.929.
-# Without them it lost (0.973 -> 0.940); at 32768 walking 4 blocks equals 8.
-# At 32768 32 values a thread over clusters of 2, pipelined on the persistent grid as from 65536:
-# 0.913 / 0.909 -> 0.921 / 0.923 (the H100 lost: 0.938 / 0.940 -> 0.923 / 0.921). (2026-11-26)
-_LAYER_NORM_PARAMETER_WALKS = [(16384, 64, 4), (32768, 32, 8)]
-FAST_MEMORY_WALKS = {
-    # RMSNorm at 32768 with a weight, one 512-thread CTA per SM unwalked: 0.903 -> 0.944 walking 4 blocks
-    # (0.936 walking 8).
-    (2, True, False, 1): [(32768, 64, 4)],
-    (2, False, False, 1): _LAYER_NORM_PARAMETER_WALKS,
-    # With weight and bias past 8192 they walked 4 blocks too (10000 / 12288 / 14000: 0.77 / 0.83 / 0.88 ->
-    # 0.85 / 0.93 / 0.90); one row per CTA bounded to three CTAs per SM (unwalked_ctas) measured 0.95 / 0.96 /
-    # 0.93-0.95 (2026-11-27; at 14000 spilling 24 bytes, UNWALKED_SPILL), and keeps them there.
-    (2, False, False, 2): _LAYER_NORM_PARAMETER_WALKS,
-}
-
-
-def forward_plan(n: int, size: int, rms: bool, residual: bool, fast: bool = False,
-                 params: int = 2) -> tuple[int, int]:
-    """(row values per thread, blocks of rows each CTA (cluster) walks; 1: one block, no loop)
-    of the forward over rows of `n` elements of `size` bytes (the largest operand's); `fast`:
-    the device has fast memory, `params`: how many of weight and bias are given (FAST_MEMORY_WALKS)."""
-    plan = (forward_values(n, rms, residual), 1)
-    key = (size, rms, residual)
-    walks = FORWARD_WALKS.get(key, []) + (FAST_MEMORY_WALKS.get(key + (params,), []) if fast else [])
-    for start, values, walk in sorted(walks, key=lambda entry: entry[0]):
-        if n >= start:
-            plan = (values, walk)
-    return plan
-
-
-def forward_values(n: int, rms: bool, residual: bool = False) -> int:
-    """Row values per thread of a forward that does not walk (forward_plan), measured on an
-    H100 in bf16 (fraction of copy; benchmarks/row_configs.py and reductions.py): 64, and 32
-    where 64 would need a cluster anyway (RMSNorm past 32768 columns: 0.98 against 0.96 at
-    65536) or would spill (LayerNorm past 8192 columns with a residual)."""
-    if rms:
-        return 32 if n > 32768 else FORWARD_VALUES
-    return 32 if n > 8192 and residual else FORWARD_VALUES
-
-
-def one_trip_statistics(bits: int, cfg: RowConfig, residual: bool) -> bool:
-    """Whether LayerNorm's forward takes its mean and variance in one trip through shared memory
-    (row_reduce.row_mean_m2: each thread's own mean and squared deviations, merged by Chan's
-    formula) instead of two (the mean, then the squares about it): for 16-bit rows held whole
-    by one CTA, without padding or a residual. One trip let 2048-16384 columns run as one row
-    per CTA without the walk (FORWARD_WALKS; bf16 fraction of copy, H200 / H100: 8192 0.943 /
-    0.977 -> 0.974 / 0.987, 16384 0.897 / 0.958 -> 0.896 / 0.982). With a residual it measured
-    0.5-1.2 % slower on both; Float32 rows within 0.5 %, and there its rstd was less exact
-    (relative error 4.9e-6 against 1.2e-7 on rows at 1000 + N(0, 1)), which a 16-bit output
-    does not resolve. Over a cluster each part's (mean, M2) trade once instead of two sums
-    (bf16 with weight and bias, fraction of copy, 65536 / 131072 columns: H200 0.80 / 0.77 ->
-    0.81 / 0.77, H100 0.918 / 0.898 -> 0.925 / 0.901; then pipelined: pipelined_forward)."""
-    return bits <= 16 and not cfg.padding and not residual
 
 
 @cute.jit
@@ -202,7 +103,7 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
     if cute.const_expr(walk == DIRECT):
         if cute.const_expr(mRes is not None or (cfg.padding and not rms)):
             raise ValueError("the direct shape takes rows without a residual, LayerNorm's without padding "
-                             "(norms.direct_shape)")
+                             "(norm_shapes.direct_shape)")
         _direct_row(mX, mW, mB, outputs, eps, cfg, rms, row, lane, row_in_cta)
     elif cute.const_expr(pipelined):
         _walk_cluster_rows(mX, mW, mB, outputs, eps, cfg, lane, peers)
@@ -288,20 +189,6 @@ def _held_parameter(mP, cfg: Constexpr, lane):
     held = cute.make_rmem_tensor((cfg.vec, cfg.vectors), mP.element_type)
     fetch_row(mP, 0, lane, cfg, held)
     return held
-
-
-def pipelined_forward(cfg: RowConfig, walk: int, bits: int, rms: bool, residual: bool) -> bool:
-    """Whether the forward walks rows over a cluster with its exchanges pipelined
-    (_walk_cluster_rows) on a persistent grid (row_reduce.persistent_groups): LayerNorm's walking forwards
-    over clusters whose statistics take one trip (one_trip_statistics: 16-bit rows without
-    padding or a residual). bf16 with weight and bias, fraction of copy at 65536 / 131072
-    columns, H200: two exchanges a row -> one 0.80 / 0.77 -> 0.81 / 0.77; pipelined 0.82 /
-    0.80; on the persistent grid 0.90 / 0.90 (without weight and bias 0.85 / 0.83 -> 0.93 /
-    0.93). H100: 0.917 / 0.898 -> 0.915 / 0.929 (0.937 / 0.924 -> 0.927 / 0.929). The
-    persistent grid cost the other walks on the H200 (one CTA a block at 32768 columns 0.91 ->
-    0.86, RMSNorm over clusters of 2 at 65536 0.94 -> 0.91): they keep forward_plan's groups of
-    `walk` blocks."""
-    return walk > 1 and cfg.cluster > 1 and not rms and one_trip_statistics(bits, cfg, residual)
 
 
 @cute.jit
@@ -477,13 +364,6 @@ def _backward_kernel(mX: cute.Tensor, mW, mDY: cute.Tensor, mRstd: cute.Tensor, 
             _sum_rows(mDWPartial, sX, dw.load(), group, cfg, lane, row_in_cta)
         if cute.const_expr(mDBPartial is not None):
             _sum_rows(mDBPartial, sDY, db.load(), group, cfg, lane, row_in_cta)
-
-
-def pipelined_backward(cfg, stages: int) -> bool:
-    """Whether the backward walks rows over a cluster with each row's exchange pipelined
-    (_walk_cluster_rows_backward): rows split over a cluster, with a ring of 3 blocks or more
-    (the row being finished, the next one being summed, one landing)."""
-    return cfg.cluster > 1 and stages >= 3
 
 
 @cute.jit
@@ -678,13 +558,6 @@ def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, groups: cu
         accepted_spill_bytes=UNWALKED_SPILL if cute.const_expr(ctas) else 0)
 
 
-def walking_ctas(cfg: RowConfig, walk: int):
-    """CTAs per SM a walking forward of 256 threads or fewer asks ptxas to fit (None: no bound):
-    the next row fetched ahead beside this one took LayerNorm's at 16384 bf16 columns to 150
-    registers, one CTA per SM (0.896-0.900 of copy on an H200); bounded, 127 and no spills, two."""
-    return 2 if walk > 1 and cfg.threads <= 256 else None
-
-
 @cute.jit
 def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, dw, db, groups: cute.Int32, cfg: Constexpr):
     """dx, and dw and db (None: not wanted) through `groups` partial rows."""
@@ -694,16 +567,6 @@ def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, dw, db, groups: 
         min_blocks_per_mp=paired_ctas(cfg, mean is not None))
     if cute.const_expr(dw is not None or db is not None):
         launch_sum_partials(dw_partial, db_partial, dw, db, groups)
-
-
-def paired_ctas(cfg: RowConfig, layer: bool) -> int | None:
-    """CTAs per SM LayerNorm's backward over pairs of 256-thread CTAs (backward_config's, on fast
-    memory) asks ptxas to fit (None: no bound): two where each thread holds at most 3 vectors of
-    x and of dy (12288 columns). Free, ptxas took 152-231 registers, one CTA per SM. bf16 fraction
-    of copy, H200 (2026-11-27), free -> two: 10000 / 12288 0.75 / 0.83 -> 0.80 / 0.88; at 16384
-    0.87 -> 0.88, at 14000 (4 vectors, 80 bytes spilled) 0.83 -> 0.62; RMSNorm's lost (12288 /
-    16384: 0.96 / 0.95 -> 0.92 / 0.92)."""
-    return 2 if layer and cfg.threads == MAX_THREADS // 2 and cfg.cluster == 2 and cfg.vectors <= 3 else None
 
 
 # -- host entries ----------------------------------------------------------------------------------
@@ -725,36 +588,6 @@ def _vector(t: torch.Tensor | None, n: int, name: str) -> torch.Tensor | None:
     return t.contiguous()
 
 
-def _config(n: int, tensors, max_values: int, max_cluster: int = MAX_CLUSTER) -> object:
-    present = [t for t in tensors if t is not None]
-    size = max(t.element_size() for t in present)
-    cfg = row_config(n, size, max_values=max_values, max_cluster=max_cluster)
-    for t in present:
-        c = row_config(n, size, t.stride(0) if t.dim() == 2 else 0, t.data_ptr(), max_values, max_cluster)
-        cfg = c if c.vec < cfg.vec else cfg
-    return cfg
-
-
-def forward_config(n: int, tensors, values: int) -> RowConfig:
-    """The forward's CTA shape for `values` per thread (forward_plan): _config's, or where that
-    leaves some threads of a row a vector past N (padding: 128 threads x 3 vectors for 2560
-    columns) and half or a quarter the threads per row cover it exactly with more values each,
-    that, for 16-bit rows (LayerNorm over bf16 rows of 2560 / 5120 columns: 0.88 / 0.82 -> 0.96 /
-    0.96 of copy on an H200, 0.97 / 0.98 -> 0.97 / 0.99 on an H100; Float32 rows not measured;
-    the backward kept its shape, where more values per thread measured 0.75 -> 0.55), up to twice
-    `values` a thread (12800 columns in 64 threads of 200 values, 255 registers: LayerNorm with
-    weight and bias / RMSNorm with a weight 0.76 / 0.89 of copy, 0.95 / 0.99 in 256 threads, H200;
-    H100 0.94 / 0.97 -> 1.00 / 1.01; at 13312, 104 values, 0.97 against 0.94; 2026-11-27)."""
-    cfg = _config(n, tensors, values)
-    sixteen_bit = all(t.element_size() == 2 for t in tensors if t is not None)
-    if sixteen_bit and cfg.padding and cfg.cluster == 1:
-        for per_row in (cfg.threads_per_row // 2, cfg.threads_per_row // 4):
-            exact = replace(cfg, threads_per_row=per_row, threads=max(128, per_row))
-            if per_row >= 8 and exact.padding == 0 and exact.vectors * exact.vec <= 2 * values:
-                return exact
-    return cfg
-
-
 def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) -> tuple[RowConfig, int, int | None]:
     """(the CTA shape, forward_plan's walk, unwalked_ctas's bound) of the forward over `tensors` (x, residual, weight,
     bias, y, residual_out; None where absent) whose kernel arguments are `args` (eps last): where
@@ -770,170 +603,12 @@ def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) ->
     cfg = forward_config(n, tensors, values)
     wider = None
     if cfg.cluster == MAX_CLUSTER and cfg.vectors * cfg.vec > values:
-        wider = _config(n, tensors, values, NON_PORTABLE_CLUSTER)
+        wider = config_for(n, tensors, values, NON_PORTABLE_CLUSTER)
     cfg = unless_it_spills(lambda c: _forward.compile(*args, 1, c, rms, walk, options=options), cfg, wider)
     ctas = unwalked_ctas(cfg, walk, size, residual, params, fast)
     if ctas and spills(lambda: _forward.compile(*args, 1, cfg, rms, walk, ctas, options=options), UNWALKED_SPILL):
         ctas = None
     return cfg, walk, ctas
-
-
-# Bytes a thread the unwalked forward bounded by unwalked_ctas may spill (accepted_spill_bytes;
-# forward_shape drops a bound past it): LayerNorm's with weight and bias at 14000 spills 24.
-UNWALKED_SPILL = 32
-
-
-def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: int, fast: bool) -> int | None:
-    """CTAs per SM the unwalked forward over 16-bit rows past 8192 columns, one 256-thread CTA a
-    row, asks ptxas to fit (None: no bound): three where each thread holds at most 7 vectors
-    (14336 columns), on fast memory; elsewhere LayerNorm's with weight and bias up to 6 (12288).
-    Free, ptxas took 77-125 registers, two CTAs per SM. forward_shape drops a bound that makes
-    ptxas spill past UNWALKED_SPILL (LayerNorm's with weight and bias at 14000 spills 24 bytes,
-    accepted). bf16 fraction of copy, the shapes before (LayerNorm with weight and bias on fast
-    memory walked 4 blocks) -> this (2026-11-27):
-
-    | card | op | 10000 | 12288 | 14000 |
-    |---|---|---|---|---|
-    | H200 | LayerNorm, weight and bias | 0.85 -> 0.95 | 0.94 -> 0.96 | 0.89 -> 0.93-0.95 (24 bytes spilled) |
-    | H200 | LayerNorm, weight | 0.99 -> 0.99 | 0.87 -> 0.97 | 0.94 -> 0.99 |
-    | H200 | LayerNorm | 1.01 -> 1.01 | (direct_shape) | 0.98 -> 0.99 |
-    | H200 | RMSNorm, weight | 1.01 -> 1.01 | (direct_shape) | 0.95 -> 0.98 |
-    | H200 | RMSNorm | 1.01 -> 1.01 | 0.97 -> 0.97 | 1.00 -> 0.99 |
-    | H100 | LayerNorm, weight and bias | 0.95 -> 1.00 | 0.98 -> 0.99 | (0.99 -> 0.98) |
-
-    On the H100 the others lost 0.5-1.5 % bounded (LayerNorm with a weight at 12288 1.00 -> 0.99);
-    at 16384 (8 vectors) RMSNorm's lost on both (H200 0.98 -> 0.95); bounded to four, 10000
-    gained more on the H200 (LayerNorm with weight and bias 0.98) and every wider row lost."""
-    if walk != 1 or size != 2 or residual or cfg.cluster != 1 or cfg.threads != 256 or cfg.n <= 8192:
-        return None
-    return 3 if cfg.vectors <= (7 if fast else 6 if params == 2 else 0) else None
-
-
-def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
-    """quack's shape (row_reduce.direct_config) for the forward over 16-bit rows split over a
-    cluster (16384 to 131072 columns) without a residual, its weight and bias 16-bit too
-    (_direct_row), LayerNorm's where no thread holds padding and its parameters times the
-    cluster's CTAs are at most 4; None elsewhere. RMSNorm, bf16 fraction of copy at 32768 /
-    65536 / 131072 columns (2026-11-26), the shapes before it (forward_plan's) -> this: H200
-    0.93 / 0.93 / 0.90 -> 0.97 / 0.96 / 0.96 (quack 0.2.2's 0.97 / 0.97 / 0.96), H100 0.98 /
-    0.95 / 0.94 -> 0.99 / 0.99 / 0.98. LayerNorm, bf16, H200 (2026-11-27), without parameters:
-    0.93 / 0.93 / 0.93 -> 0.97 / 0.97 / 0.97; with a weight: 0.93 / 0.91 / 0.91 -> 0.97 / 0.95
-    / 0.92; with weight and bias: 0.92 / 0.90 / 0.90 -> 0.95 / 0.89 / 0.85 (fp16 0.92 / 0.90 /
-    0.91 -> 0.95 / 0.92 / 0.88). Every row reads its weight and bias again (from L2), and the
-    normalization after the exchange grows with them, where the walks hold them for many rows;
-    a cluster's CTAs wait for the slowest at the exchange.
-    Rows one 256-thread CTA holds, past 8192 columns (row_reduce.direct_config's `short`), go
-    over two CTAs for RMSNorm with a weight and LayerNorm without parameters. bf16, H200
-    (2026-11-27), forward_plan's shape -> this at 12288 / 16384: RMSNorm with a weight 0.93 /
-    0.96 -> 0.99 / 0.98, LayerNorm 0.93 / 0.97 -> 0.98 / 0.98. RMSNorm without one measured
-    0.97 / 0.98 -> 0.98 / 0.97 and keeps its plan; LayerNorm with weight and bias lost (0.83 /
-    0.93 -> 0.70 / 0.80: forward_plan's walks stage them once per CTA)."""
-    if tensors[1] is not None or any(t.element_size() != 2 for t in tensors if t is not None):
-        return None
-    parameters = sum(t is not None for t in tensors[2:4])
-    short = parameters == 1 if rms else parameters == 0          # (as measured: RMSNorm's with a weight)
-    cfg = direct_config(n, forward_config(n, tensors, FORWARD_VALUES).vec, short)
-    if cfg is None or rms:
-        return cfg
-    return None if cfg.padding or parameters * cfg.cluster > 4 else cfg
-
-
-def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) -> RowConfig:
-    """The backward's CTA shape: MAX_THREADS threads (several rows per CTA for short rows),
-    each holding BACKWARD_BYTES of each staged row, half that at up to 1024 columns (two warps
-    per row beat one: LayerNorm 0.90 of copy against 0.87 at 1024) unless only the full one
-    covers the row without padding (768 bf16 columns: 0.56 of copy with 64 threads per row,
-    one vector in two past N, H200), and where a full one would need a cluster of 4 (one of 8
-    instead: 0.89 / 0.86 against 0.78 / 0.76 at 65536; H100, benchmarks/RESULTS.md). LayerNorm's
-    over Float32 rows of 1024 keeps the full one (64 threads a row, four rows a CTA: 0.84 -> 0.99
-    of copy on an H200; RMSNorm's measured the same either way, 0.99 / 0.98).
-    Half the threads, and backward_ring half the shared memory, where that measured faster on
-    both GPUs (RMSNorm's at 3072 and 6144 16-bit columns also with twice the values per thread;
-    below): LayerNorm's (`layer`) over 16-bit rows of 2048, 4096 and 8192 columns (bf16
-    fraction of copy, H200 / H100: 0.86 / 0.90 -> 0.92 / 0.95 at 2048, 0.89 / 0.93 -> 0.92 /
-    0.99 at 4096, 0.89 / 0.95 -> 0.92 / 0.98 at 8192; RMSNorm's lost 1-2 % so): 512 threads cap
-    ptxas at 128 registers, 256 let it take 229-231, one CTA per SM; and both norms over Float32
-    rows of 768 to 1536 columns, where 82-122 registers let two such CTAs share an SM (RMSNorm /
-    LayerNorm at 1024: H200 0.80 / 0.74 -> 0.98 / 0.83, H100 0.90 / 0.87 -> 0.95 / 0.93; at 768
-    with the unpadded shape: H100 0.84 / 0.82 -> 0.97 / 0.97; shorter rows lost 1-5 %). (At
-    3072 16-bit columns LayerNorm's 256-thread kernel takes 168 registers and measured 0.94 ->
-    0.73 on the H100: the rule keeps to the powers of two measured.)
-    On fast memory (`fast`: an H200) 16-bit rows past 8192 columns up to 16384 go over clusters
-    of two 256-thread CTAs, pipelined (LayerNorm's; RMSNorm's over unpadded rows). bf16
-    fraction of copy, 512 threads a row -> this (2026-11-27): LayerNorm 10000 / 12288 / 14000 /
-    16384 0.69 / 0.75 / 0.66 / 0.87 -> 0.76 / 0.83 / 0.85 / 0.87, RMSNorm 12288 / 16384 0.91 /
-    0.93 -> 0.96 / 0.96 (at 10000 0.99 -> 0.93, 14000 0.89 -> 0.92; 128-thread CTAs lost
-    everywhere). LayerNorm's in 8-byte vectors, unbounded (paired_ctas), where they pad the row
-    less (10000 columns: 10240 held, not 12288) or 16-byte ones pad it at four a thread: 0.81 ->
-    0.94 at 10000, 0.83 -> 0.87 at 14000, 0.81 -> 0.87 at 15000, 0.88 -> 0.91 at 16000; they lost
-    where 16-byte ones hold three unpadded or equally padded (12288 0.87 -> 0.83, 11264 0.89 ->
-    0.82; 11000 0.78 -> 0.79; H200, 2026-11-27). The H100 was not measured."""
-    size = max(t.element_size() for t in tensors if t is not None)
-    cfg = _config(n, tensors, BACKWARD_BYTES // size)
-    if fast and size == 2 and 8192 < n <= 16384 and cfg.vec == 8:
-        pair = RowConfig(n, 8, MAX_THREADS // 2, MAX_THREADS // 2, 2)
-        narrow = replace(pair, vec=4)
-        if layer and (narrow.padding < pair.padding or (pair.padding and pair.vectors > 3)):
-            return narrow
-        if layer or not pair.padding:
-            return pair
-    if (n <= 1024 and not (layer and size == 4 and n == 1024)) or cfg.cluster == 4:
-        halved = _config(n, tensors, BACKWARD_BYTES // 2 // size)
-        cfg = cfg if halved.padding and not cfg.padding and cfg.cluster == 1 else halved
-    if layer and tensors[0].element_size() == 2 and cfg.padding and cfg.cluster == 1 and cfg.vec > 1:
-        # LayerNorm's over 16-bit rows where its vectors pad the row and vectors half as wide
-        # cover it exactly (2560 / 5120 bf16 columns: 0.76 / 0.75 -> 0.96 / 0.92 of copy on an
-        # H200; RMSNorm's did not gain, 0.98 -> 0.95 at 2560, nor unpadded rows, 3072: 0.83 ->
-        # 0.69; Float32 rows not measured).
-        narrow = replace(cfg, vec=cfg.vec // 2)
-        if narrow.padding == 0 and narrow.vectors * narrow.vec <= BACKWARD_BYTES // size:
-            cfg = narrow
-    x_size = tensors[0].element_size()
-    if not layer and x_size == 2 and n in (3072, 6144) and cfg.cluster == 1 and cfg.vec * size == 16:
-        # RMSNorm's over 16-bit rows of 3 x 2^k columns: twice the values per thread (48, six
-        # 16-byte vectors) in 256-thread CTAs (bf16 fraction of copy at 3072 / 6144, H200: 0.90 /
-        # 0.90 -> 0.95 / 0.94; H100: 0.93 / 0.92 -> 0.93 / 0.92). At powers of two the same
-        # doubling means 64 values, and lost on the H200 (0.94 -> 0.80-0.90); LayerNorm's
-        # (its dbias accumulators too) did not gain at 3072 / 6144 on either GPU.
-        wide = _config(n, tensors, 2 * BACKWARD_BYTES // size)
-        if wide.padding == 0 and wide.cluster == 1 and wide.threads_per_row <= MAX_THREADS // 2:
-            return replace(wide, threads=MAX_THREADS // 2)
-    half_ctas = (layer and x_size == 2 and n in (2048, 4096, 8192)) or (x_size == 4 and 768 <= n <= 1536)
-    half_ctas = half_ctas and cfg.cluster == 1 and cfg.threads_per_row <= MAX_THREADS // 2
-    cfg = replace(cfg, threads=MAX_THREADS // 2 if half_ctas else MAX_THREADS)
-    sizes = (size, size, size)                      # x, dy and the weight, at the widest
-    if cfg.cluster == MAX_CLUSTER and not pipelined_backward(cfg, backward_ring(cfg, *sizes)[0]):
-        # A cluster of 8 whose ring holds fewer than 3 blocks (Float32 rows of 131072 columns:
-        # one, 192 KB with the weight) loads nothing while it sums a row (H200 LayerNorm / RMSNorm
-        # 0.61 / 0.80 of copy, H100 0.76 / 0.87; LayerNorm's also spilled 64 bytes). Over 16 CTAs
-        # each holds half as much: three blocks, pipelined, no spill. Float32 rows past 131072
-        # still hold fewer than three, but half the registers a thread (spills 752-1548 -> 0-64 bytes).
-        return replace(cfg, cluster=NON_PORTABLE_CLUSTER)
-    if not layer and x_size == 2 and cfg.cluster == MAX_CLUSTER and cfg.vectors * cfg.vec == BACKWARD_BYTES // size \
-            and cfg.padding == 0:
-        # RMSNorm's over 16-bit rows that a cluster of 8 covers exactly at its full BACKWARD_BYTES a
-        # thread (131072 columns): 16 CTAs holding half each, though 8's ring holds three blocks.
-        # bf16 fraction of copy, 8 -> 16: H200 0.854 / 0.856 / 0.860 -> 0.900 / 0.921 / 0.928 (three
-        # runs), H100 0.936 / 0.937 -> 0.944 / 0.950. Padded rows lost on the H200 (100000 / 120000:
-        # 0.795 / 0.886 -> 0.71 / 0.84; the H100 gained, 0.95 -> 0.98), and LayerNorm's lost at
-        # 131072 on both (H200 0.823 -> 0.741, H100 0.926 -> 0.911).
-        return replace(cfg, cluster=NON_PORTABLE_CLUSTER)
-    return cfg
-
-
-def backward_ring(cfg, x_size: int, dy_size: int, w_size: int) -> tuple[int, int]:
-    """(blocks of rows the backward's shared-memory ring holds, the bytes of dynamic shared memory
-    it and the staged weight take), from the operands' element sizes (w_size 0: no weight). No
-    ring (0) where one block does not fit."""
-    block = cfg.rows * cfg.part * (x_size + dy_size)
-    budget = BACKWARD_SMEM * cfg.threads // MAX_THREADS        # the same per thread at any CTA size
-    stages = min(BACKWARD_STAGES, (budget - cfg.part * w_size) // block)
-    if stages == 0:
-        return 0, 0
-    def padded(nbytes):
-        return -(-nbytes // 16) * 16
-    return stages, padded(stages * cfg.rows * cfg.part * x_size) + padded(stages * cfg.rows * cfg.part * dy_size) + \
-        padded(cfg.part * w_size)
 
 
 def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: float = 1e-6, rms: bool = True):

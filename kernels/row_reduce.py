@@ -724,7 +724,7 @@ def fast_memory(device: int | None) -> bool:
     2 transfers a clock of the memory bus, over the SMs). Kernels whose CTAs hold one row at a
     time leave that memory idle while a row's reductions and exchanges run, so on such a card
     they walk rows with the next one loading (softmax.forward_walk and backward_walk,
-    norms.FAST_MEMORY_WALKS). False without a GPU, and for no device (None, or negative: what
+    norm_shapes.FAST_MEMORY_WALKS). False without a GPU, and for no device (None, or negative: what
     compile-only descriptions take)."""
     if device in _FAST_MEMORY:                      # (asked on every call of the Python entries)
         return _FAST_MEMORY[device]

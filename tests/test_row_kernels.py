@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import cute_torch as cute
 from conftest import run_under_sanitizer
 from row_checks import check_close, poison_allocator, rand_rows
-from cute_torch.kernels import norms, softmax
+from cute_torch.kernels import norm_shapes, norms, softmax
 from cute_torch.kernels.row_reduce import MAX_N, dynamic_rows, resident_groups, row_config
 
 needs_gpu = pytest.mark.gpu
@@ -71,8 +71,8 @@ def test_cluster_norms_trade_partial_sums_through_distributed_shared_memory(rms)
     receiver's mbarrier; ptxas takes them (sm_90a) without spilling."""
     x, w = torch.empty(8, 65536, dtype=torch.bfloat16), torch.empty(65536, dtype=torch.bfloat16)
     stat = torch.empty(8)
-    fwd_cfg = norms._config(65536, (x, w), norms.FORWARD_VALUES)
-    bwd_cfg = norms.backward_config(65536, (x, w))
+    fwd_cfg = norm_shapes.config_for(65536, (x, w), norm_shapes.FORWARD_VALUES)
+    bwd_cfg = norm_shapes.backward_config(65536, (x, w))
     assert (fwd_cfg.cluster, bwd_cfg.cluster) == (2, 8)
     mean = None if rms else dynamic_rows(stat)
     fwd = cute.compile(norms._forward, dynamic_rows(x), None, w, None if rms else w, dynamic_rows(x), None,
@@ -92,8 +92,9 @@ def test_cluster_norms_trade_partial_sums_through_distributed_shared_memory(rms)
     # The backward stages x and dy in shared memory, 16 bytes per cp.async, blocks of rows ahead,
     # and sums each row a row ahead of finishing it (its exchange pipelined over four slot sets):
     # it waits for the ring's next row, not just this one.
-    stages, _ = norms.backward_ring(bwd_cfg, 2, 2, 2)
-    assert stages >= 3 and norms.pipelined_backward(bwd_cfg, stages) and "cp.async.cg.shared.global" in bwd.__ptx__
+    stages, _ = norm_shapes.backward_ring(bwd_cfg, 2, 2, 2)
+    assert stages >= 3 and norm_shapes.pipelined_backward(bwd_cfg, stages)
+    assert "cp.async.cg.shared.global" in bwd.__ptx__
     assert re.search(rf"cp\.async\.wait_group\s+{stages - 2};", bwd.__ptx__)
     assert bwd.__ptx__.count("mbarrier.init") == 4
 
@@ -166,7 +167,7 @@ def test_softmax_forward_takes_quacks_shape_over_a_cluster(n, cluster, dtype):
                                                 (131072, 8, True, False), (32768, 2, False, True),
                                                 (12288, 2, False, False), (131072, 8, False, False)])
 def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
-    """norms.direct_shape: 16-bit rows over a cluster without a residual (LayerNorm's without
+    """norm_shapes.direct_shape: 16-bit rows over a cluster without a residual (LayerNorm's without
     padding, and with weight and bias only over two CTAs), three CTAs per SM without spilling,
     from 8192 columns, unpadded, for RMSNorm with a weight and LayerNorm without parameters; a
     residual, LayerNorm's padded rows, its weight and bias over more CTAs or over rows one CTA
@@ -176,7 +177,7 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
     wb = (w if rms or bias else None, w if bias else None)      # (LayerNorm past 16384 columns w/o bias: neither)
     args = (dynamic_rows(x), None, *wb, dynamic_rows(x), None, dynamic_rows(st), mean, 1e-5)
     cfg, walk, ctas = norms.forward_shape(args, (x, None, *wb, x, None), rms, 0, {"arch": "sm_90a"})
-    assert walk == norms.DIRECT and ctas is None and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 8)
+    assert walk == norm_shapes.DIRECT and ctas is None and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 8)
     fwd = norms._forward.compile(*args, 1, cfg, rms, walk, options={"arch": "sm_90a"})
     assert fwd.__ptx__.count("cp.async.ca.shared.global") == cfg.vectors
     assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in fwd.kernels), fwd.kernels
@@ -185,14 +186,14 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
     for tensors, rms in (((x, x, w, None, x, x), True), ((x, x, w, w, x, x), False),
                          ((f32, None, None, None, f32, None), True), ((odd, None, None, None, odd, None), False),
                          ((wide, None, wide[0], wide[0], wide, None), False)):
-        assert norms.direct_shape(tensors[0].shape[1], tensors, rms) is None
+        assert norm_shapes.direct_shape(tensors[0].shape[1], tensors, rms) is None
     short, shorter = torch.empty(4, 16384, dtype=torch.bfloat16), torch.empty(4, 8192, dtype=torch.bfloat16)
-    assert norms.direct_shape(16384, (short, None, short[0], short[0], short, None), False) is None
-    assert norms.direct_shape(16384, (short, None, short[0], None, short, None), False) is None
-    assert norms.direct_shape(8192, (shorter, None, shorter[0], None, shorter, None), True) is None
-    assert norms.direct_shape(16384, (short, None, None, None, short, None), True) is None       # (no weight)
+    assert norm_shapes.direct_shape(16384, (short, None, short[0], short[0], short, None), False) is None
+    assert norm_shapes.direct_shape(16384, (short, None, short[0], None, short, None), False) is None
+    assert norm_shapes.direct_shape(8192, (shorter, None, shorter[0], None, shorter, None), True) is None
+    assert norm_shapes.direct_shape(16384, (short, None, None, None, short, None), True) is None       # (no weight)
     padded = torch.empty(4, 14000, dtype=torch.bfloat16)
-    assert norms.direct_shape(14000, (padded, None, padded[0], None, padded, None), True) is None
+    assert norm_shapes.direct_shape(14000, (padded, None, padded[0], None, padded, None), True) is None
 
 
 def test_softmax_direct_shape_only_where_measured():
@@ -236,9 +237,9 @@ def test_cluster_rows_pipeline_their_exchanges_within_the_register_budget(dtype)
     fwd = cute.compile(softmax._forward, rows, rows, 1, cfg, True, walk, options=hopper)
     assert (walk is not None) == (dtype == torch.float16)
     assert fwd.__ptx__.count("mbarrier.init") == (4 if dtype == torch.float16 else 2)
-    bwd_cfg = norms.backward_config(65536, (x, x, w, x))
-    stages, _ = norms.backward_ring(bwd_cfg, x.element_size(), x.element_size(), w.element_size())
-    assert norms.pipelined_backward(bwd_cfg, stages)
+    bwd_cfg = norm_shapes.backward_config(65536, (x, x, w, x))
+    stages, _ = norm_shapes.backward_ring(bwd_cfg, x.element_size(), x.element_size(), w.element_size())
+    assert norm_shapes.pipelined_backward(bwd_cfg, stages)
     part = dynamic_rows(torch.empty(4, 65536))
     bwd = cute.compile(norms._backward, rows, w, rows, dynamic_rows(stat), dynamic_rows(stat), rows, part, part, w, w,
                        1, bwd_cfg, options=hopper)
@@ -256,7 +257,7 @@ def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
     assert "ex2.approx" in ptx and "max.f32" in ptx and "shfl.sync.bfly" in ptx
     w, rstd = torch.empty(4096, dtype=dtype), torch.empty(96)
     ptx = cute.compile(norms._forward, dynamic_rows(x), None, w, None, dynamic_rows(x), None, dynamic_rows(rstd),
-                       None, 1e-6, 1, norms._config(4096, (x, w), norms.FORWARD_VALUES), True, 1).__ptx__
+                       None, 1e-6, 1, norm_shapes.config_for(4096, (x, w), norm_shapes.FORWARD_VALUES), True, 1).__ptx__
     assert f"ld.global.{vec}" in _accesses(ptx) and "rsqrt.approx" in ptx
 
 
@@ -266,15 +267,15 @@ def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
     thread loading its part of the next row and residual into registers before the current
     row's reductions, so its rows are loaded twice in the code (before the loop and in it) and
     nothing goes through shared memory; without one it reads one row per CTA, its statistics in
-    one trip (norms.one_trip_statistics); the fp32 one with a residual copies rows into a shared-memory ring by
+    one trip (norm_shapes.one_trip_statistics); the fp32 one with a residual copies rows into a shared-memory ring by
     cp.async blocks ahead (forward_ring); the bf16 RMSNorm without a residual reads one row per
     CTA (two CTAs per SM)."""
     def compiled(dtype, rms):
         x, w = torch.empty(64, 16384, dtype=dtype), torch.empty(16384, dtype=dtype)
         stat = torch.empty(64)
         res = dynamic_rows(x) if residual else None
-        values, walk = norms.forward_plan(16384, x.element_size(), rms, residual)
-        cfg = norms._config(16384, (x, w), values)
+        values, walk = norm_shapes.forward_plan(16384, x.element_size(), rms, residual)
+        cfg = norm_shapes.config_for(16384, (x, w), values)
         kernel = cute.compile(norms._forward, dynamic_rows(x), res, w, None if rms else w, dynamic_rows(x), res,
                               dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, 1, cfg, rms, walk,
                               options={"arch": "sm_90a"})
@@ -294,7 +295,7 @@ def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
     assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == ((2 if residual else 1) * inputs + 1) * cfg.vectors
 
 
-@pytest.mark.parametrize("key", sorted(set(norms.FORWARD_WALKS) | {k[:3] for k in norms.FAST_MEMORY_WALKS}),
+@pytest.mark.parametrize("key", sorted(set(norm_shapes.FORWARD_WALKS) | {k[:3] for k in norm_shapes.FAST_MEMORY_WALKS}),
                          ids=lambda k: f"{8 * k[0]}bit-{'rms' if k[1] else 'layer'}{'-residual' if k[2] else ''}")
 def test_every_walking_forward_plan_compiles_without_spilling(key):
     """Each walk forward_plan ships (element size, RMSNorm, residual; on fast memory or not) from
@@ -302,7 +303,7 @@ def test_every_walking_forward_plan_compiles_without_spilling(key):
     ones, and a spill would cost more than the walk wins."""
     size, rms, residual = key
     dtype = {2: torch.bfloat16, 4: torch.float32}[size]
-    plans = {norms.forward_plan(n, size, rms, residual, fast, params) + (n,)
+    plans = {norm_shapes.forward_plan(n, size, rms, residual, fast, params) + (n,)
              for n in (2048, 4096, 8192, 12288, 16384, 32768, 65536, 131072) for fast in (False, True)
              for params in (0, 1, 2)}
     for values, walk, n in sorted(plans):
@@ -312,7 +313,7 @@ def test_every_walking_forward_plan_compiles_without_spilling(key):
         res = dynamic_rows(x) if residual else None
         kernel = cute.compile(norms._forward, dynamic_rows(x), res, w, None if rms else w, dynamic_rows(x), res,
                               dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, 1,
-                              norms._config(n, (x, w), values), rms, walk, options={"arch": "sm_90a"})
+                              norm_shapes.config_for(n, (x, w), values), rms, walk, options={"arch": "sm_90a"})
         assert all(k.get("spill_stores") == 0 for k in kernel.kernels), (n, values, walk, kernel.kernels)
 
 
@@ -322,10 +323,10 @@ def test_pipelined_walks_take_persistent_grids_where_measured():
     softmax's pipelined walks are persistent over clusters of 4 and 8, not 2 (the H100 lost),
     except on fast memory (an H200), where every 16-bit cluster row walks persistent."""
     for n, want in ((32768, False), (65536, True), (131072, True)):
-        values, walk = norms.forward_plan(n, 2, False, False)
-        cfg = norms._config(n, (torch.empty(1, n, dtype=torch.bfloat16),), values)
-        assert norms.pipelined_forward(cfg, walk, 16, False, False) == want, n
-        assert not norms.pipelined_forward(cfg, walk, 16, True, False) and not norms.pipelined_forward(
+        values, walk = norm_shapes.forward_plan(n, 2, False, False)
+        cfg = norm_shapes.config_for(n, (torch.empty(1, n, dtype=torch.bfloat16),), values)
+        assert norm_shapes.pipelined_forward(cfg, walk, 16, False, False) == want, n
+        assert not norm_shapes.pipelined_forward(cfg, walk, 16, True, False) and not norm_shapes.pipelined_forward(
             cfg, walk, 16, False, True)
     for n, log, want in ((16384, True, None), (32768, True, "groups"), (32768, False, None),
                          (65536, True, "persistent"), (131072, False, "persistent"), (65536, False, None)):
@@ -339,28 +340,28 @@ def test_pipelined_walks_take_persistent_grids_where_measured():
 
 def test_forward_plans_walk_long_rows():
     """forward_plan: the last table entry reached applies; short rows keep one block per CTA."""
-    assert norms.forward_plan(4096, 2, True, False) == (norms.FORWARD_VALUES, 1)
-    assert norms.forward_plan(16384, 2, False, False) == (64, 1)      # one-trip statistics: one row per CTA
-    assert norms.forward_plan(32768, 2, False, False) == (64, 8)
-    assert norms.forward_plan(16384, 2, False, True) == (32, 4)
-    assert norms.forward_plan(65536, 2, False, True) == (32, 8)
-    assert norms.forward_plan(131072, 2, False, False) == (32, 8)
-    assert norms.forward_plan(131072, 4, False, True) == (norms.forward_values(131072, False, True), 1)
+    assert norm_shapes.forward_plan(4096, 2, True, False) == (norm_shapes.FORWARD_VALUES, 1)
+    assert norm_shapes.forward_plan(16384, 2, False, False) == (64, 1)      # one-trip statistics: one row per CTA
+    assert norm_shapes.forward_plan(32768, 2, False, False) == (64, 8)
+    assert norm_shapes.forward_plan(16384, 2, False, True) == (32, 4)
+    assert norm_shapes.forward_plan(65536, 2, False, True) == (32, 8)
+    assert norm_shapes.forward_plan(131072, 2, False, False) == (32, 8)
+    assert norm_shapes.forward_plan(131072, 4, False, True) == (norm_shapes.forward_values(131072, False, True), 1)
     # Fast memory (an H200) adds its own walks, merged by N: RMSNorm at 32768 walks 4 blocks.
-    assert norms.forward_plan(32768, 2, True, False) == (64, 1)
-    assert norms.forward_plan(32768, 2, True, False, fast=True, params=1) == (64, 4)     # (its weight)
-    assert norms.forward_plan(65536, 2, True, False, fast=True, params=1) == (64, 8)
+    assert norm_shapes.forward_plan(32768, 2, True, False) == (64, 1)
+    assert norm_shapes.forward_plan(32768, 2, True, False, fast=True, params=1) == (64, 4)     # (its weight)
+    assert norm_shapes.forward_plan(65536, 2, True, False, fast=True, params=1) == (64, 8)
     # LayerNorm at 16384 walks there only with a weight or bias (staged once per CTA),
-    assert norms.forward_plan(16384, 2, False, False, fast=True) == (64, 4)
+    assert norm_shapes.forward_plan(16384, 2, False, False, fast=True) == (64, 4)
     # and at 32768 with them over clusters of 2 (its entry follows FORWARD_WALKS' of the same N).
-    assert norms.forward_plan(32768, 2, False, False, fast=True) == (32, 8)
-    assert norms.forward_plan(32768, 2, False, False, fast=True, params=0) == (64, 8)
-    assert norms.forward_plan(16384, 2, False, False, fast=True, params=0) == (64, 1)
+    assert norm_shapes.forward_plan(32768, 2, False, False, fast=True) == (32, 8)
+    assert norm_shapes.forward_plan(32768, 2, False, False, fast=True, params=0) == (64, 8)
+    assert norm_shapes.forward_plan(16384, 2, False, False, fast=True, params=0) == (64, 1)
     # Below 16384 one row per CTA, with or without them (unwalked_ctas bounds those CTAs).
-    assert norms.forward_plan(12288, 2, False, False, fast=True) == (64, 1)
-    assert norms.forward_plan(14336, 2, False, False, fast=True) == (64, 1)
-    assert norms.forward_plan(12288, 2, False, False, fast=True, params=1) == (64, 1)
-    assert norms.forward_plan(8192, 2, False, False, fast=True) == (64, 1)
+    assert norm_shapes.forward_plan(12288, 2, False, False, fast=True) == (64, 1)
+    assert norm_shapes.forward_plan(14336, 2, False, False, fast=True) == (64, 1)
+    assert norm_shapes.forward_plan(12288, 2, False, False, fast=True, params=1) == (64, 1)
+    assert norm_shapes.forward_plan(8192, 2, False, False, fast=True) == (64, 1)
 
 
 def test_rows_too_long_for_registers_are_read_in_chunks_16_bytes_at_a_time():
@@ -491,7 +492,7 @@ def test_softmax_reads_strided_rows_and_any_leading_shape():
 @pytest.mark.parametrize("rms", [True, False])
 @pytest.mark.parametrize("m,n", [(900, 12288), (300, 16384), (300, 32768), (7, 40000), (3, 100000), (9, 131072)])
 def test_norm_forward_in_quacks_shape(m, n, rms, weight, dtype):
-    """norms.direct_shape's forward (one row per cluster, x staged and read again from shared
+    """norm_shapes.direct_shape's forward (one row per cluster, x staged and read again from shared
     memory, the weight and bias held in registers): many rows, a last CTA's part past N (40000,
     100000: RMSNorm's; LayerNorm's keep their walks there, and with weight and bias past two
     CTAs), with and without weight and bias; y, rstd and mean against float64."""
@@ -727,11 +728,11 @@ def test_the_norm_backward_grid_is_what_runs_at_once():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for n in (4096, 65536):
         x, w = rand_rows((64, n), 81, torch.bfloat16), rand_rows((n,), 82, torch.bfloat16)
-        cfg = norms.backward_config(n, (x, w))
+        cfg = norm_shapes.backward_config(n, (x, w))
         probe = dynamic_rows(torch.empty(1, n, device="cuda"))
         compiled = norms._backward.compile(dynamic_rows(x), w, dynamic_rows(x), dynamic_rows(x[:, 0].float()), None,
                                            dynamic_rows(x), probe, None, w, None, 1, cfg)
-        resident = resident_groups(compiled, cfg, 0, norms.backward_ring(cfg, 2, 2, 2)[1])
+        resident = resident_groups(compiled, cfg, 0, norm_shapes.backward_ring(cfg, 2, 2, 2)[1])
         assert 1 <= resident <= sms // cfg.cluster, (n, cfg, resident)
 
 
@@ -772,15 +773,15 @@ def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
                                      (16384, True, torch.bfloat16, 512), (3072, False, torch.bfloat16, 256),
                                      (6144, False, torch.float16, 256), (3072, False, torch.float32, 512)):
         x = torch.empty(4, n, dtype=dtype)
-        cfg = norms.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x), layer)
+        cfg = norm_shapes.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x), layer)
         assert cfg.threads == threads, (n, layer, dtype)
         assert norms.tight_schedule(cfg) == (threads == 256), (n, layer, dtype)
-        stages, smem = norms.backward_ring(cfg, x.element_size(), x.element_size(), x.element_size())
-        assert stages >= 2 and smem <= norms.BACKWARD_SMEM * threads // 512
+        stages, smem = norm_shapes.backward_ring(cfg, x.element_size(), x.element_size(), x.element_size())
+        assert stages >= 2 and smem <= norm_shapes.BACKWARD_SMEM * threads // 512
     for n, dtype, per_row in ((768, torch.bfloat16, 32), (1024, torch.bfloat16, 64), (768, torch.float32, 64),
                               (3072, torch.bfloat16, 64), (6144, torch.bfloat16, 128)):   # RMSNorm's 48 values
         x = torch.empty(4, n, dtype=dtype)
-        cfg = norms.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x))
+        cfg = norm_shapes.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x))
         assert (cfg.threads_per_row, cfg.padding) == (per_row, 0), (n, dtype)
     # Clusters of 8 whose ring would hold fewer than 3 blocks take 16 CTAs (non-portable) where
     # those hold 3: Float32 rows of 131072, 16-bit ones of 200000; not 16-bit 131072 (3 already).
@@ -792,12 +793,12 @@ def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
                                            (65536, torch.float32, 8, 8)):
         x = torch.empty(4, n, dtype=dtype)
         for layer in (True, False):
-            cfg = norms.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x), layer)
+            cfg = norm_shapes.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x), layer)
             assert cfg.cluster == (cluster if layer else rms_cluster), (n, dtype, layer)
-            assert norms.pipelined_backward(cfg, norms.backward_ring(cfg, *[x.element_size()] * 3)[0])
+            assert norm_shapes.pipelined_backward(cfg, norm_shapes.backward_ring(cfg, *[x.element_size()] * 3)[0])
     # Float32 rows of 262144: 16 CTAs hold fewer than 3 blocks too, but take half the registers
     x = torch.empty(4, 262144)
-    assert norms.backward_config(262144, (x, x, torch.empty(262144), x), True).cluster == 16
+    assert norm_shapes.backward_config(262144, (x, x, torch.empty(262144), x), True).cluster == 16
     # The forward takes 16 where a cluster of 8 would hold more values a thread than planned and
     # ptxas spills it (LayerNorm over bf16 rows of 262144: 64 for 32, 456 bytes, 0.30 of copy),
     # not at 200000 (8 holds 56 without spilling); RMSNorm's plans 64 there and keeps 8.
@@ -810,8 +811,8 @@ def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
         assert cfg.cluster == cluster, (n, rms)
     # LayerNorm's over Float32 rows of 1024: 16 values a thread, not 8 (0.84 -> 0.99 of copy, H200)
     x = torch.empty(4, 1024)
-    assert norms.backward_config(1024, (x, x, torch.empty(1024), x), True).threads_per_row == 64
-    assert norms.backward_config(1024, (x, x, torch.empty(1024), x), False).threads_per_row == 128
+    assert norm_shapes.backward_config(1024, (x, x, torch.empty(1024), x), True).threads_per_row == 64
+    assert norm_shapes.backward_config(1024, (x, x, torch.empty(1024), x), False).threads_per_row == 128
 
 
 def test_the_norm_forward_takes_fewer_threads_per_row_where_they_cover_it_exactly():
@@ -819,19 +820,20 @@ def test_the_norm_forward_takes_fewer_threads_per_row_where_they_cover_it_exactl
     hold the row exactly (LayerNorm's walking forward, 0.88 -> 0.96 of copy on an H200), where
     that is at most twice the planned values."""
     x, w = torch.empty(4, 2560, dtype=torch.bfloat16), torch.empty(2560, dtype=torch.bfloat16)
-    assert norms._config(2560, (x, w), 32).padding == 512
-    cfg = norms.forward_config(2560, (x, w), 32)
+    assert norm_shapes.config_for(2560, (x, w), 32).padding == 512
+    cfg = norm_shapes.forward_config(2560, (x, w), 32)
     assert (cfg.threads_per_row, cfg.vectors, cfg.padding) == (64, 5, 0)
-    assert norms.forward_config(1000, (x[:, :1000], w[:1000]), 32) == norms._config(1000, (x[:, :1000], w[:1000]), 32)
+    short = (x[:, :1000], w[:1000])
+    assert norm_shapes.forward_config(1000, short, 32) == norm_shapes.config_for(1000, short, 32)
     # Not past twice the planned values: 12800 columns would take 64 threads of 200 values (255
     # registers); 13312 takes 128 of 104.
     for n, per_row in ((12800, 256), (13312, 128)):
         y, v = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
-        assert norms.forward_config(n, (y, v), 64).threads_per_row == per_row, n
+        assert norm_shapes.forward_config(n, (y, v), 64).threads_per_row == per_row, n
 
 
 def test_the_norm_backward_pairs_256_thread_ctas_past_8192_columns_on_fast_memory():
-    """norms.backward_config on fast memory (an H200): 16-bit rows of 8193 to 16384 columns over
+    """norm_shapes.backward_config on fast memory (an H200): 16-bit rows of 8193 to 16384 columns over
     clusters of two 256-thread CTAs, pipelined, without spilling (LayerNorm's any; RMSNorm's
     unpadded; LayerNorm's in 8-byte vectors where they pad less, or 16-byte ones pad four a
     thread); elsewhere, and on other cards, the shapes before."""
@@ -840,25 +842,25 @@ def test_the_norm_backward_pairs_256_thread_ctas_past_8192_columns_on_fast_memor
                                   (12288, False, True, 8), (16384, True, True, 8), (10000, False, False, 8),
                                   (8192, True, False, 8), (20000, True, False, 8)):
         x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
-        cfg = norms.backward_config(n, (x, w, x, x), layer, fast=True)
+        cfg = norm_shapes.backward_config(n, (x, w, x, x), layer, fast=True)
         assert ((cfg.threads, cfg.cluster) == (256, 2)) == paired and cfg.vec == vec, (n, layer, cfg)
-        assert norms.backward_config(n, (x, w, x, x), layer).threads != 256 or n == 8192
+        assert norm_shapes.backward_config(n, (x, w, x, x), layer).threads != 256 or n == 8192
         if paired:
             stat, part = dynamic_rows(torch.empty(4)), dynamic_rows(torch.empty(1, n))
             args = (dynamic_rows(x), w, dynamic_rows(x), stat, stat if layer else None, dynamic_rows(x), part,
                     part if layer else None, w, w if layer else None)
-            assert norms.pipelined_backward(cfg, norms.backward_ring(cfg, 2, 2, 2)[0])
+            assert norm_shapes.pipelined_backward(cfg, norm_shapes.backward_ring(cfg, 2, 2, 2)[0])
             compiled = norms._backward.compile(*args, 1, cfg, options={"arch": "sm_90a"})
             assert all(k["spill_stores"] == 0 for k in compiled.kernels), (n, layer, compiled.kernels)
             # LayerNorm's up to 3 vectors a thread bounded to two CTAs per SM (paired_ctas)
-            bounded = norms.paired_ctas(cfg, layer)
+            bounded = norm_shapes.paired_ctas(cfg, layer)
             assert bounded == (2 if layer and n in (11264, 12288) else None), (n, layer)
             assert not bounded or compiled.kernels[0]["registers"] * 256 * 2 <= 65536, compiled.kernels
 
 
 @pytest.mark.parametrize("fast", [False, True])
 def test_unwalked_norm_forwards_past_8192_columns_keep_three_ctas_per_sm(fast, monkeypatch):
-    """norms.unwalked_ctas: 16-bit rows of 8193-14336 columns in one 256-thread CTA a row bound
+    """norm_shapes.unwalked_ctas: 16-bit rows of 8193-14336 columns in one 256-thread CTA a row bound
     to three CTAs per SM, spilling no more than UNWALKED_SPILL bytes (LayerNorm's with weight and
     bias at 14000), on fast memory (an H200); elsewhere only LayerNorm's with weight and bias up to
     12288; none with a residual, at 16384 or over clusters."""
@@ -878,7 +880,7 @@ def test_unwalked_norm_forwards_past_8192_columns_keep_three_ctas_per_sm(fast, m
             assert ctas == want, (n, rms, params, residual, cfg, walk, ctas)
             if ctas:
                 fwd = norms._forward.compile(*args, 1, cfg, rms, walk, ctas, options={"arch": "sm_90a"})
-                spill = norms.UNWALKED_SPILL if (n, rms, params) == (14000, False, 2) else 0
+                spill = norm_shapes.UNWALKED_SPILL if (n, rms, params) == (14000, False, 2) else 0
                 assert all(k["spill_stores"] <= spill and k["registers"] * 256 * 3 <= 65536 for k in fwd.kernels), \
                     (n, rms, params, fwd.kernels)
 
@@ -887,11 +889,11 @@ def test_the_layer_norm_backward_narrows_its_vectors_where_they_pad_the_row():
     """2560 bf16 columns: 128 threads x 3 vectors of 8 hold 3072; vectors of 4 hold the row
     exactly (5 each). RMSNorm and unpadded rows keep 16-byte vectors."""
     x, w = torch.empty(4, 2560, dtype=torch.bfloat16), torch.empty(2560, dtype=torch.bfloat16)
-    layer = norms.backward_config(2560, (x, x, w, x), True)
+    layer = norm_shapes.backward_config(2560, (x, x, w, x), True)
     assert (layer.vec, layer.threads_per_row, layer.vectors, layer.padding) == (4, 128, 5, 0)
-    assert norms.backward_config(2560, (x, x, w, x), False).vec == 8
+    assert norm_shapes.backward_config(2560, (x, x, w, x), False).vec == 8
     y, v = torch.empty(4, 3072, dtype=torch.bfloat16), torch.empty(3072, dtype=torch.bfloat16)
-    assert norms.backward_config(3072, (y, y, v, y), True).vec == 8
+    assert norm_shapes.backward_config(3072, (y, y, v, y), True).vec == 8
 
 
 def test_long_odd_softmax_rows_take_the_peeled_chunks():

@@ -204,7 +204,7 @@ def test_the_builder_compiles_each_op_and_says_where_its_arguments_come_from():
         assert resident == 0    # asked of the device only (persistent grids', on a GPU)
         assert rows_per_cta >= 1 and threads % 32 == 0 and threads >= rows_per_cta
         # Rows of 65536 bf16 or 131072 fp32 do not fit one CTA: they are split over a cluster (RMSNorm's
-        # 65536 bf16 forward in quack's shape, norms.direct_shape: four CTAs of 256 threads).
+        # 65536 bf16 forward in quack's shape, norm_shapes.direct_shape: four CTAs of 256 threads).
         assert cluster == (4 if "65536" in described else 8 if "131072" in described else 1), (op, cluster)
         assert ".entry" in rest[-1].__ptx__
     with pytest.raises(ValueError, match="unknown row op"):
@@ -215,7 +215,7 @@ def test_the_builder_configures_from_a_description_what_the_kernels_configure_fr
     """Random row views (offsets into a buffer, padded row strides, every dtype): the CTA shape
     row_build picks from csrc/torch/RowOps.cpp's descriptions equals the one the Python entries
     of kernels/*.py pick from the tensors themselves (those passed on the GPU)."""
-    from cute_torch.kernels import norms, softmax
+    from cute_torch.kernels import norm_shapes, norms, softmax
     from cute_torch.kernels.row_chunks import chunk_config
     from cute_torch.ops.row_build import _Described
 
@@ -236,11 +236,11 @@ def test_the_builder_configures_from_a_description_what_the_kernels_configure_fr
             assert softmax._config(x, y) == softmax._config(described(x), described(y)), (n, pad, offset, dtype)
         if n <= norms.MAX_NORM_N:
             w = torch.empty(n, dtype=dtype)
-            for values in (32, norms.FORWARD_VALUES):
-                assert norms.forward_config(n, (x, w, y), values) == norms.forward_config(
+            for values in (32, norm_shapes.FORWARD_VALUES):
+                assert norm_shapes.forward_config(n, (x, w, y), values) == norm_shapes.forward_config(
                     n, (described(x), described(w, "c"), described(y)), values)
             for layer in (False, True):
-                assert norms.backward_config(n, (x, w, y), layer) == norms.backward_config(
+                assert norm_shapes.backward_config(n, (x, w, y), layer) == norm_shapes.backward_config(
                     n, (described(x), described(w, "c"), described(y)), layer)
         assert chunk_config(x, y) == chunk_config(described(x), described(y)), (n, pad, offset, dtype)
         assert softmax.takes_chunks(x, y) == softmax.takes_chunks(described(x), described(y))

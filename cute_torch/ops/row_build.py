@@ -80,7 +80,7 @@ def _recipe(operands: list, floats: int = 0, ints: int = 0) -> list[int]:
 def build(op: str, descriptions: str, flags: str, device: int, arch: str | None = None):
     """See the module docstring. `flags` is a string of 0/1 (the op's booleans); `arch` (tests
     without a GPU) overrides the device's."""
-    from ..kernels import cross_entropy, norms, softmax
+    from ..kernels import cross_entropy, norm_shapes, norms, softmax
     from ..kernels.row_chunks import chunk_config
     from ..kernels.row_reduce import fast_memory, resident_groups
 
@@ -112,16 +112,17 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         cfg, walk, ctas = norms.forward_shape((*args, 1e-5), ops[:6], bits[0], device, options)
         compiled = norms._forward.compile(*args, 1e-5, 1, cfg, bits[0], walk, ctas, options=options)
         recipe = _recipe(ops, floats=1, ints=1)
-        if arch is None and norms.pipelined_forward(cfg, walk, 8 * ops[0].element_size(), bits[0], ops[1] is not None):
+        pipelined = norm_shapes.pipelined_forward(cfg, walk, 8 * ops[0].element_size(), bits[0], ops[1] is not None)
+        if arch is None and pipelined:
             resident = resident_groups(compiled, cfg, device)
     elif op == "layer_norm_backward":   # x, weight, dy, rstd, mean, dx, dweight and dbias partials, dweight, dbias
-        cfg = norms.backward_config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]], ops[4] is not None,
+        cfg = norm_shapes.backward_config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]], ops[4] is not None,
                                     fast_memory(device))
         compiled = norms._backward.compile(*args, 1, cfg, options=options)
         recipe = _recipe(ops, ints=1)
         if arch is None:    # (tests without a GPU name the arch: nothing to ask then)
             sizes = tuple(0 if o is None else o.element_size() for o in (ops[0], ops[2], ops[1]))
-            resident = resident_groups(compiled, cfg, device, norms.backward_ring(cfg, *sizes)[1])
+            resident = resident_groups(compiled, cfg, device, norm_shapes.backward_ring(cfg, *sizes)[1])
     elif op == "cross_entropy":          # logits, target, loss, lse; flags: label smoothing
         cfg, exact, direct = cross_entropy.forward_shape(ops[0], bits[0], fast_memory(device))
         compiled = cross_entropy._forward.compile(*args, 0.0, -100, cfg, exact, bits[0], direct, options=options)
