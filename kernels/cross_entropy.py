@@ -196,7 +196,9 @@ def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) 
     quack 0.2.2 (no smoothing) in the same runs: H200 1.00 / 1.03 / 1.03 at 2048 / 4096 / 8192,
     H100 1.01 / 1.03 / 1.03. At 1024 columns (four rows a CTA, 55 registers free: nine CTAs)
     twelve, H200 bf16 0.96 -> 0.98 (fp16 0.98 -> 0.99; quack 0.99; ten 0.96, eleven 0.98,
-    sixteen spilled: 0.45). One chunk over rows past CHUNK (forward_shape): ONE_CHUNK_CTAS."""
+    sixteen spilled: 0.45). One chunk over rows past CHUNK (forward_shape): ONE_CHUNK_CTAS.
+    Up to 512 columns the SM's 2048 threads (31 registers; 32 free until bf16 lanes widened in
+    integer operations, DeviceCodegen.cpp's widenBf16Lanes, then 39: 12 CTAs of 128 threads)."""
     if direct:
         return DIRECT_CTAS
     if bits != 16:
@@ -205,6 +207,8 @@ def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) 
         return 5 if n <= 32768 or cfg.peeled else 4
     if n == 1024 and cfg.rows == 4:
         return SHORT_ROW_CTAS
+    if n <= 512:
+        return 2048 // cfg.threads
     if cfg.n > CHUNK and not cfg.peeled:
         return ONE_CHUNK_CTAS.get(cfg.vectors)
     return 6 if 2048 <= n <= CHUNK and not cfg.peeled else None

@@ -18,6 +18,8 @@ from .row_reduce import MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfi
 
 # Row values a thread holds at most forward.
 FORWARD_VALUES = 64
+# Registers of an SM, and those LayerNorm's forward with weight and bias takes a thread (unwalked_ctas).
+MAX_REGISTERS, LAYER_NORM_REGISTERS = 65536, 128
 # forward_shape's walk for direct_shape's forwards: one row per cluster in quack's shape.
 DIRECT = 0
 # Backward: bytes of each staged tensor (x, dy) per thread (32 16-bit values, 16 Float32), in
@@ -216,10 +218,18 @@ def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: 
 
     On the H100 the others lost 0.5-1.5 % bounded (LayerNorm with a weight at 12288 1.00 -> 0.99);
     at 16384 (8 vectors) RMSNorm's lost on both (H200 0.98 -> 0.95); bounded to four, 10000
-    gained more on the H200 (LayerNorm with weight and bias 0.98) and every wider row lost."""
-    if walk != 1 or size != 2 or residual or cfg.cluster != 1 or cfg.threads != 256 or cfg.n <= 8192:
+    gained more on the H200 (LayerNorm with weight and bias 0.98) and every wider row lost.
+    LayerNorm's with weight and bias at 8 vectors a thread (2048-8192 columns in 128 threads,
+    16384 in 256) keeps to LAYER_NORM_REGISTERS: ptxas took 128 free until bf16 lanes widened in
+    integer operations (DeviceCodegen.cpp's widenBf16Lanes), then 141, a CTA per SM fewer (H200
+    at 4096 / 8192: 0.97 -> 0.91); bounded, 126-127 and no spill."""
+    if walk != 1 or size != 2 or residual or cfg.cluster != 1:
         return None
-    return 3 if cfg.vectors <= (7 if fast else 6 if params == 2 else 0) else None
+    if cfg.threads == 256 and cfg.n > 8192 and cfg.vectors <= (7 if fast else 6 if params == 2 else 0):
+        return 3
+    if params == 2 and cfg.vectors == 8:
+        return MAX_REGISTERS // (LAYER_NORM_REGISTERS * cfg.threads)
+    return None
 
 
 def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:

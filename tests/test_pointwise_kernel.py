@@ -111,6 +111,16 @@ def test_exact_ops_are_exact():
     assert torch.equal(op("x0 * x1", [x, y]), x * y)
 
 
+def test_every_bf16_widens_bit_for_bit_from_a_vector():
+    """The kernel loads 16-byte vectors and widens their bf16 lanes as integer operations on the
+    32-bit words (DeviceCodegen.cpp's widenBf16Lanes): all 65536 patterns, NaNs and -0.0
+    included, against torch's widening, bit for bit."""
+    every_bf16 = torch.arange(-32768, 32768, device="cuda", dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    poison_allocator(every_bf16.numel(), torch.float32)
+    widened = op("x0", [every_bf16], torch.float32)
+    assert torch.equal(widened.view(torch.int32), every_bf16.float().view(torch.int32))
+
+
 def test_nan_propagation_matches_torch():
     x = torch.tensor([float("nan"), 1.0, -2.0, float("inf")], device="cuda")
     y = torch.tensor([0.0, float("nan"), 3.0, -1.0], device="cuda")

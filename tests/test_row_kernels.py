@@ -859,11 +859,12 @@ def test_the_norm_backward_pairs_256_thread_ctas_past_8192_columns_on_fast_memor
 
 
 @pytest.mark.parametrize("fast", [False, True])
-def test_unwalked_norm_forwards_past_8192_columns_keep_three_ctas_per_sm(fast, monkeypatch):
+def test_unwalked_norm_forwards_past_8192_columns_keep_their_ctas_per_sm(fast, monkeypatch):
     """norm_shapes.unwalked_ctas: 16-bit rows of 8193-14336 columns in one 256-thread CTA a row bound
     to three CTAs per SM, spilling no more than UNWALKED_SPILL bytes (LayerNorm's with weight and
     bias at 14000), on fast memory (an H200); elsewhere only LayerNorm's with weight and bias up to
-    12288; none with a residual, at 16384 or over clusters."""
+    12288; none with a residual or over clusters; at 16384 (8 vectors a thread) only LayerNorm's with
+    weight and bias, to LAYER_NORM_REGISTERS (test_layer_norm_forward_keeps_to_its_registers)."""
     monkeypatch.setattr(norms, "fast_memory", lambda device: fast)
     stat = dynamic_rows(torch.empty(4))
     for n in (10000, 12288, 14000, 16384):
@@ -877,12 +878,31 @@ def test_unwalked_norm_forwards_past_8192_columns_keep_three_ctas_per_sm(fast, m
             cfg, walk, ctas = norms.forward_shape(args, (x, res, *wb, x, res), rms, 0, {"arch": "sm_90a"})
             unwalked = walk == 1 and cfg.cluster == 1 and not residual
             want = 3 if unwalked and n <= (14336 if fast else 12288 if params == 2 else 0) else None
+            if unwalked and not want and params == 2 and cfg.vectors == 8:     # (16384 off fast memory)
+                want = 65536 // (norm_shapes.LAYER_NORM_REGISTERS * cfg.threads)
             assert ctas == want, (n, rms, params, residual, cfg, walk, ctas)
             if ctas:
                 fwd = norms._forward.compile(*args, 1, cfg, rms, walk, ctas, options={"arch": "sm_90a"})
                 spill = norm_shapes.UNWALKED_SPILL if (n, rms, params) == (14000, False, 2) else 0
-                assert all(k["spill_stores"] <= spill and k["registers"] * 256 * 3 <= 65536 for k in fwd.kernels), \
+                assert all(k["spill_stores"] <= spill and k["registers"] * 256 * ctas <= 65536 for k in fwd.kernels), \
                     (n, rms, params, fwd.kernels)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n", [2048, 4096, 8192, 16384])
+def test_layer_norm_forward_keeps_to_its_registers(n, dtype, monkeypatch):
+    """norm_shapes.unwalked_ctas: LayerNorm's forward with weight and bias at 8 vectors a thread (one
+    row a CTA unwalked) asks ptxas for LAYER_NORM_REGISTERS, and fits them without spilling; free,
+    it took 141 once bf16 lanes widened in integer operations (a CTA per SM fewer)."""
+    monkeypatch.setattr(norms, "fast_memory", lambda device: False)
+    x, w, stat = torch.empty(4, n, dtype=dtype), torch.empty(n, dtype=dtype), dynamic_rows(torch.empty(4))
+    rows = dynamic_rows(x)
+    args = (rows, None, w, w, rows, None, stat, stat, 1e-5)
+    cfg, walk, ctas = norms.forward_shape(args, (x, None, w, w, x, None), False, 0, {"arch": "sm_90a"})
+    assert (cfg.vectors, walk, ctas) == (8, 1, 65536 // (norm_shapes.LAYER_NORM_REGISTERS * cfg.threads)), cfg
+    fwd = norms._forward.compile(*args, 1, cfg, False, walk, ctas, options={"arch": "sm_90a"})
+    assert all(k["spill_stores"] == 0 and k["registers"] <= norm_shapes.LAYER_NORM_REGISTERS for k in fwd.kernels), \
+        fwd.kernels
 
 
 def test_the_layer_norm_backward_narrows_its_vectors_where_they_pad_the_row():

@@ -14,7 +14,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InstIterator.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Linker/Linker.h"
@@ -145,6 +148,47 @@ void optimize(llvm::Module &module, llvm::TargetMachine &machine, int optLevel) 
                                   : optLevel == 2 ? llvm::OptimizationLevel::O2
                                                   : llvm::OptimizationLevel::O3;
   builder.buildPerModuleDefaultPipeline(level).run(module, mam);
+}
+
+/// bf16 -> f32 extends of a vector's lanes become integer operations on the vector's 32-bit
+/// words: the high lane of a word is already the top half of its float (and 0xffff0000), the
+/// low lane shifts there (shl 16). LLVM would unpack each word (mov.b32 {lo, hi}) and select
+/// cvt.f32.bf16 per lane, which ptxas makes PRMT + SHF for every high lane: 1.5 instructions a
+/// lane instead of one, and the norm backwards convert x, dy and w twice a value (LayerNorm's
+/// over 32768 bf16 columns: 33 SASS instructions a value in its loop). Exact, NaNs included.
+void widenBf16Lanes(llvm::Module &module) {
+  for (llvm::Function &fn : module) {
+    llvm::SmallVector<llvm::FPExtInst *> extends;
+    for (llvm::Instruction &inst : llvm::instructions(fn))
+      if (auto *ext = llvm::dyn_cast<llvm::FPExtInst>(&inst))
+        if (ext->getSrcTy()->isBFloatTy() && ext->getDestTy()->isFloatTy())
+          extends.push_back(ext);
+    // One bitcast of a vector to words per block that extends its lanes.
+    llvm::DenseMap<std::pair<llvm::Value *, llvm::BasicBlock *>, llvm::Value *> words;
+    for (llvm::FPExtInst *ext : extends) {
+      auto *lane = llvm::dyn_cast<llvm::ExtractElementInst>(ext->getOperand(0));
+      if (!lane)
+        continue;
+      auto *type = llvm::dyn_cast<llvm::FixedVectorType>(lane->getVectorOperandType());
+      auto *index = llvm::dyn_cast<llvm::ConstantInt>(lane->getIndexOperand());
+      if (!type || !index || type->getNumElements() % 2)
+        continue;
+      llvm::IRBuilder<> builder(ext);
+      llvm::Value *&vector = words[{lane->getVectorOperand(), ext->getParent()}];
+      if (!vector)
+        vector = builder.CreateBitCast(
+            lane->getVectorOperand(),
+            llvm::FixedVectorType::get(builder.getInt32Ty(), type->getNumElements() / 2));
+      uint64_t i = index->getZExtValue();
+      llvm::Value *word = builder.CreateExtractElement(vector, i / 2);
+      llvm::Value *bits =
+          i % 2 ? builder.CreateAnd(word, 0xFFFF0000u) : builder.CreateShl(word, 16);
+      ext->replaceAllUsesWith(builder.CreateBitCast(bits, builder.getFloatTy()));
+      ext->eraseFromParent();
+      if (lane->use_empty())
+        lane->eraseFromParent();
+    }
+  }
 }
 
 std::string emitPtx(llvm::Module &module, llvm::TargetMachine &machine) {
@@ -290,6 +334,7 @@ DeviceModule compileDeviceModule(mlir::gpu::GPUModuleOp gpuModule,
   module->setDataLayout(machine->createDataLayout());
   linkLibdevice(*module, options.cudaHome);
   optimize(*module, *machine, options.optLevel);
+  widenBf16Lanes(*module);
   if (options.keepLLVM) {
     llvm::raw_string_ostream stream(result.llvmIR);
     module->print(stream, nullptr);
