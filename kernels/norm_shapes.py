@@ -287,16 +287,18 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
     16384 0.69 / 0.75 / 0.66 / 0.87 -> 0.76 / 0.83 / 0.85 / 0.87, RMSNorm 12288 / 16384 0.91 /
     0.93 -> 0.96 / 0.96 (at 10000 0.99 -> 0.93, 14000 0.89 -> 0.92; 128-thread CTAs lost
     everywhere). LayerNorm's in 8-byte vectors, unbounded (paired_ctas), where they pad the row
-    less (10000 columns: 10240 held, not 12288) or 16-byte ones pad it at four a thread: 0.81 ->
-    0.94 at 10000, 0.83 -> 0.87 at 14000, 0.81 -> 0.87 at 15000, 0.88 -> 0.91 at 16000; they lost
-    where 16-byte ones hold three unpadded or equally padded (12288 0.87 -> 0.83, 11264 0.89 ->
-    0.82; 11000 0.78 -> 0.79; H200, 2026-11-27). The H100 was not measured."""
+    less (10000 columns: 10240 held, not 12288) or 16-byte ones would be four a thread: 0.81 ->
+    0.94 at 10000, 0.83 -> 0.87 at 14000, 0.81 -> 0.87 at 15000, 0.88 -> 0.91 at 16000, 0.87 ->
+    0.91 at 16384 (unpadded; the library's entry with this shape forced, before bf16 lanes
+    widened in integer operations); they lost where 16-byte ones hold three unpadded or equally
+    padded (12288 0.87 -> 0.83, 11264 0.89 -> 0.82; 11000 0.78 -> 0.79; H200, 2026-11-27). The
+    H100 was not measured."""
     size = max(t.element_size() for t in tensors if t is not None)
     cfg = config_for(n, tensors, BACKWARD_BYTES // size)
     if fast and size == 2 and 8192 < n <= 16384 and cfg.vec == 8:
         pair = RowConfig(n, 8, MAX_THREADS // 2, MAX_THREADS // 2, 2)
         narrow = replace(pair, vec=4)
-        if layer and (narrow.padding < pair.padding or (pair.padding and pair.vectors > 3)):
+        if layer and (narrow.padding < pair.padding or pair.vectors > 3):
             return narrow
         if layer or not pair.padding:
             return pair
