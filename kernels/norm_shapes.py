@@ -7,7 +7,7 @@ Forward: forward_plan (values a thread and blocks of rows walked: FORWARD_WALKS,
 with fast memory FAST_MEMORY_WALKS), forward_config (the CTA shape for them), direct_shape
 (quack's one row per cluster), unwalked_ctas and walking_ctas (CTAs per SM ptxas is asked to
 fit), pipelined_forward. Backward: backward_config, backward_ring (the shared-memory ring),
-paired_ctas, pipelined_backward.
+backward_ctas, pipelined_backward.
 """
 
 from __future__ import annotations
@@ -151,14 +151,23 @@ def walking_ctas(cfg: RowConfig, walk: int):
     return 2 if walk > 1 and cfg.threads <= 256 else None
 
 
-def paired_ctas(cfg: RowConfig, layer: bool) -> int | None:
-    """CTAs per SM LayerNorm's backward over pairs of 256-thread CTAs (backward_config's, on fast
-    memory) asks ptxas to fit (None: no bound): two where each thread holds at most 3 vectors of
-    x and of dy (12288 columns). Free, ptxas took 152-231 registers, one CTA per SM. bf16 fraction
-    of copy, H200 (2026-11-27), free -> two: 10000 / 12288 0.75 / 0.83 -> 0.80 / 0.88; at 16384
-    0.87 -> 0.88, at 14000 (4 vectors, 80 bytes spilled) 0.83 -> 0.62; RMSNorm's lost (12288 /
-    16384: 0.96 / 0.95 -> 0.92 / 0.92)."""
-    return 2 if layer and cfg.threads == MAX_THREADS // 2 and cfg.cluster == 2 and cfg.vectors <= 3 else None
+def backward_ctas(cfg: RowConfig, layer: bool, bits: int) -> int | None:
+    """CTAs per SM the backward asks ptxas to fit (None: no bound).
+    LayerNorm's over pairs of 256-thread CTAs (backward_config's, on fast memory): two where each
+    thread holds at most 3 vectors of x and of dy (12288 columns). Free, ptxas took 152-231
+    registers, one CTA per SM. bf16 fraction of copy, H200 (2026-11-27), free -> two: 10000 /
+    12288 0.75 / 0.83 -> 0.80 / 0.88; at 16384 0.87 -> 0.88, at 14000 (4 vectors, 80 bytes
+    spilled) 0.83 -> 0.62; RMSNorm's lost (12288 / 16384: 0.96 / 0.95 -> 0.92 / 0.92).
+    RMSNorm's over 16-bit rows of up to 1024 columns (512-thread CTAs of 16 values a thread):
+    two, where ptxas took 96 registers free, one CTA per SM; bounded, 64 and no spills. bf16
+    fraction of copy at 256 / 512 / 1024 (three runs each, 2026-11-27), free -> two: H200 0.93 /
+    0.94 / 0.93 -> 0.99 / 0.96 / 0.98, H100 0.93 / 0.93 / 0.94 -> 0.93 / 0.93 / 0.94. LayerNorm's
+    lost (1024: H200 0.96 -> 0.76), and so did RMSNorm's at 2048 (0.92 -> 0.63)."""
+    if layer and cfg.threads == MAX_THREADS // 2 and cfg.cluster == 2 and cfg.vectors <= 3:
+        return 2
+    if not layer and bits == 16 and cfg.threads == MAX_THREADS and cfg.n <= 1024:
+        return 2
+    return None
 
 
 def config_for(n: int, tensors, max_values: int, max_cluster: int = MAX_CLUSTER) -> RowConfig:
@@ -173,6 +182,10 @@ def config_for(n: int, tensors, max_values: int, max_cluster: int = MAX_CLUSTER)
     return cfg
 
 
+# forward_config narrows a padded shape to at most this many values a thread (12 16-byte vectors).
+NARROW_VALUES = 96
+
+
 def forward_config(n: int, tensors, values: int) -> RowConfig:
     """The forward's CTA shape for `values` per thread (forward_plan): config_for's, or where that
     leaves some threads of a row a vector past N (padding: 128 threads x 3 vectors for 2560
@@ -180,15 +193,28 @@ def forward_config(n: int, tensors, values: int) -> RowConfig:
     that, for 16-bit rows (LayerNorm over bf16 rows of 2560 / 5120 columns: 0.88 / 0.82 -> 0.96 /
     0.96 of copy on an H200, 0.97 / 0.98 -> 0.97 / 0.99 on an H100; Float32 rows not measured;
     the backward kept its shape, where more values per thread measured 0.75 -> 0.55), up to twice
-    `values` a thread (12800 columns in 64 threads of 200 values, 255 registers: LayerNorm with
-    weight and bias / RMSNorm with a weight 0.76 / 0.89 of copy, 0.95 / 0.99 in 256 threads, H200;
-    H100 0.94 / 0.97 -> 1.00 / 1.01; at 13312, 104 values, 0.97 against 0.94; 2026-11-27)."""
+    `values` a thread and NARROW_VALUES (12800 columns in 64 threads of 200 values, 255 registers:
+    LayerNorm with weight and bias / RMSNorm with a weight 0.76 / 0.89 of copy, 0.95 / 0.99 in 256
+    threads, H200; 2026-11-27).
+    NARROW_VALUES: since bf16 lanes widen in integer operations (DeviceCodegen.cpp's
+    widenBf16Lanes), 13 and 15 vectors a thread lost to the padded shape, 9 and 11 did not. bf16
+    fraction of copy on an H200, narrowed -> padded (2026-11-27, three runs each; LayerNorm with
+    weight and bias / with a weight / RMSNorm with a weight): 13 vectors at 3328 0.92 / 0.99 /
+    0.99 -> 0.97 / 1.00 / 1.00, 6656 0.89 / 0.90 / 0.97 -> 0.95 / 0.98 / 0.98, 13312 0.87 / 0.96 /
+    0.97 -> 0.96 / 0.97 / 0.97, 26624 0.46 / 0.53 / 0.97 -> 0.92 / 0.93 / 0.97 (LayerNorm without
+    parameters lost there, 0.86 -> 0.82); 15 at 3840 0.92 / 0.94 / 0.86 -> 0.97 / 0.98 / 0.98,
+    7680 0.91 / 0.93 / 0.85 -> 0.97 / 0.98 / 0.98, 15360 0.91 / 0.93 / 0.85 -> 0.90 / 0.94 /
+    0.96. At 9 vectors (2304, 4608, 9216, 18432) and 11 (11264) narrowed LayerNorm with weight
+    and bias read 1-2 % ahead, without parameters at 18432 0.98 against 0.70 padded, the others
+    within 1.5 % either way; with a residual (32 values planned) 5 vectors at 10240 0.99 against
+    0.76-0.79 (LayerNorm with a weight / without), 7 at 14336 within 1.5 %. H100 at 11264 / 13312
+    / 15360: within 1 % either way, padded mostly ahead."""
     cfg = config_for(n, tensors, values)
     sixteen_bit = all(t.element_size() == 2 for t in tensors if t is not None)
     if sixteen_bit and cfg.padding and cfg.cluster == 1:
         for per_row in (cfg.threads_per_row // 2, cfg.threads_per_row // 4):
             exact = replace(cfg, threads_per_row=per_row, threads=max(128, per_row))
-            if per_row >= 8 and exact.padding == 0 and exact.vectors * exact.vec <= 2 * values:
+            if per_row >= 8 and exact.padding == 0 and exact.vectors * exact.vec <= min(2 * values, NARROW_VALUES):
                 return exact
     return cfg
 
@@ -286,7 +312,7 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
     fraction of copy, 512 threads a row -> this (2026-11-27): LayerNorm 10000 / 12288 / 14000 /
     16384 0.69 / 0.75 / 0.66 / 0.87 -> 0.76 / 0.83 / 0.85 / 0.87, RMSNorm 12288 / 16384 0.91 /
     0.93 -> 0.96 / 0.96 (at 10000 0.99 -> 0.93, 14000 0.89 -> 0.92; 128-thread CTAs lost
-    everywhere). LayerNorm's in 8-byte vectors, unbounded (paired_ctas), where they pad the row
+    everywhere). LayerNorm's in 8-byte vectors, unbounded (backward_ctas), where they pad the row
     less (10000 columns: 10240 held, not 12288) or 16-byte ones would be four a thread: 0.81 ->
     0.94 at 10000, 0.83 -> 0.87 at 14000, 0.81 -> 0.87 at 15000, 0.88 -> 0.91 at 16000, 0.87 ->
     0.91 at 16384 (unpadded; the library's entry with this shape forced, before bf16 lanes

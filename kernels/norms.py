@@ -53,8 +53,8 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .column_sums import launch_sum_partials
-from .norm_shapes import (DIRECT, UNWALKED_SPILL, backward_config, backward_ring, config_for, direct_shape,
-                          forward_config, forward_plan, one_trip_statistics, paired_ctas, pipelined_backward,
+from .norm_shapes import (DIRECT, UNWALKED_SPILL, backward_config, backward_ctas, backward_ring, config_for,
+                          direct_shape, forward_config, forward_plan, one_trip_statistics, pipelined_backward,
                           pipelined_forward, unwalked_ctas, walking_ctas)
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
                          cluster_merge_mean_m2, cluster_peers, cluster_reduce_received, cluster_send, column_mask,
@@ -564,7 +564,7 @@ def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, dw, db, groups: 
     stages, smem = backward_ring(cfg, *(0 if t is None else t.element_type.width // 8 for t in (x, dy, w)))
     _backward_kernel(x, w, dy, rstd, mean, dx, dw_partial, db_partial, cfg, stages).launch(
         grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), smem=smem,
-        min_blocks_per_mp=paired_ctas(cfg, mean is not None))
+        min_blocks_per_mp=backward_ctas(cfg, mean is not None, x.element_type.width))
     if cute.const_expr(dw is not None or db is not None):
         launch_sum_partials(dw_partial, db_partial, dw, db, groups)
 

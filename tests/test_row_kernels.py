@@ -818,16 +818,16 @@ def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
 def test_the_norm_forward_takes_fewer_threads_per_row_where_they_cover_it_exactly():
     """2560 columns at 32 values per thread: 128 threads x 3 vectors would hold 3072; 64 x 5
     hold the row exactly (LayerNorm's walking forward, 0.88 -> 0.96 of copy on an H200), where
-    that is at most twice the planned values."""
+    that is at most twice the planned values and NARROW_VALUES."""
     x, w = torch.empty(4, 2560, dtype=torch.bfloat16), torch.empty(2560, dtype=torch.bfloat16)
     assert norm_shapes.config_for(2560, (x, w), 32).padding == 512
     cfg = norm_shapes.forward_config(2560, (x, w), 32)
     assert (cfg.threads_per_row, cfg.vectors, cfg.padding) == (64, 5, 0)
     short = (x[:, :1000], w[:1000])
     assert norm_shapes.forward_config(1000, short, 32) == norm_shapes.config_for(1000, short, 32)
-    # Not past twice the planned values: 12800 columns would take 64 threads of 200 values (255
-    # registers); 13312 takes 128 of 104.
-    for n, per_row in ((12800, 256), (13312, 128)):
+    # Not past twice the planned values nor NARROW_VALUES: 12800 columns would take 64 threads of 200
+    # values (255 registers), 13312 128 of 104; 11264 takes 128 of 88, 2304 32 of 72.
+    for n, per_row in ((12800, 256), (13312, 256), (15360, 256), (11264, 128), (2304, 32)):
         y, v = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
         assert norm_shapes.forward_config(n, (y, v), 64).threads_per_row == per_row, n
 
@@ -852,8 +852,8 @@ def test_the_norm_backward_pairs_256_thread_ctas_past_8192_columns_on_fast_memor
             assert norm_shapes.pipelined_backward(cfg, norm_shapes.backward_ring(cfg, 2, 2, 2)[0])
             compiled = norms._backward.compile(*args, 1, cfg, options={"arch": "sm_90a"})
             assert all(k["spill_stores"] == 0 for k in compiled.kernels), (n, layer, compiled.kernels)
-            # LayerNorm's up to 3 vectors a thread bounded to two CTAs per SM (paired_ctas)
-            bounded = norm_shapes.paired_ctas(cfg, layer)
+            # LayerNorm's up to 3 vectors a thread bounded to two CTAs per SM (backward_ctas)
+            bounded = norm_shapes.backward_ctas(cfg, layer, 16)
             assert bounded == (2 if layer and n in (11264, 12288) else None), (n, layer)
             assert not bounded or compiled.kernels[0]["registers"] * 256 * 2 <= 65536, compiled.kernels
 
