@@ -83,12 +83,13 @@ def test_log_softmax_backward_over_16_bit_rows_keeps_two_ctas_per_sm():
 
 
 @pytest.mark.parametrize("dtype,n,threads", [
-    ("bfloat16", 4096, 256), ("bfloat16", 131072, 256), ("bfloat16", 50257, 128), ("float32", 32768, 128),
-    ("bfloat16", 2048, 256), ("bfloat16", 512, 128)])
+    ("bfloat16", 4096, 256), ("bfloat16", 131072, 256), ("bfloat16", 50257, 128), ("float32", 32768, 256),
+    ("float32", 1024, 256), ("float32", 1000, 128), ("float32", 50257, 128), ("bfloat16", 2048, 256),
+    ("bfloat16", 512, 128)])
 def test_cross_entropy_backward_ctas(dtype, n, threads):
-    """cross_entropy.backward_shape: 16-bit rows of 4096 columns or more in 16-byte vectors take a
-    256-thread CTA per chunk of up to 16384 columns (64 threads a row from 1024 to 4095); peeled rows
-    (50257), Float32 and rows under 1024 keep the 128-thread chunks."""
+    """cross_entropy.backward_shape: rows of 4096 columns or more in 16-byte vectors take a 256-thread
+    CTA per chunk of up to 16384 columns (64 threads a row from 1024 to 4095), Float32 rows as 16-bit
+    ones; peeled rows (50257) and rows under 1024 (1000, 512) keep the 128-thread chunks."""
     op, described, flags = _cases(dtype, n)["cross-entropy backward"]
     (kernel,) = row_build.build(op, described, flags, 0, arch="sm_90a")[-1].metadata["kernels"]
     assert kernel["block_dims"][0] == threads and kernel["spill_stores"] == 0, kernel
