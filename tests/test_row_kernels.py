@@ -520,12 +520,13 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 @pytest.mark.parametrize("rms,weight,bias,residual", NORM_CASES)
 # Long rows split over clusters (kernels/row_reduce.py); 300 rows of 16384 walk the forward's
 # blocks (fetching rows ahead) and the backward's shared-memory ring over several blocks (both
-# slot sets); at 200000 the eighth CTA holds only columns past N; 2560 takes 8-byte vectors backward
-# (on fast memory 10000 and 14000 too, over pairs of CTAs), 3072 RMSNorm's 48 values per thread,
-# 1024 Float32 LayerNorm's 16 (four rows a CTA).
+# slot sets; 30000's backward over clusters of 8 256-thread CTAs); at 200000 the eighth CTA holds
+# only columns past N; 2560 takes 8-byte vectors backward (on fast memory 10000 and 14000 too,
+# over pairs of CTAs), 3072 RMSNorm's 48 values per thread, 1024 Float32 LayerNorm's 16 (four
+# rows a CTA).
 @pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (101, 1024), (40, 2560), (33, 3072), (256, 4096), (9, 8192),
-                                 (7, 10000), (90, 12288), (5, 14000), (3, 32768), (300, 16384), (5, 65536), (3, 131072),
-                                 (2, 200000)])
+                                 (7, 10000), (90, 12288), (5, 14000), (3, 32768), (70, 30000), (300, 16384), (5, 65536),
+                                 (3, 131072), (2, 200000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
     if rms and bias:
         pytest.skip("RMSNorm has no bias")
@@ -641,10 +642,11 @@ def run_small():
         norms.norm_forward(long, wl, None if rms else wl, residual=out, eps=1e-5, rms=rms)
         norms.norm_backward(long, wl, out, rstd, mean, weight_grad=True, bias_grad=not rms)
     # The backward's other CTA shapes: 256 threads (LayerNorm over 2048 16-bit columns, either
-    # norm over 1024 Float32 ones, RMSNorm's 48 values over 3072 16-bit ones) and 8-byte vectors
-    # where 16-byte ones pad (2560 columns).
-    for n, dtype in ((2048, torch.bfloat16), (2560, torch.bfloat16), (1024, torch.float32), (3072, torch.bfloat16)):
-        xs, ws = rand_rows((300, n), 11, dtype), rand_rows((n,), 12, dtype)
+    # norm over 1024 Float32 ones, RMSNorm's 48 values over 3072 16-bit ones, clusters of 8 at
+    # 30000) and 8-byte vectors where 16-byte ones pad (2560 columns).
+    for m, n, dtype in ((300, 2048, torch.bfloat16), (300, 2560, torch.bfloat16), (300, 1024, torch.float32),
+                        (300, 3072, torch.bfloat16), (70, 30000, torch.bfloat16)):
+        xs, ws = rand_rows((m, n), 11, dtype), rand_rows((n,), 12, dtype)
         for rms in (True, False):
             out, _, rstd, mean = norms.norm_forward(xs, ws, None if rms else ws, eps=1e-5, rms=rms)
             norms.norm_backward(xs, ws, out, rstd, mean, weight_grad=True, bias_grad=not rms)
@@ -699,6 +701,8 @@ def run_small():
     logits = rand_rows((40, 9000), 5, torch.bfloat16)           # forward: one chunk over the row
     _, lse = cross_entropy.cross_entropy_forward(logits, target)
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), inplace=True)
+    _, lse = cross_entropy.cross_entropy_forward(logits.float(), target)   # Float32: 256 threads backward too
+    cross_entropy.cross_entropy_backward(logits.float(), target, lse, torch.ones(40, device="cuda"))
     _, lse = cross_entropy.cross_entropy_forward(logits, target, label_smoothing=0.1)   # the row's sum too
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), label_smoothing=0.1)
     odd = rand_rows((40, 9001), 10, torch.bfloat16)              # peeled rows: vectors between scalar edges

@@ -5,6 +5,7 @@ slow kernel on a GPU."""
 
 import pytest
 
+from cute_torch.kernels import row_reduce
 from cute_torch.ops import row_build
 
 VEC = "v;float32;1;1;16;0"
@@ -104,6 +105,21 @@ def test_rms_norm_backward_over_short_rows_keeps_two_ctas_per_sm(dtype, n):
     kernel = row_build.build(op, described, flags, 0, arch="sm_90a")[-1].metadata["kernels"][0]
     assert kernel["block_dims"][0] == 512 and kernel["spill_stores"] == 0, kernel
     assert 65536 // (-(-kernel["registers"] // 8) * 8 * 512) >= 2, kernel["registers"]
+
+
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("n", [28000, 32768])
+def test_layer_norm_backward_near_32768_columns_takes_two_256_thread_ctas_per_sm(fast, n, monkeypatch):
+    """norm_shapes.backward_config: LayerNorm's over 16-bit rows that 512-thread pairs would hold
+    at 32 values a thread (up to 32768 columns) goes over clusters of 8 256-thread CTAs at 16
+    values, two per SM by registers and shared memory (a ring of 4 blocks, 72 KB), no spills, on
+    either card; RMSNorm's keeps the pairs."""
+    monkeypatch.setattr(row_reduce, "fast_memory", lambda device: fast)
+    kernel = row_build.build(*_cases("bfloat16", n)["LayerNorm backward"], 0, arch="sm_90a")[-1].metadata["kernels"][0]
+    assert (kernel["block_dims"][0], kernel["cluster_dims"][0], kernel["spill_stores"]) == (256, 8, 0), kernel
+    assert 65536 // (-(-kernel["registers"] // 8) * 8 * 256) >= 2, kernel["registers"]
+    rms = row_build.build(*_cases("bfloat16", n)["RMSNorm backward"], 0, arch="sm_90a")[-1].metadata["kernels"][0]
+    assert (rms["block_dims"][0], rms["cluster_dims"][0]) == (512, 2), rms
 
 
 @pytest.mark.parametrize("op,n,smooth,ctas", [
