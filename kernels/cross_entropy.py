@@ -42,12 +42,14 @@ from .softmax import direct_shape as softmax_direct_shape
 # shared memory each; forward_shape).
 DIRECT_CTAS = 5
 
-# The backward's chunk of 16-bit rows, one per 256-thread CTA (backward_shape), and the CTAs
-# per SM it asks ptxas to fit with label smoothing (95 registers free, two CTAs; 62 bounded) and
-# without: ptxas took 84 registers free at 7 vectors a thread (12289-14336 columns; 31-78 at other
-# widths, where the bound changes nothing), two CTAs; bounded, 80 and no spills, three. bf16
-# fraction of copy, free -> bounded (2026-11-27, three runs each): H200 14000 0.92 -> 1.00; H100
-# 13000 0.98 -> 1.00, 14000 0.99 -> 1.00; 4096-131072 the same within 0.5 % on both.
+# The backward's chunk of rows in 16-byte vectors, one per 256-thread CTA (backward_shape), and
+# the CTAs per SM it asks ptxas to fit: with label smoothing over 16-bit rows four (95 registers
+# free, two CTAs; 62 bounded); otherwise three (Float32 rows with smoothing spilled 68-148 bytes
+# at four; 80 registers, none). Without smoothing ptxas took 84 free at 7 vectors a thread
+# (12289-14336 bf16 columns; 31-78 at other widths, where the bound changes nothing): two CTAs;
+# bounded, 80 and no spills, three. bf16 fraction of copy, free -> bounded (2026-11-27, three
+# runs each): H200 14000 0.92 -> 1.00; H100 13000 0.98 -> 1.00, 14000 0.99 -> 1.00; 4096-131072
+# the same within 0.5 % on both.
 BACKWARD_CHUNK = 16384
 BACKWARD_SMOOTHING_CTAS, BACKWARD_CTAS = 4, 3
 # forward_ctas: the forward over 1024 16-bit columns, four rows a CTA, asks for this many CTAs per
@@ -260,8 +262,8 @@ def _backward(x, target, lse, dloss, dx, smoothing: cute.Float32, ignore_index: 
     blocks = launch_grid(x.shape[0], cfg)[0]
     _backward_kernel(x, target, lse, dloss, dx, smoothing, ignore_index, cfg, exact, reduced, smooth).launch(
         grid=(blocks, chunks(x, cfg), 1), block=(cfg.threads, 1, 1),
-        min_blocks_per_mp=(BACKWARD_SMOOTHING_CTAS if cute.const_expr(smooth) else BACKWARD_CTAS)
-        if cute.const_expr(cfg.threads == 256) else None)
+        min_blocks_per_mp=(BACKWARD_SMOOTHING_CTAS if cute.const_expr(smooth and x.element_type.width == 16)
+                           else BACKWARD_CTAS) if cute.const_expr(cfg.threads == 256) else None)
 
 
 def backward_shape(logits, dx) -> tuple[RowConfig, bool]:

@@ -328,15 +328,15 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
             return narrow
         if layer or not pair.padding:
             return pair
-    if layer and size == 2 and cfg.cluster == 2 and cfg.vec == 8 and cfg.threads == MAX_THREADS:
-        # LayerNorm's over 16-bit rows that pairs of 512-thread CTAs hold at 32 values a thread
-        # (24577-32768 columns): 16 values a thread in 256-thread CTAs over clusters of 8 (a ring
-        # of 4 blocks in 72 KB, not 3 in 224 KB; 128 registers: two CTAs per SM, not one). bf16
-        # fraction of copy (2026-11-27, three runs each): H200 32768 0.86 -> 0.91; H100 32768 0.92
-        # -> 0.98, 28000 0.69-0.72 -> 0.97. Bounded to three CTAs (80 registers) it read 0.89 on
-        # the H200; at 16384 (clusters of 4) and 65536 (of 16) the shape lost 1 % to the
-        # library's. RMSNorm's read 0.91 -> 0.97 at 32768 on the H200 but 0.95 -> 0.90 on the H100
-        # (28000: 0.92 -> 0.93), and keeps the pairs (the H200's not yet run through the GPU tests).
+    if (layer or fast) and size == 2 and cfg.cluster == 2 and cfg.vec == 8 and cfg.threads == MAX_THREADS:
+        # 16-bit rows that pairs of 512-thread CTAs hold at 32 values a thread (24577-32768
+        # columns): 16 values a thread in 256-thread CTAs over clusters of 8 (a ring of 4 blocks in
+        # 72 KB, not 3 in 224 KB; LayerNorm's 128 registers, RMSNorm's 96: two CTAs per SM, not
+        # one). bf16 fraction of copy, LayerNorm / RMSNorm (2026-11-27, three runs each): H200
+        # 32768 0.86 / 0.91 -> 0.91 / 0.97; H100 32768 0.92 / 0.95 -> 0.98 / 0.90, 28000 0.69-0.72
+        # / 0.92 -> 0.97 / 0.93: RMSNorm's keeps the pairs off fast memory. Bounded to three CTAs
+        # (80 registers) they read 0.89 / 0.91 on the H200; at 16384 (clusters of 4) and 65536
+        # (of 16) the shape lost 1 % to the library's.
         spread = RowConfig(n, 8, MAX_THREADS // 2, MAX_THREADS // 2, MAX_CLUSTER)
         if spread.padding <= cfg.padding:
             return spread

@@ -109,17 +109,28 @@ def test_rms_norm_backward_over_short_rows_keeps_two_ctas_per_sm(dtype, n):
 
 @pytest.mark.parametrize("fast", [False, True])
 @pytest.mark.parametrize("n", [28000, 32768])
-def test_layer_norm_backward_near_32768_columns_takes_two_256_thread_ctas_per_sm(fast, n, monkeypatch):
-    """norm_shapes.backward_config: LayerNorm's over 16-bit rows that 512-thread pairs would hold
-    at 32 values a thread (up to 32768 columns) goes over clusters of 8 256-thread CTAs at 16
-    values, two per SM by registers and shared memory (a ring of 4 blocks, 72 KB), no spills, on
-    either card; RMSNorm's keeps the pairs."""
+def test_norm_backwards_near_32768_columns_take_two_256_thread_ctas_per_sm(fast, n, monkeypatch):
+    """norm_shapes.backward_config: 16-bit rows that 512-thread pairs would hold at 32 values a
+    thread (up to 32768 columns) go over clusters of 8 256-thread CTAs at 16 values, two per SM by
+    registers and shared memory (a ring of 4 blocks, 72 KB), no spills: LayerNorm's on either card,
+    RMSNorm's on fast memory (an H200); elsewhere RMSNorm's keeps the pairs."""
     monkeypatch.setattr(row_reduce, "fast_memory", lambda device: fast)
-    kernel = row_build.build(*_cases("bfloat16", n)["LayerNorm backward"], 0, arch="sm_90a")[-1].metadata["kernels"][0]
-    assert (kernel["block_dims"][0], kernel["cluster_dims"][0], kernel["spill_stores"]) == (256, 8, 0), kernel
-    assert 65536 // (-(-kernel["registers"] // 8) * 8 * 256) >= 2, kernel["registers"]
-    rms = row_build.build(*_cases("bfloat16", n)["RMSNorm backward"], 0, arch="sm_90a")[-1].metadata["kernels"][0]
-    assert (rms["block_dims"][0], rms["cluster_dims"][0]) == (512, 2), rms
+    for op in ("LayerNorm backward", "RMSNorm backward"):
+        kernel = row_build.build(*_cases("bfloat16", n)[op], 0, arch="sm_90a")[-1].metadata["kernels"][0]
+        if op == "RMSNorm backward" and not fast:
+            assert (kernel["block_dims"][0], kernel["cluster_dims"][0]) == (512, 2), kernel
+            continue
+        assert (kernel["block_dims"][0], kernel["cluster_dims"][0], kernel["spill_stores"]) == (256, 8, 0), kernel
+        assert 65536 // (-(-kernel["registers"] // 8) * 8 * 256) >= 2, kernel["registers"]
+
+
+@pytest.mark.parametrize("n", [16384, 128256])
+def test_cross_entropy_backward_over_float32_rows_with_smoothing_does_not_spill(n):
+    """cross_entropy.BACKWARD_CTAS: Float32 rows' 256-thread chunks with label smoothing bounded to
+    three CTAs per SM (80 registers); at BACKWARD_SMOOTHING_CTAS's four they spilled 68-148 bytes."""
+    op, described, _ = _cases("float32", n)["cross-entropy backward"]
+    (kernel,) = row_build.build(op, described, "1", 0, arch="sm_90a")[-1].metadata["kernels"]
+    assert kernel["block_dims"][0] == 256 and kernel["spill_stores"] == 0, kernel
 
 
 @pytest.mark.parametrize("op,n,smooth,ctas", [
