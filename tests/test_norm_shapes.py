@@ -1,0 +1,168 @@
+"""The norm kernels' CTA shapes and launch bounds (kernels/norm_shapes.py), CPU tier: which shape
+each forward and backward takes for a row length, dtype, parameters and card, and that the bounded
+kernels compile for sm_90a within their registers. The kernels' results are tests/test_row_kernels.py's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cute_torch.kernels import norm_shapes, norms
+from cute_torch.kernels.row_reduce import dynamic_rows
+
+
+def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
+    """16-bit LayerNorm rows of 2048, 4096 and 8192 columns, 16-bit RMSNorm rows of 3072 and 6144
+    (with 48 values per thread) and Float32 rows of 768 to 1536: 256-thread CTAs with half the
+    shared memory each; others keep 512 threads. The 256-thread ones keep the arithmetic they
+    were tuned with (tight_schedule: one CTA of 8 warps per SM hangs on its schedule).
+    Short rows take the unpadded one of the two thread counts per row where only one is."""
+    for n, layer, dtype, threads in ((4096, True, torch.bfloat16, 256), (2048, True, torch.float16, 256),
+                                     (3072, True, torch.bfloat16, 512), (1024, False, torch.float32, 256),
+                                     (768, True, torch.float32, 256), (2048, True, torch.float32, 512),
+                                     (8192, True, torch.bfloat16, 256), (4096, False, torch.bfloat16, 512),
+                                     (4096, True, torch.float32, 512), (1024, True, torch.bfloat16, 512),
+                                     (16384, True, torch.bfloat16, 512), (3072, False, torch.bfloat16, 256),
+                                     (6144, False, torch.float16, 256), (3072, False, torch.float32, 512)):
+        x = torch.empty(4, n, dtype=dtype)
+        cfg = norm_shapes.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x), layer)
+        assert cfg.threads == threads, (n, layer, dtype)
+        assert norms.tight_schedule(cfg) == (threads == 256), (n, layer, dtype)
+        stages, smem = norm_shapes.backward_ring(cfg, x.element_size(), x.element_size(), x.element_size())
+        assert stages >= 2 and smem <= norm_shapes.BACKWARD_SMEM * threads // 512
+    for n, dtype, per_row in ((768, torch.bfloat16, 32), (1024, torch.bfloat16, 64), (768, torch.float32, 64),
+                              (3072, torch.bfloat16, 64), (6144, torch.bfloat16, 128)):   # RMSNorm's 48 values
+        x = torch.empty(4, n, dtype=dtype)
+        cfg = norm_shapes.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x))
+        assert (cfg.threads_per_row, cfg.padding) == (per_row, 0), (n, dtype)
+    # Clusters of 8 whose ring would hold fewer than 3 blocks take 16 CTAs (non-portable) where
+    # those hold 3: Float32 rows of 131072, 16-bit ones of 200000; not 16-bit 131072 (3 already).
+    # RMSNorm's over 16-bit rows that 8 cover exactly with 32 values a thread (131072) takes 16
+    # too; not padded rows (100000, 98304) nor 8 holding the halved 16 values (65536).
+    for n, dtype, cluster, rms_cluster in ((131072, torch.float32, 16, 16), (200000, torch.bfloat16, 16, 16),
+                                           (131072, torch.bfloat16, 8, 16), (100000, torch.bfloat16, 8, 8),
+                                           (98304, torch.bfloat16, 8, 8), (65536, torch.bfloat16, 8, 8),
+                                           (65536, torch.float32, 8, 8)):
+        x = torch.empty(4, n, dtype=dtype)
+        for layer in (True, False):
+            cfg = norm_shapes.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x), layer)
+            assert cfg.cluster == (cluster if layer else rms_cluster), (n, dtype, layer)
+            assert norm_shapes.pipelined_backward(cfg, norm_shapes.backward_ring(cfg, *[x.element_size()] * 3)[0])
+    # Float32 rows of 262144: 16 CTAs hold fewer than 3 blocks too, but take half the registers
+    x = torch.empty(4, 262144)
+    assert norm_shapes.backward_config(262144, (x, x, torch.empty(262144), x), True).cluster == 16
+    # The forward takes 16 where a cluster of 8 would hold more values a thread than planned and
+    # ptxas spills it (LayerNorm over bf16 rows of 262144: 64 for 32, 456 bytes, 0.30 of copy),
+    # not at 200000 (8 holds 56 without spilling); RMSNorm's plans 64 there and keeps 8.
+    stat = dynamic_rows(torch.empty(4))
+    for n, rms, cluster in ((262144, False, 16), (200000, False, 8), (262144, True, 8)):
+        x = torch.empty(4, n, dtype=torch.bfloat16)
+        rows = dynamic_rows(x)
+        args = (rows, None, None, None, rows, None, stat, None if rms else stat, 1e-5)
+        cfg, *_ = norms.forward_shape(args, (x, None, None, None, x, None), rms, 0, {"arch": "sm_90a"})
+        assert cfg.cluster == cluster, (n, rms)
+    # LayerNorm's over Float32 rows of 1024: 16 values a thread, not 8 (0.84 -> 0.99 of copy, H200)
+    x = torch.empty(4, 1024)
+    assert norm_shapes.backward_config(1024, (x, x, torch.empty(1024), x), True).threads_per_row == 64
+    assert norm_shapes.backward_config(1024, (x, x, torch.empty(1024), x), False).threads_per_row == 128
+
+
+def test_the_norm_forward_takes_fewer_threads_per_row_where_they_cover_it_exactly():
+    """2560 columns at 32 values per thread: 128 threads x 3 vectors would hold 3072; 64 x 5
+    hold the row exactly (LayerNorm's walking forward, 0.88 -> 0.96 of copy on an H200), where
+    that is at most twice the planned values and NARROW_VALUES."""
+    x, w = torch.empty(4, 2560, dtype=torch.bfloat16), torch.empty(2560, dtype=torch.bfloat16)
+    assert norm_shapes.config_for(2560, (x, w), 32).padding == 512
+    cfg = norm_shapes.forward_config(2560, (x, w), 32)
+    assert (cfg.threads_per_row, cfg.vectors, cfg.padding) == (64, 5, 0)
+    short = (x[:, :1000], w[:1000])
+    assert norm_shapes.forward_config(1000, short, 32) == norm_shapes.config_for(1000, short, 32)
+    # Not past twice the planned values nor NARROW_VALUES: 12800 columns would take 64 threads of 200
+    # values (255 registers), 13312 128 of 104; 11264 takes 128 of 88, 2304 32 of 72.
+    for n, per_row in ((12800, 256), (13312, 256), (15360, 256), (11264, 128), (2304, 32)):
+        y, v = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
+        assert norm_shapes.forward_config(n, (y, v), 64).threads_per_row == per_row, n
+
+
+def test_the_norm_backward_pairs_256_thread_ctas_past_8192_columns_on_fast_memory():
+    """norm_shapes.backward_config on fast memory (an H200): 16-bit rows of 8193 to 16384 columns over
+    clusters of two 256-thread CTAs, pipelined, without spilling (LayerNorm's any; RMSNorm's
+    unpadded; LayerNorm's in 8-byte vectors where they pad less, or 16-byte ones would be four
+    a thread); elsewhere, and on other cards, the shapes before."""
+    for n, layer, paired, vec in ((10000, True, True, 4), (14000, True, True, 4), (16000, True, True, 4),
+                                  (11264, True, True, 8), (12288, True, True, 8), (12288, False, True, 8),
+                                  (16384, True, True, 4), (16384, False, True, 8), (10000, False, False, 8),
+                                  (8192, True, False, 8), (20000, True, False, 8)):
+        x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
+        cfg = norm_shapes.backward_config(n, (x, w, x, x), layer, fast=True)
+        assert ((cfg.threads, cfg.cluster) == (256, 2)) == paired and cfg.vec == vec, (n, layer, cfg)
+        assert norm_shapes.backward_config(n, (x, w, x, x), layer).threads != 256 or n == 8192
+        if paired:
+            stat, part = dynamic_rows(torch.empty(4)), dynamic_rows(torch.empty(1, n))
+            args = (dynamic_rows(x), w, dynamic_rows(x), stat, stat if layer else None, dynamic_rows(x), part,
+                    part if layer else None, w, w if layer else None)
+            assert norm_shapes.pipelined_backward(cfg, norm_shapes.backward_ring(cfg, 2, 2, 2)[0])
+            compiled = norms._backward.compile(*args, 1, cfg, options={"arch": "sm_90a"})
+            assert all(k["spill_stores"] == 0 for k in compiled.kernels), (n, layer, compiled.kernels)
+            # LayerNorm's up to 3 vectors a thread bounded to two CTAs per SM (backward_ctas)
+            bounded = norm_shapes.backward_ctas(cfg, layer, 16)
+            assert bounded == (2 if layer and n in (11264, 12288) else None), (n, layer)
+            assert not bounded or compiled.kernels[0]["registers"] * 256 * 2 <= 65536, compiled.kernels
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_unwalked_norm_forwards_past_8192_columns_keep_their_ctas_per_sm(fast, monkeypatch):
+    """norm_shapes.unwalked_ctas: 16-bit rows of 8193-14336 columns in one 256-thread CTA a row bound
+    to three CTAs per SM, spilling no more than UNWALKED_SPILL bytes (LayerNorm's with weight and
+    bias at 14000), on fast memory (an H200); elsewhere only LayerNorm's with weight and bias up to
+    12288; none with a residual or over clusters; at 16384 (8 vectors a thread) only LayerNorm's with
+    weight and bias, to LAYER_NORM_REGISTERS (test_layer_norm_forward_keeps_to_its_registers)."""
+    monkeypatch.setattr(norms, "fast_memory", lambda device: fast)
+    stat = dynamic_rows(torch.empty(4))
+    for n in (10000, 12288, 14000, 16384):
+        x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
+        for rms, params, residual in ((False, 2, False), (False, 1, False), (False, 0, False), (True, 1, False),
+                                      (True, 0, False), (False, 2, True)):
+            wb = (w if params else None, w if params == 2 else None)
+            res = x if residual else None
+            rows, res_rows = dynamic_rows(x), dynamic_rows(res) if residual else None
+            args = (rows, res_rows, *wb, rows, res_rows, stat, None if rms else stat, 1e-5)
+            cfg, walk, ctas = norms.forward_shape(args, (x, res, *wb, x, res), rms, 0, {"arch": "sm_90a"})
+            unwalked = walk == 1 and cfg.cluster == 1 and not residual
+            want = 3 if unwalked and n <= (14336 if fast else 12288 if params == 2 else 0) else None
+            if unwalked and not want and params == 2 and cfg.vectors == 8:     # (16384 off fast memory)
+                want = 65536 // (norm_shapes.LAYER_NORM_REGISTERS * cfg.threads)
+            assert ctas == want, (n, rms, params, residual, cfg, walk, ctas)
+            if ctas:
+                fwd = norms._forward.compile(*args, 1, cfg, rms, walk, ctas, options={"arch": "sm_90a"})
+                spill = norm_shapes.UNWALKED_SPILL if (n, rms, params) == (14000, False, 2) else 0
+                assert all(k["spill_stores"] <= spill and k["registers"] * 256 * ctas <= 65536 for k in fwd.kernels), \
+                    (n, rms, params, fwd.kernels)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n", [2048, 4096, 8192, 16384])
+def test_layer_norm_forward_keeps_to_its_registers(n, dtype, monkeypatch):
+    """norm_shapes.unwalked_ctas: LayerNorm's forward with weight and bias at 8 vectors a thread (one
+    row a CTA unwalked) asks ptxas for LAYER_NORM_REGISTERS, and fits them without spilling; free,
+    it took 141 once bf16 lanes widened in integer operations (a CTA per SM fewer)."""
+    monkeypatch.setattr(norms, "fast_memory", lambda device: False)
+    x, w, stat = torch.empty(4, n, dtype=dtype), torch.empty(n, dtype=dtype), dynamic_rows(torch.empty(4))
+    rows = dynamic_rows(x)
+    args = (rows, None, w, w, rows, None, stat, stat, 1e-5)
+    cfg, walk, ctas = norms.forward_shape(args, (x, None, w, w, x, None), False, 0, {"arch": "sm_90a"})
+    assert (cfg.vectors, walk, ctas) == (8, 1, 65536 // (norm_shapes.LAYER_NORM_REGISTERS * cfg.threads)), cfg
+    fwd = norms._forward.compile(*args, 1, cfg, False, walk, ctas, options={"arch": "sm_90a"})
+    assert all(k["spill_stores"] == 0 and k["registers"] <= norm_shapes.LAYER_NORM_REGISTERS for k in fwd.kernels), \
+        fwd.kernels
+
+
+def test_the_layer_norm_backward_narrows_its_vectors_where_they_pad_the_row():
+    """2560 bf16 columns: 128 threads x 3 vectors of 8 hold 3072; vectors of 4 hold the row
+    exactly (5 each). RMSNorm and unpadded rows keep 16-byte vectors."""
+    x, w = torch.empty(4, 2560, dtype=torch.bfloat16), torch.empty(2560, dtype=torch.bfloat16)
+    layer = norm_shapes.backward_config(2560, (x, x, w, x), True)
+    assert (layer.vec, layer.threads_per_row, layer.vectors, layer.padding) == (4, 128, 5, 0)
+    assert norm_shapes.backward_config(2560, (x, x, w, x), False).vec == 8
+    y, v = torch.empty(4, 3072, dtype=torch.bfloat16), torch.empty(3072, dtype=torch.bfloat16)
+    assert norm_shapes.backward_config(3072, (y, y, v, y), True).vec == 8
