@@ -1,5 +1,6 @@
-"""Checks the row-kernel GPU tests share: poisoned outputs, seeded inputs, element-wise
-comparison against a float64 reference with a tolerance per dtype."""
+"""Checks the row-kernel tests share: poisoned outputs, seeded inputs, element-wise comparison
+against a float64 reference with a tolerance per dtype (GPU tier); how many CTAs of a compiled
+kernel an SM's registers fit (CPU tier)."""
 
 import torch
 
@@ -25,3 +26,11 @@ def check_close(got, want, dtype, what):
     assert torch.isfinite(got).all(), f"{what}: non-finite outputs (poison left?)"
     torch.testing.assert_close(got, want.cpu(), rtol=tol, atol=tol * max(1.0, want.abs().max().item()) * 0.5,
                                msg=lambda m: f"{what}: {m}")
+
+
+def ctas_per_sm(kernel: dict) -> int:
+    """CTAs of a compiled kernel (its metadata: registers, block_dims) that an SM's 65536
+    registers fit, as the hardware allocates them: in eights a thread (256 a warp), so 84
+    registers a thread in 256-thread CTAs fit two, not three."""
+    threads = kernel["block_dims"][0] * kernel["block_dims"][1] * kernel["block_dims"][2]
+    return 65536 // (-(-kernel["registers"] // 8) * 8 * threads)

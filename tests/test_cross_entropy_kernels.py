@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from cute_torch.kernels.row_reduce import dynamic_rows
-from row_checks import check_close, poison_allocator, rand_rows
+from row_checks import check_close, ctas_per_sm, poison_allocator, rand_rows
 
 needs_gpu = pytest.mark.gpu
 
@@ -31,7 +31,7 @@ def test_cross_entropy_forward_takes_softmaxs_quack_shape(v, cluster):
                                          cfg, exact, False, direct, options={"arch": "sm_90a"})
     assert fwd.__ptx__.count("cp.async.ca.shared.global") == cfg.vectors
     ctas = cross_entropy.DIRECT_CTAS
-    assert all(k["spill_stores"] == 0 and k["registers"] * 256 * ctas <= 65536 for k in fwd.kernels), fwd.kernels
+    assert all(k["spill_stores"] == 0 and ctas_per_sm(k) >= ctas for k in fwd.kernels), fwd.kernels
     odd = torch.empty(4, v + 8, dtype=torch.bfloat16)[:, :v + 4]
     for logits, smooth in ((x, True), (x.float(), False), (odd, False)):
         assert not cross_entropy.forward_shape(logits, smooth)[2]
@@ -58,8 +58,7 @@ def test_cross_entropy_forward_takes_one_chunk_just_past_a_chunk(v, width, threa
                                          cfg, exact, False, direct, options={"arch": "sm_90a"})
     spill = cross_entropy.ONE_CHUNK_SPILL if threads == 128 else 0
     assert cross_entropy.accepted_spill(cfg, ctas) == spill
-    assert all(k["spill_stores"] <= spill and k["registers"] * threads * (ctas or 1) <= 65536
-               for k in fwd.kernels), fwd.kernels
+    assert all(k["spill_stores"] <= spill and ctas_per_sm(k) >= (ctas or 1) for k in fwd.kernels), fwd.kernels
     odd = torch.empty(4, v + 8, dtype=torch.bfloat16)[:, :v + 4]
     longer = torch.empty(4, 14344, dtype=torch.bfloat16)
     for logits, smooth in ((x, True), (x.float(), False), (odd, False), (longer, False)):

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import cute_torch as cute
 from conftest import run_under_sanitizer
-from row_checks import check_close, poison_allocator, rand_rows
+from row_checks import check_close, ctas_per_sm, poison_allocator, rand_rows
 from cute_torch.kernels import norm_shapes, norms, softmax
 from cute_torch.kernels.row_reduce import MAX_N, dynamic_rows, resident_groups, row_config
 
@@ -159,7 +159,7 @@ def test_softmax_forward_takes_quacks_shape_over_a_cluster(n, cluster, dtype):
         text = ptx.__ptx__
         assert text.count("cp.async.ca.shared.global") == cfg.vectors and "cp.async.cg" not in text
         assert text.count("mbarrier.try_wait") == 1 and "st.async.shared::cluster" in text
-        assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in ptx.kernels), ptx.kernels
+        assert all(k["spill_stores"] == 0 and ctas_per_sm(k) >= 3 for k in ptx.kernels), ptx.kernels
 
 
 @pytest.mark.parametrize("n,cluster,rms,bias", [(12288, 2, True, False), (16384, 2, True, False),
@@ -180,7 +180,7 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
     assert walk == norm_shapes.DIRECT and ctas is None and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 8)
     fwd = norms._forward.compile(*args, 1, cfg, rms, walk, options={"arch": "sm_90a"})
     assert fwd.__ptx__.count("cp.async.ca.shared.global") == cfg.vectors
-    assert all(k["spill_stores"] == 0 and k["registers"] * 256 * 3 <= 65536 for k in fwd.kernels), fwd.kernels
+    assert all(k["spill_stores"] == 0 and ctas_per_sm(k) >= 3 for k in fwd.kernels), fwd.kernels
     f32, odd = torch.empty(4, n), torch.empty(4, 40000, dtype=torch.bfloat16)
     wide = torch.empty(4, 65536, dtype=torch.bfloat16)
     for tensors, rms in (((x, x, w, None, x, x), True), ((x, x, w, w, x, x), False),
