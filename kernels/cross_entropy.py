@@ -262,8 +262,15 @@ def _backward(x, target, lse, dloss, dx, smoothing: cute.Float32, ignore_index: 
     blocks = launch_grid(x.shape[0], cfg)[0]
     _backward_kernel(x, target, lse, dloss, dx, smoothing, ignore_index, cfg, exact, reduced, smooth).launch(
         grid=(blocks, chunks(x, cfg), 1), block=(cfg.threads, 1, 1),
-        min_blocks_per_mp=(BACKWARD_SMOOTHING_CTAS if cute.const_expr(smooth and x.element_type.width == 16)
-                           else BACKWARD_CTAS) if cute.const_expr(cfg.threads == 256) else None)
+        min_blocks_per_mp=backward_ctas(cfg, smooth, x.element_type.width))
+
+
+def backward_ctas(cfg: RowConfig, smooth: bool, bits: int) -> int | None:
+    """CTAs per SM the backward's 256-thread chunks ask ptxas to fit (None: no bound):
+    BACKWARD_SMOOTHING_CTAS with label smoothing over 16-bit rows, else BACKWARD_CTAS."""
+    if cfg.threads != 256:
+        return None
+    return BACKWARD_SMOOTHING_CTAS if smooth and bits == 16 else BACKWARD_CTAS
 
 
 def backward_shape(logits, dx) -> tuple[RowConfig, bool]:
