@@ -79,7 +79,7 @@ FAST_MEMORY_WALKS = {
     (2, False, False, 1): _LAYER_NORM_PARAMETER_WALKS,
     # With weight and bias past 8192 they walked 4 blocks too (10000 / 12288 / 14000: 0.77 / 0.83 / 0.88 ->
     # 0.85 / 0.93 / 0.90); one row per CTA bounded to three CTAs per SM (unwalked_ctas) measured 0.95 / 0.96 /
-    # 0.93-0.95 (2026-11-27; at 14000 spilling 24 bytes, UNWALKED_SPILL), and keeps them there.
+    # 0.93-0.95 (2026-11-27; at 14000 spilling 24 bytes, BOUNDED_SPILL), and keeps them there.
     (2, False, False, 2): _LAYER_NORM_PARAMETER_WALKS,
 }
 
@@ -162,10 +162,18 @@ def backward_ctas(cfg: RowConfig, layer: bool, bits: int) -> int | None:
     two, where ptxas took 96 registers free, one CTA per SM; bounded, 64 and no spills. bf16
     fraction of copy at 256 / 512 / 1024 (three runs each, 2026-11-27), free -> two: H200 0.93 /
     0.94 / 0.93 -> 0.99 / 0.96 / 0.98, H100 0.93 / 0.93 / 0.94 -> 0.93 / 0.93 / 0.94. LayerNorm's
-    lost (1024: H200 0.96 -> 0.76), and so did RMSNorm's at 2048 (0.92 -> 0.63)."""
+    lost (1024: H200 0.96 -> 0.76), and so did RMSNorm's at 2048 (0.92 -> 0.63).
+    RMSNorm's over Float32 rows of 2048 to 8192 columns in one 512-thread CTA: two, where ptxas
+    took 104-114 registers free; bounded, 64 (4 bytes spilled at 8192, BOUNDED_SPILL). Fraction
+    of copy, free -> two (three runs each, 2026-11-27), H200 / H100: 2048 0.96 / 0.96 -> 0.97 /
+    0.97, 3072 0.95 / 0.95 -> 0.95 / 0.95, 6144 0.96 / 0.95 -> 0.96 / 0.95, 8192 0.96 / 0.96 ->
+    1.01 / 0.96 (on the H200 rows up to 4096 take 256-thread CTAs instead: backward_config).
+    LayerNorm's spilled 24-136 bytes so and lost (4096: 0.97 -> 0.94 / 0.97 -> 0.92)."""
     if layer and cfg.threads == MAX_THREADS // 2 and cfg.cluster == 2 and cfg.vectors <= 3:
         return 2
     if not layer and bits == 16 and cfg.threads == MAX_THREADS and cfg.n <= 1024:
+        return 2
+    if not layer and bits == 32 and cfg.threads == MAX_THREADS and cfg.cluster == 1 and cfg.n >= 2048:
         return 2
     return None
 
@@ -219,9 +227,11 @@ def forward_config(n: int, tensors, values: int) -> RowConfig:
     return cfg
 
 
-# Bytes a thread the unwalked forward bounded by unwalked_ctas may spill (accepted_spill_bytes;
-# forward_shape drops a bound past it): LayerNorm's with weight and bias at 14000 spills 24.
-UNWALKED_SPILL = 32
+# Bytes a thread a kernel bounded to more CTAs per SM may spill (accepted_spill_bytes): the
+# unwalked forward bounded by unwalked_ctas (forward_shape drops a bound past it; LayerNorm's with
+# weight and bias at 14000 spills 24), the backward bounded by backward_ctas (RMSNorm's over
+# Float32 rows of 8192 spills 4).
+BOUNDED_SPILL = 32
 
 
 def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: int, fast: bool) -> int | None:
@@ -229,7 +239,7 @@ def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: 
     row, asks ptxas to fit (None: no bound): three where each thread holds at most 7 vectors
     (14336 columns), on fast memory; elsewhere LayerNorm's with weight and bias up to 6 (12288).
     Free, ptxas took 77-125 registers, two CTAs per SM. forward_shape drops a bound that makes
-    ptxas spill past UNWALKED_SPILL (LayerNorm's with weight and bias at 14000 spills 24 bytes,
+    ptxas spill past BOUNDED_SPILL (LayerNorm's with weight and bias at 14000 spills 24 bytes,
     accepted). bf16 fraction of copy, the shapes before (LayerNorm with weight and bias on fast
     memory walked 4 blocks) -> this (2026-11-27):
 
@@ -304,7 +314,10 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
     ptxas at 128 registers, 256 let it take 229-231, one CTA per SM; and both norms over Float32
     rows of 768 to 1536 columns, where 82-122 registers let two such CTAs share an SM (RMSNorm /
     LayerNorm at 1024: H200 0.80 / 0.74 -> 0.98 / 0.83, H100 0.90 / 0.87 -> 0.95 / 0.93; at 768
-    with the unpadded shape: H100 0.84 / 0.82 -> 0.97 / 0.97; shorter rows lost 1-5 %). (At
+    with the unpadded shape: H100 0.84 / 0.82 -> 0.97 / 0.97; shorter rows lost 1-5 %), and on
+    fast memory up to 4096 (RMSNorm / LayerNorm, H200, 2026-11-27: 2048 0.96 / 0.96 -> 0.99 /
+    0.98, 3072 0.95 / 0.86 -> 0.96 / 0.95, 4096 0.97 / 0.97 -> 0.99 / 1.00; the H100 lost 0.5-1.5
+    % at 2048 and 4096; at 6144 and 8192 a row takes more than 256 threads). (At
     3072 16-bit columns LayerNorm's 256-thread kernel takes 168 registers and measured 0.94 ->
     0.73 on the H100: the rule keeps to the powers of two measured.)
     On fast memory (`fast`: an H200) 16-bit rows past 8192 columns up to 16384 go over clusters
@@ -321,6 +334,18 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
     H100 was not measured."""
     size = max(t.element_size() for t in tensors if t is not None)
     cfg = config_for(n, tensors, BACKWARD_BYTES // size)
+    rows = [t for t in tensors if t is not None and t.dim() == 2]
+    if fast and not layer and size == 2 and 12288 < n <= 16384 and cfg.vec == 8 \
+            and all(t.stride(0) * t.element_size() % 32 == 0 for t in rows):
+        # RMSNorm's over 16-bit rows of 12289-16384 columns, each a multiple of 32 bytes: 16
+        # values a thread in 256-thread CTAs over clusters of 4 (92 registers, two CTAs per SM),
+        # not 32 in one 512-thread CTA (pairs at 16384). bf16 fraction of copy, H200 (2026-11-27,
+        # three runs each): 12800 0.89 -> 0.93, 13040 0.89 -> 0.95, 13312 0.88 -> 0.95, 14000 0.91
+        # -> 0.99, 14336 0.92 -> 0.99, 15008 0.95 -> 0.97, 15104 0.96 -> 1.01, 15360 0.94 -> 0.97,
+        # 16000 0.97 -> 1.00, 16384 0.97 -> 0.99. Rows of an odd multiple of 16 bytes lost (13000
+        # 0.85 -> 0.84, 14024 0.88 -> 0.84, 15000 0.90 -> 0.80; not understood), so did 12288
+        # (pairs, 0.96 -> 0.94), and the H100 everywhere (12800 0.98 -> 0.93, 16384 0.93 -> 0.93).
+        return RowConfig(n, 8, MAX_THREADS // 2, MAX_THREADS // 2, MAX_CLUSTER // 2)
     if fast and size == 2 and 8192 < n <= 16384 and cfg.vec == 8:
         pair = RowConfig(n, 8, MAX_THREADS // 2, MAX_THREADS // 2, 2)
         narrow = replace(pair, vec=4)
@@ -361,7 +386,8 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
         wide = config_for(n, tensors, 2 * BACKWARD_BYTES // size)
         if wide.padding == 0 and wide.cluster == 1 and wide.threads_per_row <= MAX_THREADS // 2:
             return replace(wide, threads=MAX_THREADS // 2)
-    half_ctas = (layer and x_size == 2 and n in (2048, 4096, 8192)) or (x_size == 4 and 768 <= n <= 1536)
+    half_ctas = (layer and x_size == 2 and n in (2048, 4096, 8192)) or \
+        (x_size == 4 and 768 <= n <= (4096 if fast else 1536))
     half_ctas = half_ctas and cfg.cluster == 1 and cfg.threads_per_row <= MAX_THREADS // 2
     cfg = replace(cfg, threads=MAX_THREADS // 2 if half_ctas else MAX_THREADS)
     sizes = (size, size, size)                      # x, dy and the weight, at the widest

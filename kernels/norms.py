@@ -53,7 +53,7 @@ import cute_torch as cute
 from cute_torch import Constexpr
 
 from .column_sums import launch_sum_partials
-from .norm_shapes import (DIRECT, UNWALKED_SPILL, backward_config, backward_ctas, backward_ring, config_for,
+from .norm_shapes import (BOUNDED_SPILL, DIRECT, backward_config, backward_ctas, backward_ring, config_for,
                           direct_shape, forward_config, forward_plan, one_trip_statistics, pipelined_backward,
                           pipelined_forward, unwalked_ctas, walking_ctas)
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
@@ -555,16 +555,17 @@ def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, groups: cu
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, walk).launch(
         grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
         min_blocks_per_mp=3 if cute.const_expr(walk == DIRECT) else walking_ctas(cfg, walk) or ctas,
-        accepted_spill_bytes=UNWALKED_SPILL if cute.const_expr(ctas) else 0)
+        accepted_spill_bytes=BOUNDED_SPILL if cute.const_expr(ctas) else 0)
 
 
 @cute.jit
 def _backward(x, w, dy, rstd, mean, dx, dw_partial, db_partial, dw, db, groups: cute.Int32, cfg: Constexpr):
     """dx, and dw and db (None: not wanted) through `groups` partial rows."""
     stages, smem = backward_ring(cfg, *(0 if t is None else t.element_type.width // 8 for t in (x, dy, w)))
+    ctas = backward_ctas(cfg, mean is not None, x.element_type.width)
     _backward_kernel(x, w, dy, rstd, mean, dx, dw_partial, db_partial, cfg, stages).launch(
         grid=(groups * cfg.cluster, 1, 1), block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg), smem=smem,
-        min_blocks_per_mp=backward_ctas(cfg, mean is not None, x.element_type.width))
+        min_blocks_per_mp=ctas, accepted_spill_bytes=BOUNDED_SPILL if cute.const_expr(ctas) else 0)
     if cute.const_expr(dw is not None or db is not None):
         launch_sum_partials(dw_partial, db_partial, dw, db, groups)
 
@@ -606,7 +607,7 @@ def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) ->
         wider = config_for(n, tensors, values, NON_PORTABLE_CLUSTER)
     cfg = unless_it_spills(lambda c: _forward.compile(*args, 1, c, rms, walk, options=options), cfg, wider)
     ctas = unwalked_ctas(cfg, walk, size, residual, params, fast)
-    if ctas and spills(lambda: _forward.compile(*args, 1, cfg, rms, walk, ctas, options=options), UNWALKED_SPILL):
+    if ctas and spills(lambda: _forward.compile(*args, 1, cfg, rms, walk, ctas, options=options), BOUNDED_SPILL):
         ctas = None
     return cfg, walk, ctas
 

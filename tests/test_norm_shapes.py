@@ -89,10 +89,11 @@ def test_the_norm_backward_pairs_256_thread_ctas_past_8192_columns_on_fast_memor
     """norm_shapes.backward_config on fast memory (an H200): 16-bit rows of 8193 to 16384 columns over
     clusters of two 256-thread CTAs, pipelined, without spilling (LayerNorm's any; RMSNorm's
     unpadded; LayerNorm's in 8-byte vectors where they pad less, or 16-byte ones would be four
-    a thread); elsewhere, and on other cards, the shapes before."""
+    a thread; RMSNorm's past 12288 columns takes clusters of 4, below); elsewhere, and on other
+    cards, the shapes before."""
     for n, layer, paired, vec in ((10000, True, True, 4), (14000, True, True, 4), (16000, True, True, 4),
                                   (11264, True, True, 8), (12288, True, True, 8), (12288, False, True, 8),
-                                  (16384, True, True, 4), (16384, False, True, 8), (10000, False, False, 8),
+                                  (16384, True, True, 4), (10000, False, False, 8),
                                   (8192, True, False, 8), (20000, True, False, 8)):
         x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
         cfg = norm_shapes.backward_config(n, (x, w, x, x), layer, fast=True)
@@ -114,7 +115,7 @@ def test_the_norm_backward_pairs_256_thread_ctas_past_8192_columns_on_fast_memor
 @pytest.mark.parametrize("fast", [False, True])
 def test_unwalked_norm_forwards_past_8192_columns_keep_their_ctas_per_sm(fast, monkeypatch):
     """norm_shapes.unwalked_ctas: 16-bit rows of 8193-14336 columns in one 256-thread CTA a row bound
-    to three CTAs per SM, spilling no more than UNWALKED_SPILL bytes (LayerNorm's with weight and
+    to three CTAs per SM, spilling no more than BOUNDED_SPILL bytes (LayerNorm's with weight and
     bias at 14000), on fast memory (an H200); elsewhere only LayerNorm's with weight and bias up to
     12288; none with a residual or over clusters; at 16384 (8 vectors a thread) only LayerNorm's with
     weight and bias, to LAYER_NORM_REGISTERS (test_layer_norm_forward_keeps_to_its_registers)."""
@@ -136,7 +137,7 @@ def test_unwalked_norm_forwards_past_8192_columns_keep_their_ctas_per_sm(fast, m
             assert ctas == want, (n, rms, params, residual, cfg, walk, ctas)
             if ctas:
                 fwd = norms._forward.compile(*args, 1, cfg, rms, walk, ctas, options={"arch": "sm_90a"})
-                spill = norm_shapes.UNWALKED_SPILL if (n, rms, params) == (14000, False, 2) else 0
+                spill = norm_shapes.BOUNDED_SPILL if (n, rms, params) == (14000, False, 2) else 0
                 assert all(k["spill_stores"] <= spill and ctas_per_sm(k) >= ctas for k in fwd.kernels), \
                     (n, rms, params, fwd.kernels)
 
@@ -167,3 +168,34 @@ def test_the_layer_norm_backward_narrows_its_vectors_where_they_pad_the_row():
     assert norm_shapes.backward_config(2560, (x, x, w, x), False).vec == 8
     y, v = torch.empty(4, 3072, dtype=torch.bfloat16), torch.empty(3072, dtype=torch.bfloat16)
     assert norm_shapes.backward_config(3072, (y, y, v, y), True).vec == 8
+
+
+def test_the_rms_norm_backward_spreads_rows_past_12288_columns_over_four_ctas_on_fast_memory():
+    """norm_shapes.backward_config on fast memory: RMSNorm's over 16-bit rows of 12289-16384 columns
+    whose rows are a multiple of 32 bytes, in 256-thread CTAs over clusters of 4 (16 values a
+    thread); not rows of an odd multiple of 16 bytes (13000 columns, or 14336 with a row stride of
+    14344), nor LayerNorm's, nor 12288 (pairs), nor other cards."""
+    for n, stride, spread in ((12800, 12800, True), (14336, 14336, True), (16384, 16384, True),
+                              (13000, 13000, False), (14336, 14344, False), (12288, 12288, False)):
+        x = torch.empty(4, stride, dtype=torch.bfloat16)[:, :n]
+        w = torch.empty(n, dtype=torch.bfloat16)
+        cfg = norm_shapes.backward_config(n, (x, w, x, x), False, fast=True)
+        assert ((cfg.threads, cfg.cluster, cfg.vectors) == (256, 4, 2)) == spread, (n, stride, cfg)
+        assert norm_shapes.backward_config(n, (x, w, x, x), True, fast=True).cluster != 4
+        assert norm_shapes.backward_config(n, (x, w, x, x), False).cluster != 4
+
+
+def test_the_norm_backward_over_float32_rows_up_to_4096_halves_its_ctas_on_fast_memory():
+    """norm_shapes.backward_config: both norms' over Float32 rows of 768-4096 columns take 256-thread
+    CTAs on fast memory (768-1536 on other cards); 6144 and 8192 keep 512 (a row takes more than 256
+    threads), and RMSNorm's there is bounded to two CTAs per SM (backward_ctas), LayerNorm's not."""
+    for n in (768, 2048, 3072, 4096, 6144, 8192):
+        x = torch.empty(4, n)
+        for layer in (False, True):
+            fast = norm_shapes.backward_config(n, (x, torch.empty(n), x, x), layer, fast=True)
+            slow = norm_shapes.backward_config(n, (x, torch.empty(n), x, x), layer)
+            assert fast.threads == (256 if n <= 4096 else 512), (n, layer, fast)
+            assert slow.threads == (256 if n <= 1536 else 512), (n, layer, slow)
+            for cfg in (fast, slow):
+                want = 2 if not layer and cfg.threads == 512 and n >= 2048 else None
+                assert norm_shapes.backward_ctas(cfg, layer, 32) == want, (n, layer, cfg)

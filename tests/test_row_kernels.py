@@ -522,8 +522,9 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 # blocks (fetching rows ahead) and the backward's shared-memory ring over several blocks (both
 # slot sets; 30000's backward over clusters of 8 256-thread CTAs); at 200000 the eighth CTA holds
 # only columns past N; 2560 takes 8-byte vectors backward (on fast memory 10000 and 14000 too,
-# over pairs of CTAs), 3072 RMSNorm's 48 values per thread, 1024 Float32 LayerNorm's 16 (four
-# rows a CTA).
+# over pairs of CTAs; RMSNorm's 14000 and 16384 over clusters of 4), 3072 RMSNorm's 48 values
+# per thread, 1024 Float32 LayerNorm's 16 (four rows a CTA); Float32 RMSNorm's backward at
+# 3072-8192 bounded to two 512-thread CTAs per SM (on fast memory 256-thread CTAs up to 4096).
 @pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (101, 1024), (40, 2560), (33, 3072), (256, 4096), (9, 8192),
                                  (7, 10000), (90, 12288), (5, 14000), (3, 32768), (70, 30000), (300, 16384), (5, 65536),
                                  (3, 131072), (2, 200000)])

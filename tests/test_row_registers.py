@@ -5,7 +5,7 @@ slow kernel on a GPU."""
 
 import pytest
 
-from cute_torch.kernels import row_reduce
+from cute_torch.kernels import norm_shapes, row_reduce
 from cute_torch.ops import row_build
 from row_checks import ctas_per_sm
 
@@ -159,3 +159,29 @@ def test_cross_entropy_keeps_its_ctas_per_sm(op, n, smooth, ctas):
     from cute_torch.kernels.cross_entropy import SHORT_ROW_SPILL       # (accepted: no SpillWarning)
     assert kernel["spill_stores"] <= (SHORT_ROW_SPILL if n == 1024 else 0), kernel
     assert ctas_per_sm(kernel) >= ctas, kernel["registers"]
+
+
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("n", [2048, 6144, 8192])
+def test_rms_norm_backward_over_float32_rows_keeps_two_ctas_per_sm(fast, n, monkeypatch):
+    """norm_shapes.backward_ctas: RMSNorm's backward over Float32 rows of 2048-8192 columns in one
+    512-thread CTA took 104-114 registers free (one CTA per SM); bounded to two, spilling at most
+    BOUNDED_SPILL bytes (4 at 8192). On fast memory (an H200) rows up to 4096 take 256-thread CTAs
+    instead (backward_config), two per SM unbounded. LayerNorm's stays free (it spilled bounded)."""
+    monkeypatch.setattr(row_reduce, "fast_memory", lambda device: fast)
+    kernel = row_build.build(*_cases("float32", n)["RMSNorm backward"], 0, arch="sm_90a")[-1].metadata["kernels"][0]
+    assert kernel["block_dims"][0] == (256 if fast and n <= 4096 else 512), kernel
+    assert kernel["spill_stores"] <= norm_shapes.BOUNDED_SPILL and ctas_per_sm(kernel) >= 2, kernel
+    layer = row_build.build(*_cases("float32", n)["LayerNorm backward"], 0, arch="sm_90a")[-1].metadata["kernels"][0]
+    assert layer["spill_stores"] == 0, layer
+
+
+@pytest.mark.parametrize("n", [12800, 14000, 15104, 16384])
+def test_rms_norm_backward_past_12288_columns_on_fast_memory_takes_clusters_of_four(n, monkeypatch):
+    """norm_shapes.backward_config: RMSNorm's backward over 16-bit rows of 12289-16384 columns (rows a
+    multiple of 32 bytes) on fast memory, 16 values a thread in 256-thread CTAs over clusters of 4:
+    two CTAs per SM by registers and shared memory, no spills."""
+    monkeypatch.setattr(row_reduce, "fast_memory", lambda device: True)
+    kernel = row_build.build(*_cases("bfloat16", n)["RMSNorm backward"], 0, arch="sm_90a")[-1].metadata["kernels"][0]
+    assert (kernel["block_dims"][0], kernel["cluster_dims"][0], kernel["spill_stores"]) == (256, 4, 0), kernel
+    assert ctas_per_sm(kernel) >= 2, kernel["registers"]
