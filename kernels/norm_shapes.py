@@ -28,6 +28,26 @@ DIRECT = 0
 BACKWARD_BYTES, BACKWARD_STAGES, BACKWARD_SMEM = 64, 4, 232448 - 2048
 
 
+# LayerNorm's backward over a pair of CTAs, one row each (backward_config), where its 512-thread
+# CTAs held the row at 3-7 vectors a thread (several rows a CTA at 3072): element size -> row
+# length -> (vector, threads a row in each CTA) on fast memory and elsewhere (None: unpaired).
+# Fraction of copy, 512 threads -> pairs (three runs each, 2026-11-27):
+#
+# | columns | H200 | H100 |
+# |---|---|---|
+# | bf16 3072 | 0.82 -> 0.97 | 0.94 -> 0.98 |
+# | bf16 6144 | 0.80 -> 0.95 | 0.92 -> 0.98 |
+# | bf16 7168 (8-byte vectors on both) | 0.85 -> 0.92 | 0.95 -> 1.00 |
+# | Float32 5120 (padded to 6144) | 0.83 -> 0.96 | 0.93 -> 0.94, not taken |
+# | Float32 6144 / 8192 | 0.86 / 0.96 -> 0.95 / 0.99 | 0.97 / 0.96 -> 0.94 / 0.97, not taken |
+#
+# Each card lost with the other's vectors at 3072 / 6144 (H200 8-byte 0.92 / 0.89, H100 16-byte
+# 0.90 / 0.91); bf16 2048, 4096, 5120 and 8192 did not gain either way (within 1 % or lost 1-3 %).
+PAIRED_LAYER_NORM = {
+    2: {3072: ((8, 64), (4, 128)), 6144: ((8, 128), (4, 256)), 7168: ((4, 128), (4, 128))},
+    4: {5120: ((4, 256), None), 6144: ((4, 256), None), 8192: ((4, 256), None)},
+}
+
 # Forwards that walk blocks of rows, each fetching the next block into registers ahead of its
 # reductions: (element size, rms, residual) -> [(from N, values per thread, blocks walked),
 # ...], the last entry whose N is reached applies. A thread that holds its part of a row and
@@ -162,7 +182,8 @@ def backward_ctas(cfg: RowConfig, layer: bool, bits: int) -> int | None:
     two, where ptxas took 96 registers free, one CTA per SM; bounded, 64 and no spills. bf16
     fraction of copy at 256 / 512 / 1024 (three runs each, 2026-11-27), free -> two: H200 0.93 /
     0.94 / 0.93 -> 0.99 / 0.96 / 0.98, H100 0.93 / 0.93 / 0.94 -> 0.93 / 0.93 / 0.94. LayerNorm's
-    lost (1024: H200 0.96 -> 0.76), and so did RMSNorm's at 2048 (0.92 -> 0.63).
+    lost (1024: H200 0.96 -> 0.76), and so did RMSNorm's at 2048 (0.92 -> 0.63), and at 768 (24
+    values a thread) bounded spilled 28 bytes (H200 0.95 -> 0.79, H100 0.95 -> 0.91).
     RMSNorm's over Float32 rows of 2048 to 8192 columns in one 512-thread CTA: two, where ptxas
     took 104-114 registers free; bounded, 64 (4 bytes spilled at 8192, BOUNDED_SPILL). Fraction
     of copy, free -> two (three runs each, 2026-11-27), H200 / H100: 2048 0.96 / 0.96 -> 0.97 /
@@ -171,7 +192,7 @@ def backward_ctas(cfg: RowConfig, layer: bool, bits: int) -> int | None:
     LayerNorm's spilled 24-136 bytes so and lost (4096: 0.97 -> 0.94 / 0.97 -> 0.92)."""
     if layer and cfg.threads == MAX_THREADS // 2 and cfg.cluster == 2 and cfg.vectors <= 3:
         return 2
-    if not layer and bits == 16 and cfg.threads == MAX_THREADS and cfg.n <= 1024:
+    if not layer and bits == 16 and cfg.threads == MAX_THREADS and cfg.n <= 1024 and cfg.vectors * cfg.vec <= 16:
         return 2
     if not layer and bits == 32 and cfg.threads == MAX_THREADS and cfg.cluster == 1 and cfg.n >= 2048:
         return 2
@@ -258,9 +279,16 @@ def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: 
     LayerNorm's with weight and bias at 8 vectors a thread (2048-8192 columns in 128 threads,
     16384 in 256) keeps to LAYER_NORM_REGISTERS: ptxas took 128 free until bf16 lanes widened in
     integer operations (DeviceCodegen.cpp's widenBf16Lanes), then 141, a CTA per SM fewer (H200
-    at 4096 / 8192: 0.97 -> 0.91); bounded, 126-127 and no spill."""
-    if walk != 1 or size != 2 or residual or cfg.cluster != 1:
+    at 4096 / 8192: 0.97 -> 0.91); bounded, 126-127 and no spill.
+    Float32 rows of 8193-16383 columns (one 256-thread CTA a row): LayerNorm's with weight and
+    bias bounded to two, where ptxas took 165 / 234 registers free at 12288 / 14336 (128 bounded,
+    no spill). Fraction of copy, free -> two (2026-11-27): H200 0.80 / 0.85 -> 0.97 / 0.97, H100
+    0.97 / 0.99 -> 0.99 / 0.99 (pairs of CTAs, 512 threads, or walking 8 blocks read 0.77-0.93 on
+    the H200)."""
+    if walk != 1 or residual or cfg.cluster != 1:
         return None
+    if size == 4:
+        return 2 if params == 2 and cfg.threads == 256 and cfg.n > 8192 else None
     if cfg.threads == 256 and cfg.n > 8192 and cfg.vectors <= (7 if fast else 6 if params == 2 else 0):
         return 3
     if params == 2 and cfg.vectors == 8:
@@ -346,6 +374,9 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
         # 0.85 -> 0.84, 14024 0.88 -> 0.84, 15000 0.90 -> 0.80; not understood), so did 12288
         # (pairs, 0.96 -> 0.94), and the H100 everywhere (12800 0.98 -> 0.93, 16384 0.93 -> 0.93).
         return RowConfig(n, 8, MAX_THREADS // 2, MAX_THREADS // 2, MAX_CLUSTER // 2)
+    paired = PAIRED_LAYER_NORM.get(size, {}).get(n, (None, None))[0 if fast else 1]
+    if layer and paired and cfg.cluster == 1 and cfg.vec * size == 16:
+        return RowConfig(n, *paired, paired[1], 2)
     if fast and size == 2 and 8192 < n <= 16384 and cfg.vec == 8:
         pair = RowConfig(n, 8, MAX_THREADS // 2, MAX_THREADS // 2, 2)
         narrow = replace(pair, vec=4)
@@ -386,6 +417,15 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
         wide = config_for(n, tensors, 2 * BACKWARD_BYTES // size)
         if wide.padding == 0 and wide.cluster == 1 and wide.threads_per_row <= MAX_THREADS // 2:
             return replace(wide, threads=MAX_THREADS // 2)
+    if fast and x_size == 4 and n in (1280, 2560) and cfg.cluster == 1 and cfg.vec == 4:
+        # Float32 rows of 5 x 2^k columns that 4 vectors a thread padded: half the threads a row,
+        # 5 vectors each, the row exactly; LayerNorm's in 512-thread CTAs, RMSNorm's in 256
+        # (half_ctas). Fraction of copy, RMSNorm / LayerNorm (H200, 2026-11-27, three runs each):
+        # 1280 0.92 / 0.91 -> 0.98 / 1.00, 2560 0.90 / 0.89 -> 0.95 / 0.93 (LayerNorm's in
+        # 256-thread CTAs: 0.81 at 1280). The H100 lost at 1280 (0.98 / 0.97 -> 0.97 / 0.95).
+        cfg = replace(cfg, threads_per_row=cfg.threads_per_row // 2)
+        if layer:
+            return replace(cfg, threads=MAX_THREADS)
     half_ctas = (layer and x_size == 2 and n in (2048, 4096, 8192)) or \
         (x_size == 4 and 768 <= n <= (4096 if fast else 1536))
     half_ctas = half_ctas and cfg.cluster == 1 and cfg.threads_per_row <= MAX_THREADS // 2

@@ -19,7 +19,7 @@ def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
     were tuned with (tight_schedule: one CTA of 8 warps per SM hangs on its schedule).
     Short rows take the unpadded one of the two thread counts per row where only one is."""
     for n, layer, dtype, threads in ((4096, True, torch.bfloat16, 256), (2048, True, torch.float16, 256),
-                                     (3072, True, torch.bfloat16, 512), (1024, False, torch.float32, 256),
+                                     (1024, False, torch.float32, 256),
                                      (768, True, torch.float32, 256), (2048, True, torch.float32, 512),
                                      (8192, True, torch.bfloat16, 256), (4096, False, torch.bfloat16, 512),
                                      (4096, True, torch.float32, 512), (1024, True, torch.bfloat16, 512),
@@ -166,8 +166,8 @@ def test_the_layer_norm_backward_narrows_its_vectors_where_they_pad_the_row():
     layer = norm_shapes.backward_config(2560, (x, x, w, x), True)
     assert (layer.vec, layer.threads_per_row, layer.vectors, layer.padding) == (4, 128, 5, 0)
     assert norm_shapes.backward_config(2560, (x, x, w, x), False).vec == 8
-    y, v = torch.empty(4, 3072, dtype=torch.bfloat16), torch.empty(3072, dtype=torch.bfloat16)
-    assert norm_shapes.backward_config(3072, (y, y, v, y), True).vec == 8
+    y, v = torch.empty(4, 4096, dtype=torch.bfloat16), torch.empty(4096, dtype=torch.bfloat16)
+    assert norm_shapes.backward_config(4096, (y, y, v, y), True).vec == 8
 
 
 def test_the_rms_norm_backward_spreads_rows_past_12288_columns_over_four_ctas_on_fast_memory():
@@ -187,15 +187,73 @@ def test_the_rms_norm_backward_spreads_rows_past_12288_columns_over_four_ctas_on
 
 def test_the_norm_backward_over_float32_rows_up_to_4096_halves_its_ctas_on_fast_memory():
     """norm_shapes.backward_config: both norms' over Float32 rows of 768-4096 columns take 256-thread
-    CTAs on fast memory (768-1536 on other cards); 6144 and 8192 keep 512 (a row takes more than 256
-    threads), and RMSNorm's there is bounded to two CTAs per SM (backward_ctas), LayerNorm's not."""
+    CTAs on fast memory (768-1536 on other cards); at 6144 and 8192 RMSNorm's keeps 512 (a row takes
+    more than 256 threads), bounded to two CTAs per SM from 2048 (backward_ctas), and LayerNorm's
+    goes over pairs of 256-thread CTAs on fast memory (the test above), 512 unbounded elsewhere."""
     for n in (768, 2048, 3072, 4096, 6144, 8192):
         x = torch.empty(4, n)
         for layer in (False, True):
             fast = norm_shapes.backward_config(n, (x, torch.empty(n), x, x), layer, fast=True)
             slow = norm_shapes.backward_config(n, (x, torch.empty(n), x, x), layer)
-            assert fast.threads == (256 if n <= 4096 else 512), (n, layer, fast)
+            assert fast.threads == (256 if n <= 4096 or layer else 512), (n, layer, fast)
             assert slow.threads == (256 if n <= 1536 else 512), (n, layer, slow)
             for cfg in (fast, slow):
-                want = 2 if not layer and cfg.threads == 512 and n >= 2048 else None
-                assert norm_shapes.backward_ctas(cfg, layer, 32) == want, (n, layer, cfg)
+                if cfg.cluster == 1:
+                    want = 2 if not layer and cfg.threads == 512 and n >= 2048 else None
+                    assert norm_shapes.backward_ctas(cfg, layer, 32) == want, (n, layer, cfg)
+
+
+def test_the_layer_norm_backward_pairs_ctas_over_rows_its_512_threads_held_at_three_or_four_vectors():
+    """norm_shapes.PAIRED_LAYER_NORM: LayerNorm's over 16-bit rows of 3072, 6144 and 7168 columns, and
+    on fast memory Float32 rows of 5120, 6144 and 8192, goes over pairs of CTAs holding one row each
+    (at 3072 and 6144 in 16-byte vectors on fast memory, 8-byte ones elsewhere); without spilling.
+    RMSNorm's keeps its shapes, and so do Float32 rows off fast memory and rows 16-byte vectors
+    cannot read."""
+    bf16, f16, f32 = torch.bfloat16, torch.float16, torch.float32
+    for n, dtype, fast, want in ((3072, bf16, True, (8, 64, 64, 2)), (3072, f16, False, (4, 128, 128, 2)),
+                                 (6144, bf16, True, (8, 128, 128, 2)), (6144, bf16, False, (4, 256, 256, 2)),
+                                 (7168, bf16, True, (4, 128, 128, 2)), (7168, bf16, False, (4, 128, 128, 2)),
+                                 (5120, f32, True, (4, 256, 256, 2)), (5120, f32, False, (4, 512, 512, 1)),
+                                 (6144, f32, True, (4, 256, 256, 2)), (8192, f32, True, (4, 256, 256, 2)),
+                                 (6144, f32, False, (4, 512, 512, 1)), (8192, bf16, True, (8, 256, 256, 1))):
+        x, w = torch.empty(4, n, dtype=dtype), torch.empty(n, dtype=dtype)
+        cfg = norm_shapes.backward_config(n, (x, w, x, x), True, fast)
+        assert (cfg.vec, cfg.threads_per_row, cfg.threads, cfg.cluster) == want, (n, dtype, fast, cfg)
+        assert norm_shapes.backward_config(n, (x, w, x, x), False, fast).cluster == 1
+        odd = torch.empty(4, n + 4, dtype=dtype)[:, :n]          # rows 8-byte aligned only (16-bit)
+        if dtype != f32:
+            assert norm_shapes.backward_config(n, (odd, w, odd, odd), True, fast).cluster == 1
+        if cfg.cluster == 2:
+            stat, part = dynamic_rows(torch.empty(4)), dynamic_rows(torch.empty(1, n))
+            args = (dynamic_rows(x), w, dynamic_rows(x), stat, stat, dynamic_rows(x), part, part, w, w)
+            compiled = norms._backward.compile(*args, 1, cfg, options={"arch": "sm_90a"})
+            assert all(k["spill_stores"] == 0 for k in compiled.kernels), (n, dtype, fast, compiled.kernels)
+
+
+def test_the_norm_backward_over_float32_rows_of_five_vectors_covers_them_exactly_on_fast_memory():
+    """Float32 rows of 1280 and 2560 columns, which 4 vectors a thread pad: on fast memory half the
+    threads a row, 5 vectors each (LayerNorm's in 512-thread CTAs, RMSNorm's in 256); elsewhere
+    unchanged."""
+    for n, per_row in ((1280, 64), (2560, 128)):
+        x = torch.empty(4, n)
+        for layer, threads in ((True, 512), (False, 256)):
+            cfg = norm_shapes.backward_config(n, (x, torch.empty(n), x, x), layer, fast=True)
+            assert (cfg.threads_per_row, cfg.vectors, cfg.padding, cfg.threads) == (per_row, 5, 0, threads), cfg
+            assert norm_shapes.backward_config(n, (x, torch.empty(n), x, x), layer).threads_per_row == 2 * per_row
+
+
+def test_the_float32_layer_norm_forward_past_8192_columns_keeps_two_ctas_per_sm():
+    """norm_shapes.unwalked_ctas: LayerNorm's forward with weight and bias over Float32 rows of
+    8193-16383 columns (one 256-thread CTA a row) bounded to two CTAs per SM, without spilling;
+    RMSNorm's and LayerNorm's without a bias are not bounded."""
+    stat = dynamic_rows(torch.empty(4))
+    for n in (9000, 12288, 14336):
+        x, w = torch.empty(4, n), torch.empty(n)
+        rows = dynamic_rows(x)
+        for rms, bias, want in ((False, w, 2), (False, None, None), (True, None, None)):
+            args = (rows, None, w, bias, rows, None, stat, None if rms else stat, 1e-5)
+            cfg, walk, ctas = norms.forward_shape(args, (x, None, w, bias, x, None), rms, 0, {"arch": "sm_90a"})
+            assert (cfg.threads, cfg.cluster, walk, ctas) == (256, 1, 1, want), (n, rms, cfg, walk, ctas)
+            if ctas:
+                fwd = norms._forward.compile(*args, 1, cfg, rms, walk, ctas, options={"arch": "sm_90a"})
+                assert all(k["spill_stores"] == 0 and ctas_per_sm(k) >= 2 for k in fwd.kernels), fwd.kernels

@@ -524,10 +524,14 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 # only columns past N; 2560 takes 8-byte vectors backward (on fast memory 10000 and 14000 too,
 # over pairs of CTAs; RMSNorm's 14000 and 16384 over clusters of 4), 3072 RMSNorm's 48 values
 # per thread, 1024 Float32 LayerNorm's 16 (four rows a CTA); Float32 RMSNorm's backward at
-# 3072-8192 bounded to two 512-thread CTAs per SM (on fast memory 256-thread CTAs up to 4096).
-@pytest.mark.parametrize("m,n", [(1, 1), (77, 1000), (101, 1024), (40, 2560), (33, 3072), (256, 4096), (9, 8192),
-                                 (7, 10000), (90, 12288), (5, 14000), (3, 32768), (70, 30000), (300, 16384), (5, 65536),
-                                 (3, 131072), (2, 200000)])
+# 3072-8192 bounded to two 512-thread CTAs per SM (on fast memory 256-thread CTAs up to 4096);
+# LayerNorm's over pairs of CTAs at 3072, 6144 and 7168 (Float32 5120-8192 on fast memory);
+# Float32 rows of 1280 and 2560 at 5 vectors a thread on fast memory; Float32 LayerNorm's
+# forward at 12288 bounded to two CTAs per SM; RMSNorm's backward at 768 unbounded.
+@pytest.mark.parametrize("m,n", [(1, 1), (60, 768), (77, 1000), (101, 1024), (50, 1280), (40, 2560), (33, 3072),
+                                 (256, 4096), (25, 5120), (20, 6144), (30, 7168), (9, 8192), (7, 10000), (90, 12288),
+                                 (5, 14000), (3, 32768), (70, 30000), (300, 16384), (5, 65536), (3, 131072),
+                                 (2, 200000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
     if rms and bias:
         pytest.skip("RMSNorm has no bias")

@@ -104,14 +104,15 @@ def test_cross_entropy_backward_ctas(dtype, n, threads):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("n", [256, 512, 1000, 1024])
+@pytest.mark.parametrize("n", [256, 512, 768, 1000, 1024])
 def test_rms_norm_backward_over_short_rows_keeps_two_ctas_per_sm(dtype, n):
     """norm_shapes.backward_ctas: RMSNorm's backward over 16-bit rows of up to 1024 columns, 512
-    threads of 16 values each, took 96 registers free (one CTA per SM); bounded to two, no spills."""
+    threads of 16 values each, took 96 registers free (one CTA per SM); bounded to two, no spills.
+    At 768 (24 values a thread) it is not bounded: bounded it spilled 28 bytes."""
     op, described, flags = _cases(dtype, n)["RMSNorm backward"]
     kernel = row_build.build(op, described, flags, 0, arch="sm_90a")[-1].metadata["kernels"][0]
     assert kernel["block_dims"][0] == 512 and kernel["spill_stores"] == 0, kernel
-    assert ctas_per_sm(kernel) >= 2, kernel["registers"]
+    assert (ctas_per_sm(kernel) >= 2) == (n != 768), kernel["registers"]
 
 
 @pytest.mark.parametrize("fast", [False, True])
