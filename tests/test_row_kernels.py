@@ -700,6 +700,16 @@ def run_small():
     # backward there over pairs of CTAs in 8-byte vectors.
     out, _, rstd, mean = norms.norm_forward(bounded, bounded[0], bounded[1], eps=1e-5, rms=False)
     norms.norm_backward(bounded, bounded[0], out, rstd, mean, weight_grad=True, bias_grad=True)
+    # LayerNorm's backward over pairs of CTAs, one row each (PAIRED_LAYER_NORM: 16-bit 3072 and 7168
+    # on any card, Float32 5120 on fast memory), Float32 rows at 5 vectors a thread (1280, fast
+    # memory), RMSNorm's over clusters of 4 (14336, fast memory) and unbounded at 768; Float32
+    # LayerNorm's forward with weight and bias at 12288 bounded to two CTAs per SM.
+    for n, dtype in ((3072, torch.bfloat16), (7168, torch.bfloat16), (5120, torch.float32), (1280, torch.float32),
+                     (14336, torch.bfloat16), (768, torch.bfloat16), (12288, torch.float32)):
+        xs, ws = rand_rows((40, n), 22, dtype), rand_rows((n,), 23, dtype)
+        for rms in (True, False):
+            out, _, rstd, mean = norms.norm_forward(xs, ws, None if rms else ws, eps=1e-5, rms=rms)
+            norms.norm_backward(xs, ws, out, rstd, mean, weight_grad=True, bias_grad=not rms)
     target = torch.randint(0, 9000, (40,), generator=torch.Generator().manual_seed(4)).cuda()
     for rows in (pairs, bounded):                               # cross-entropy's one chunk bounded to 4 / 3
         cross_entropy.cross_entropy_forward(rows, target)
