@@ -6,8 +6,8 @@ so do the C++ ops' builds (cute_torch/ops/row_build.py).
 Forward: forward_plan (values a thread and blocks of rows walked: FORWARD_WALKS, and on cards
 with fast memory FAST_MEMORY_WALKS), forward_config (the CTA shape for them), direct_shape
 (quack's one row per cluster), unwalked_ctas and walking_ctas (CTAs per SM ptxas is asked to
-fit), pipelined_forward. Backward: backward_config, backward_ring (the shared-memory ring),
-backward_ctas, pipelined_backward.
+fit), pipelined_forward. Backward: backward_config (PAIRED_LAYER_NORM: the widths LayerNorm's
+runs over pairs of CTAs), backward_ring (the shared-memory ring), backward_ctas, pipelined_backward.
 """
 
 from __future__ import annotations
