@@ -224,11 +224,15 @@ def test_the_builder_configures_from_a_description_what_the_kernels_configure_fr
 
     g = torch.Generator().manual_seed(81)
     dtypes = [torch.bfloat16, torch.float16, torch.float32]
-    for i in range(200):
-        dtype = dtypes[int(torch.randint(0, 3, (1,), generator=g))]
-        n = int(torch.randint(1, 40000 if i % 2 else 300000, (1,), generator=g))
-        pad = int(torch.randint(0, 9, (1,), generator=g))
-        offset = int(torch.randint(0, 9, (1,), generator=g))
+    # Then the widths whose backward shapes depend on the row stride or the card (n, pad, offset,
+    # dtype): 32-byte rows over clusters of 4, PAIRED_LAYER_NORM, Float32 rows of five vectors.
+    bf16, f32 = torch.bfloat16, torch.float32
+    fixed = [(14336, 0, 0, bf16), (14336, 8, 0, bf16), (13000, 0, 0, bf16), (16384, 0, 8, bf16), (3072, 0, 0, bf16),
+             (6144, 0, 0, torch.float16), (7168, 0, 0, bf16), (5120, 0, 0, f32), (1280, 0, 0, f32), (2560, 0, 4, f32),
+             (8192, 0, 0, f32)]
+    for i in range(200 + len(fixed)):
+        random = [int(torch.randint(0, k, (1,), generator=g)) for k in (3, 40000 if i % 2 else 300000, 9, 9)]
+        n, pad, offset, dtype = (random[1] + 1, *random[2:], dtypes[random[0]]) if i < 200 else fixed[i - 200]
         buffer = torch.empty(4 * (n + pad) + offset, dtype=dtype)
         x = buffer[offset:offset + 4 * (n + pad)].view(4, n + pad)[:, :n]
         y = torch.empty(4, n, dtype=dtype)
@@ -239,9 +243,9 @@ def test_the_builder_configures_from_a_description_what_the_kernels_configure_fr
             for values in (32, norm_shapes.FORWARD_VALUES):
                 assert norm_shapes.forward_config(n, (x, w, y), values) == norm_shapes.forward_config(
                     n, (described(x), described(w, "c"), described(y)), values)
-            for layer in (False, True):
-                assert norm_shapes.backward_config(n, (x, w, y), layer) == norm_shapes.backward_config(
-                    n, (described(x), described(w, "c"), described(y)), layer)
+            for layer, fast in ((False, False), (True, False), (False, True), (True, True)):
+                assert norm_shapes.backward_config(n, (x, w, y), layer, fast) == norm_shapes.backward_config(
+                    n, (described(x), described(w, "c"), described(y)), layer, fast), (n, pad, offset, dtype)
         assert chunk_config(x, y) == chunk_config(described(x), described(y)), (n, pad, offset, dtype)
         assert softmax.takes_chunks(x, y) == softmax.takes_chunks(described(x), described(y))
 
