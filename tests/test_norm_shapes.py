@@ -12,6 +12,15 @@ from cute_torch.kernels.row_reduce import dynamic_rows
 from row_checks import ctas_per_sm
 
 
+def _compile_backward(x, w, cfg, layer: bool):
+    """The norm backward over rows like `x` (weight `w`) in shape `cfg`, compiled for sm_90a."""
+    n = x.shape[1]
+    stat, part = dynamic_rows(torch.empty(4)), dynamic_rows(torch.empty(1, n))
+    args = (dynamic_rows(x), w, dynamic_rows(x), stat, stat if layer else None, dynamic_rows(x), part,
+            part if layer else None, w, w if layer else None)
+    return norms._backward.compile(*args, 1, cfg, options={"arch": "sm_90a"})
+
+
 def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
     """16-bit LayerNorm rows of 2048, 4096 and 8192 columns, 16-bit RMSNorm rows of 3072 and 6144
     (with 48 values per thread) and Float32 rows of 768 to 1536: 256-thread CTAs with half the
@@ -100,11 +109,8 @@ def test_the_norm_backward_pairs_256_thread_ctas_past_8192_columns_on_fast_memor
         assert ((cfg.threads, cfg.cluster) == (256, 2)) == paired and cfg.vec == vec, (n, layer, cfg)
         assert norm_shapes.backward_config(n, (x, w, x, x), layer).threads != 256 or n == 8192
         if paired:
-            stat, part = dynamic_rows(torch.empty(4)), dynamic_rows(torch.empty(1, n))
-            args = (dynamic_rows(x), w, dynamic_rows(x), stat, stat if layer else None, dynamic_rows(x), part,
-                    part if layer else None, w, w if layer else None)
             assert norm_shapes.pipelined_backward(cfg, norm_shapes.backward_ring(cfg, 2, 2, 2)[0])
-            compiled = norms._backward.compile(*args, 1, cfg, options={"arch": "sm_90a"})
+            compiled = _compile_backward(x, w, cfg, layer)
             assert all(k["spill_stores"] == 0 for k in compiled.kernels), (n, layer, compiled.kernels)
             # LayerNorm's up to 3 vectors a thread bounded to two CTAs per SM (backward_ctas)
             bounded = norm_shapes.backward_ctas(cfg, layer, 16)
@@ -224,9 +230,7 @@ def test_the_layer_norm_backward_pairs_ctas_over_rows_its_512_threads_held_at_th
         if dtype != f32:
             assert norm_shapes.backward_config(n, (odd, w, odd, odd), True, fast).cluster == 1
         if cfg.cluster == 2:
-            stat, part = dynamic_rows(torch.empty(4)), dynamic_rows(torch.empty(1, n))
-            args = (dynamic_rows(x), w, dynamic_rows(x), stat, stat, dynamic_rows(x), part, part, w, w)
-            compiled = norms._backward.compile(*args, 1, cfg, options={"arch": "sm_90a"})
+            compiled = _compile_backward(x, w, cfg, True)
             assert all(k["spill_stores"] == 0 for k in compiled.kernels), (n, dtype, fast, compiled.kernels)
 
 
