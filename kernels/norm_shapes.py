@@ -7,7 +7,8 @@ Forward: forward_plan (values a thread and blocks of rows walked: FORWARD_WALKS,
 with fast memory FAST_MEMORY_WALKS), forward_config (the CTA shape for them), direct_shape
 (quack's one row per cluster), unwalked_ctas and walking_ctas (CTAs per SM ptxas is asked to
 fit), pipelined_forward. Backward: backward_config (PAIRED_LAYER_NORM: the widths LayerNorm's
-runs over pairs of CTAs), backward_ring (the shared-memory ring), backward_ctas, pipelined_backward.
+runs over pairs of CTAs; LAYER_NORM_CLUSTERS: its 128-thread clusters), backward_ring (the
+shared-memory ring), backward_ctas, pipelined_backward.
 """
 
 from __future__ import annotations
@@ -46,6 +47,34 @@ BACKWARD_BYTES, BACKWARD_STAGES, BACKWARD_SMEM = 64, 4, 232448 - 2048
 PAIRED_LAYER_NORM = {
     2: {3072: ((8, 64), (4, 128)), 6144: ((8, 128), (4, 256)), 7168: ((4, 128), (4, 128))},
     4: {5120: ((4, 256), None), 6144: ((4, 256), None), 8192: ((4, 256), None)},
+}
+
+# LayerNorm's backward over 16-bit rows of 7169-16384 columns (16-byte vectors allowed) in
+# 128-thread CTAs over clusters: fast memory or not -> [(past N columns, cluster, vector), ...],
+# the last entry whose N is passed applies (backward_config). Off fast memory 8192 keeps one
+# 256-thread CTA a row (0.98 of copy against 0.93 so). bf16 fraction of copy, the shapes before
+# (on fast memory pairs of 256-thread CTAs, elsewhere one of 512; at 8192 one of 256) -> this
+# (three runs each, 2026-11-27; the H200's at 8704-10000 lost 1-2 %):
+#
+# | columns | H200 | H100 |
+# |---|---|---|
+# | 7680 / 8192 | 0.78 / 0.93 -> 0.93 / 0.96 | 0.91 / 0.98 -> 0.97 / 0.98 |
+# | 8704 / 9216 | 0.94 / 0.97 -> 0.93 / 0.96 | 0.82 / 0.85 -> 0.95 / 0.98 |
+# | 9728 / 10000 | 1.00 / 0.99 -> 0.99 / 0.97 | 0.87 / 0.87 -> 0.99 / 0.98 |
+# | 10240 / 10752 | 0.81 / 0.89 -> 0.93 / 0.95 | 0.88 / 0.90 -> 0.98 / 0.99 |
+# | 11264 / 11776 | 0.89 / 0.90 -> 0.96 / 0.98 | 0.92 / 0.94 -> 1.00 / 1.00 |
+# | 12288 / 12800 | 0.89 / 0.87 -> 0.97 / 0.97 | 0.91 / 0.81 -> 0.96 / 0.97 |
+# | 13312 / 13824 | 0.87 / 0.90 -> 0.96 / 1.00 | 0.78 / 0.79 -> 0.97 / 0.99 |
+# | 14336 / 14848 | 0.88 / 0.90 -> 0.90 / 0.91 | 0.82 / 0.79 -> 0.98 / 1.00 |
+# | 15360 / 15872 | 0.89 / 0.90 -> 0.92 / 0.94 | 0.78 / 0.78 -> 0.98 / 0.99 |
+# | 16384 | 0.91 -> 0.94 | 0.90 -> 0.99 |
+#
+# Each card's other entries lost (H200 in clusters of 8 up to 13824: 0.68-0.92; H100 in clusters
+# of 4 of 4-element vectors at 11264-13824: 0.91-0.94); RMSNorm's did not gain (8192-12288 within
+# 1.5 % on the H100, 2-9 % lost on the H200).
+LAYER_NORM_CLUSTERS = {
+    True: [(7168, 4, 4), (14336, 8, 4)],
+    False: [(7168, 4, 8), (10240, 8, 4), (15360, 4, 4)],
 }
 
 # Forwards that walk blocks of rows, each fetching the next block into registers ahead of its
@@ -173,8 +202,9 @@ def walking_ctas(cfg: RowConfig, walk: int):
 
 def backward_ctas(cfg: RowConfig, layer: bool, bits: int) -> int | None:
     """CTAs per SM the backward asks ptxas to fit (None: no bound).
-    LayerNorm's over pairs of 256-thread CTAs (backward_config's, on fast memory): two where each
-    thread holds at most 3 vectors of x and of dy (12288 columns). Free, ptxas took 152-231
+    LayerNorm's over pairs of 256-thread CTAs (now PAIRED_LAYER_NORM's Float32 5120 and 6144 on
+    fast memory): two where each thread holds at most 3 vectors of x and of dy. Measured where
+    16-bit rows took such pairs (until LAYER_NORM_CLUSTERS): free, ptxas took 152-231
     registers, one CTA per SM. bf16 fraction of copy, H200 (2026-11-27), free -> two: 10000 /
     12288 0.75 / 0.83 -> 0.80 / 0.88; at 16384 0.87 -> 0.88, at 14000 (4 vectors, 80 bytes
     spilled) 0.83 -> 0.62; RMSNorm's lost (12288 / 16384: 0.96 / 0.95 -> 0.92 / 0.92).
@@ -240,6 +270,16 @@ def forward_config(n: int, tensors, values: int) -> RowConfig:
     / 15360: within 1 % either way, padded mostly ahead."""
     cfg = config_for(n, tensors, values)
     sixteen_bit = all(t.element_size() == 2 for t in tensors if t is not None)
+    if sixteen_bit and cfg.vec == 8 and cfg.vectors == 6 and not cfg.padding and cfg.cluster == 1 \
+            and 32 <= cfg.threads_per_row <= MAX_THREADS // 8:
+        # 16-bit rows of 6 16-byte vectors a thread in 32 or 64 threads (1536, 3072 columns): 3 in
+        # twice the threads, still 128-thread CTAs. bf16 fraction of copy, H200 (2026-11-27, three
+        # runs each), LayerNorm with weight and bias / with a weight / RMSNorm with a weight: 3072
+        # 0.94 / 0.98 / 0.97 -> 0.98 / 0.99 / 0.98 (with a residual 0.98 / - / 0.98 -> 0.99 / - /
+        # 0.99), 1536 0.98 / 1.00 / 1.00 -> 1.00 / 1.01 / 1.01; the H100 within 0.4 % either way.
+        # Twice the threads again lost: at 768 (already 3 vectors in 32 threads) LayerNorm's with
+        # weight and bias 0.98 -> 0.86, at 6144 (256-thread CTAs) 0.95 -> 0.82.
+        return replace(cfg, threads_per_row=2 * cfg.threads_per_row, threads=MAX_THREADS // 4)
     if sixteen_bit and cfg.padding and cfg.cluster == 1:
         for per_row in (cfg.threads_per_row // 2, cfg.threads_per_row // 4):
             exact = replace(cfg, threads_per_row=per_row, threads=max(128, per_row))
@@ -348,18 +388,12 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
     % at 2048 and 4096; at 6144 and 8192 a row takes more than 256 threads). (At
     3072 16-bit columns LayerNorm's 256-thread kernel takes 168 registers and measured 0.94 ->
     0.73 on the H100: the rule keeps to the powers of two measured.)
-    On fast memory (`fast`: an H200) 16-bit rows past 8192 columns up to 16384 go over clusters
-    of two 256-thread CTAs, pipelined (LayerNorm's; RMSNorm's over unpadded rows). bf16
-    fraction of copy, 512 threads a row -> this (2026-11-27): LayerNorm 10000 / 12288 / 14000 /
-    16384 0.69 / 0.75 / 0.66 / 0.87 -> 0.76 / 0.83 / 0.85 / 0.87, RMSNorm 12288 / 16384 0.91 /
-    0.93 -> 0.96 / 0.96 (at 10000 0.99 -> 0.93, 14000 0.89 -> 0.92; 128-thread CTAs lost
-    everywhere). LayerNorm's in 8-byte vectors, unbounded (backward_ctas), where they pad the row
-    less (10000 columns: 10240 held, not 12288) or 16-byte ones would be four a thread: 0.81 ->
-    0.94 at 10000, 0.83 -> 0.87 at 14000, 0.81 -> 0.87 at 15000, 0.88 -> 0.91 at 16000, 0.87 ->
-    0.91 at 16384 (unpadded; the library's entry with this shape forced, before bf16 lanes
-    widened in integer operations); they lost where 16-byte ones hold three unpadded or equally
-    padded (12288 0.87 -> 0.83, 11264 0.89 -> 0.82; 11000 0.78 -> 0.79; H200, 2026-11-27). The
-    H100 was not measured."""
+    LayerNorm's over 16-bit rows of 7169-16384 columns: 128-thread CTAs over clusters of 4 or 8
+    (LAYER_NORM_CLUSTERS). On fast memory (`fast`: an H200) RMSNorm's over unpadded 16-bit rows
+    of 8193-16384 columns goes over clusters of two 256-thread CTAs, pipelined (bf16 fraction of
+    copy, 512 threads a row -> this, 2026-11-27: 12288 / 16384 0.91 / 0.93 -> 0.96 / 0.96; at
+    10000 0.99 -> 0.93, 14000 0.89 -> 0.92; 128-thread CTAs lost everywhere), and past 12288
+    over clusters of 4 (below)."""
     size = max(t.element_size() for t in tensors if t is not None)
     cfg = config_for(n, tensors, BACKWARD_BYTES // size)
     rows = [t for t in tensors if t is not None and t.dim() == 2]
@@ -377,12 +411,12 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
     paired = PAIRED_LAYER_NORM.get(size, {}).get(n, (None, None))[0 if fast else 1]
     if layer and paired and cfg.cluster == 1 and cfg.vec * size == 16:
         return RowConfig(n, *paired, paired[1], 2)
-    if fast and size == 2 and 8192 < n <= 16384 and cfg.vec == 8:
+    if layer and size == 2 and 7168 < n <= 16384 and cfg.vec == 8 and (fast or n != 8192):
+        _, cluster, vec = [entry for entry in LAYER_NORM_CLUSTERS[fast] if n > entry[0]][-1]
+        return RowConfig(n, vec, MAX_THREADS // 4, MAX_THREADS // 4, cluster)
+    if fast and not layer and size == 2 and 8192 < n <= 16384 and cfg.vec == 8:
         pair = RowConfig(n, 8, MAX_THREADS // 2, MAX_THREADS // 2, 2)
-        narrow = replace(pair, vec=4)
-        if layer and (narrow.padding < pair.padding or pair.vectors > 3):
-            return narrow
-        if layer or not pair.padding:
+        if not pair.padding:
             return pair
     if (layer or fast) and size == 2 and cfg.cluster == 2 and cfg.vec == 8 and cfg.threads == MAX_THREADS:
         # 16-bit rows that pairs of 512-thread CTAs hold at 32 values a thread (24577-32768

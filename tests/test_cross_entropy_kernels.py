@@ -65,10 +65,26 @@ def test_cross_entropy_forward_takes_one_chunk_just_past_a_chunk(v, width, threa
         assert cross_entropy.forward_shape(logits, smooth, fast)[0].n <= CHUNK
 
 
+def test_cross_entropy_forward_holds_short_float32_rows_in_half_the_threads_on_fast_memory():
+    """cross_entropy.forward_shape: Float32 rows of up to 256 columns that 2 vectors a thread
+    hold take 4 in half the threads on fast memory, the chunk still the row (exact); with
+    smoothing, 16-bit rows, wider rows and other cards keep the chunk's shape."""
+    from cute_torch.kernels import cross_entropy
+    from cute_torch.kernels.row_chunks import chunk_config
+    for v, per_row in ((128, 8), (256, 16)):
+        x = torch.empty(4, v)
+        cfg, exact, direct = cross_entropy.forward_shape(x, False, True)
+        assert (cfg.n, cfg.threads_per_row, cfg.vectors, exact, direct) == (v, per_row, 4, True, False), cfg
+        for logits, smooth, fast in ((x, False, False), (x, True, True), (x.bfloat16(), False, True)):
+            assert cross_entropy.forward_shape(logits, smooth, fast)[0] == chunk_config(logits)[0], (v, smooth, fast)
+    wider = torch.empty(4, 512)
+    assert cross_entropy.forward_shape(wider, False, True)[0] == chunk_config(wider)[0]
+
+
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("m,v", [(1, 1), (33, 1000), (37, 3000), (8, 8192), (9, 10000), (40, 12288), (20, 32000),
-                                 (6, 50257), (4, 128256)])
+@pytest.mark.parametrize("m,v", [(1, 1), (70, 128), (45, 256), (33, 1000), (37, 3000), (8, 8192), (9, 10000),
+                                 (40, 12288), (20, 32000), (6, 50257), (4, 128256)])
 @pytest.mark.parametrize("inplace", [False, True])
 def test_cross_entropy_forward_and_backward(m, v, dtype, inplace):
     from cute_torch.kernels import cross_entropy

@@ -32,7 +32,7 @@ def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
                                      (768, True, torch.float32, 256), (2048, True, torch.float32, 512),
                                      (8192, True, torch.bfloat16, 256), (4096, False, torch.bfloat16, 512),
                                      (4096, True, torch.float32, 512), (1024, True, torch.bfloat16, 512),
-                                     (16384, True, torch.bfloat16, 512), (3072, False, torch.bfloat16, 256),
+                                     (16400, True, torch.bfloat16, 512), (3072, False, torch.bfloat16, 256),
                                      (6144, False, torch.float16, 256), (3072, False, torch.float32, 512)):
         x = torch.empty(4, n, dtype=dtype)
         cfg = norm_shapes.backward_config(n, (x, x, torch.empty(n, dtype=dtype), x), layer)
@@ -94,28 +94,55 @@ def test_the_norm_forward_takes_fewer_threads_per_row_where_they_cover_it_exactl
         assert norm_shapes.forward_config(n, (y, v), 64).threads_per_row == per_row, n
 
 
-def test_the_norm_backward_pairs_256_thread_ctas_past_8192_columns_on_fast_memory():
-    """norm_shapes.backward_config on fast memory (an H200): 16-bit rows of 8193 to 16384 columns over
-    clusters of two 256-thread CTAs, pipelined, without spilling (LayerNorm's any; RMSNorm's
-    unpadded; LayerNorm's in 8-byte vectors where they pad less, or 16-byte ones would be four
-    a thread; RMSNorm's past 12288 columns takes clusters of 4, below); elsewhere, and on other
-    cards, the shapes before."""
-    for n, layer, paired, vec in ((10000, True, True, 4), (14000, True, True, 4), (16000, True, True, 4),
-                                  (11264, True, True, 8), (12288, True, True, 8), (12288, False, True, 8),
-                                  (16384, True, True, 4), (10000, False, False, 8),
-                                  (8192, True, False, 8), (20000, True, False, 8)):
+def test_the_norm_forward_holds_six_vectors_a_thread_as_three_in_twice_the_threads():
+    """norm_shapes.forward_config: 16-bit rows at 6 16-byte vectors a thread in 32 or 64 threads
+    (1536, 3072 columns; with or without a residual) take 3 in twice the threads, 128-thread CTAs
+    still; 768 (3 vectors already), 6144 (128 threads a row) and Float32 rows keep config_for's."""
+    for n, per_row in ((1536, 64), (3072, 128)):
         x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
-        cfg = norm_shapes.backward_config(n, (x, w, x, x), layer, fast=True)
-        assert ((cfg.threads, cfg.cluster) == (256, 2)) == paired and cfg.vec == vec, (n, layer, cfg)
-        assert norm_shapes.backward_config(n, (x, w, x, x), layer).threads != 256 or n == 8192
+        assert norm_shapes.config_for(n, (x, w), 64).vectors == 6
+        for tensors in ((x, None, w, w, x, None), (x, x, w, None, x, x)):
+            cfg = norm_shapes.forward_config(n, tensors, 64)
+            assert (cfg.threads_per_row, cfg.threads, cfg.vectors, cfg.padding) == (per_row, 128, 3, 0), cfg
+    for n, dtype in ((768, torch.bfloat16), (6144, torch.bfloat16), (3072, torch.float32)):
+        x, w = torch.empty(4, n, dtype=dtype), torch.empty(n, dtype=dtype)
+        assert norm_shapes.forward_config(n, (x, w), 64) == norm_shapes.config_for(n, (x, w), 64), n
+
+def test_the_layer_norm_backward_spreads_7169_to_16384_columns_over_128_thread_clusters():
+    """norm_shapes.backward_config: LayerNorm's over 16-bit rows of 7169-16384 columns in
+    128-thread CTAs over clusters of 4 or 8 (LAYER_NORM_CLUSTERS, per card), pipelined, without
+    spilling or a bound; off fast memory 8192 keeps one 256-thread CTA; rows only 8-byte vectors
+    suit, 7168 (pairs) and 16400 keep the shapes before."""
+    for n, fast, shape in ((7680, True, (4, 4)), (10000, True, (4, 4)), (14336, True, (4, 4)), (14344, True, (8, 4)),
+                           (16384, True, (8, 4)), (8192, True, (4, 4)), (7680, False, (4, 8)), (10240, False, (4, 8)),
+                           (10248, False, (8, 4)), (15360, False, (8, 4)), (16384, False, (4, 4)),
+                           (8192, False, None), (7168, True, None), (16400, False, None), (10004, False, None)):
+        x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
+        cfg = norm_shapes.backward_config(n, (x, w, x, x), True, fast)
+        assert ((cfg.threads, cfg.threads_per_row, cfg.cluster, cfg.vec) == (128, 128, *shape)) if shape else \
+            cfg.threads > 128 or cfg.cluster <= 2, (n, fast, cfg)
+        if shape:
+            assert norm_shapes.pipelined_backward(cfg, norm_shapes.backward_ring(cfg, 2, 2, 2)[0])
+            assert norm_shapes.backward_ctas(cfg, True, 16) is None
+            compiled = _compile_backward(x, w, cfg, True)
+            assert all(k["spill_stores"] == 0 for k in compiled.kernels), (n, fast, compiled.kernels)
+
+
+def test_the_rms_norm_backward_pairs_256_thread_ctas_past_8192_columns_on_fast_memory():
+    """norm_shapes.backward_config on fast memory (an H200): RMSNorm's over unpadded 16-bit rows of
+    8193 to 12288 columns over clusters of two 256-thread CTAs, pipelined, without spilling or a
+    bound (past 12288 clusters of 4, below); padded rows (10240: 2.5 vectors a thread) and other
+    cards keep 512 threads."""
+    for n, paired in ((12288, True), (10240, False), (10000, False), (8192, False)):
+        x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
+        cfg = norm_shapes.backward_config(n, (x, w, x, x), False, fast=True)
+        assert ((cfg.threads, cfg.cluster, cfg.vec) == (256, 2, 8)) == paired, (n, cfg)
+        assert norm_shapes.backward_config(n, (x, w, x, x), False).threads == 512
         if paired:
             assert norm_shapes.pipelined_backward(cfg, norm_shapes.backward_ring(cfg, 2, 2, 2)[0])
-            compiled = _compile_backward(x, w, cfg, layer)
-            assert all(k["spill_stores"] == 0 for k in compiled.kernels), (n, layer, compiled.kernels)
-            # LayerNorm's up to 3 vectors a thread bounded to two CTAs per SM (backward_ctas)
-            bounded = norm_shapes.backward_ctas(cfg, layer, 16)
-            assert bounded == (2 if layer and n in (11264, 12288) else None), (n, layer)
-            assert not bounded or ctas_per_sm(compiled.kernels[0]) >= 2, compiled.kernels
+            assert norm_shapes.backward_ctas(cfg, False, 16) is None
+            compiled = _compile_backward(x, w, cfg, False)
+            assert all(k["spill_stores"] == 0 for k in compiled.kernels), (n, compiled.kernels)
 
 
 @pytest.mark.parametrize("fast", [False, True])
@@ -180,14 +207,14 @@ def test_the_rms_norm_backward_spreads_rows_past_12288_columns_over_four_ctas_on
     """norm_shapes.backward_config on fast memory: RMSNorm's over 16-bit rows of 12289-16384 columns
     whose rows are a multiple of 32 bytes, in 256-thread CTAs over clusters of 4 (16 values a
     thread); not rows of an odd multiple of 16 bytes (13000 columns, or 14336 with a row stride of
-    14344), nor LayerNorm's, nor 12288 (pairs), nor other cards."""
+    14344), nor 12288 (pairs), nor other cards; LayerNorm's takes its 128-thread clusters."""
     for n, stride, spread in ((12800, 12800, True), (14336, 14336, True), (16384, 16384, True),
                               (13000, 13000, False), (14336, 14344, False), (12288, 12288, False)):
         x = torch.empty(4, stride, dtype=torch.bfloat16)[:, :n]
         w = torch.empty(n, dtype=torch.bfloat16)
         cfg = norm_shapes.backward_config(n, (x, w, x, x), False, fast=True)
         assert ((cfg.threads, cfg.cluster, cfg.vectors) == (256, 4, 2)) == spread, (n, stride, cfg)
-        assert norm_shapes.backward_config(n, (x, w, x, x), True, fast=True).cluster != 4
+        assert norm_shapes.backward_config(n, (x, w, x, x), True, fast=True).threads == 128
         assert norm_shapes.backward_config(n, (x, w, x, x), False).cluster != 4
 
 
@@ -221,7 +248,7 @@ def test_the_layer_norm_backward_pairs_ctas_over_rows_its_512_threads_held_at_th
                                  (7168, bf16, True, (4, 128, 128, 2)), (7168, bf16, False, (4, 128, 128, 2)),
                                  (5120, f32, True, (4, 256, 256, 2)), (5120, f32, False, (4, 512, 512, 1)),
                                  (6144, f32, True, (4, 256, 256, 2)), (8192, f32, True, (4, 256, 256, 2)),
-                                 (6144, f32, False, (4, 512, 512, 1)), (8192, bf16, True, (8, 256, 256, 1))):
+                                 (6144, f32, False, (4, 512, 512, 1)), (8192, bf16, False, (8, 256, 256, 1))):
         x, w = torch.empty(4, n, dtype=dtype), torch.empty(n, dtype=dtype)
         cfg = norm_shapes.backward_config(n, (x, w, x, x), True, fast)
         assert (cfg.vec, cfg.threads_per_row, cfg.threads, cfg.cluster) == want, (n, dtype, fast, cfg)

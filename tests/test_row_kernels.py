@@ -521,16 +521,19 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 # Long rows split over clusters (kernels/row_reduce.py); 300 rows of 16384 walk the forward's
 # blocks (fetching rows ahead) and the backward's shared-memory ring over several blocks (both
 # slot sets; 30000's backward over clusters of 8 256-thread CTAs); at 200000 the eighth CTA holds
-# only columns past N; 2560 takes 8-byte vectors backward (on fast memory 10000 and 14000 too,
-# over pairs of CTAs; RMSNorm's 14000 and 16384 over clusters of 4), 3072 RMSNorm's 48 values
+# only columns past N; 2560 takes 8-byte vectors backward (RMSNorm's 14000 and 16384 over
+# clusters of 4 on fast memory), 3072 RMSNorm's 48 values
 # per thread, 1024 Float32 LayerNorm's 16 (four rows a CTA); Float32 RMSNorm's backward at
 # 3072-8192 bounded to two 512-thread CTAs per SM (on fast memory 256-thread CTAs up to 4096);
 # LayerNorm's over pairs of CTAs at 3072, 6144 and 7168 (Float32 5120-8192 on fast memory);
 # Float32 rows of 1280 and 2560 at 5 vectors a thread on fast memory; Float32 LayerNorm's
-# forward at 12288 bounded to two CTAs per SM; RMSNorm's backward at 768 unbounded.
-@pytest.mark.parametrize("m,n", [(1, 1), (60, 768), (77, 1000), (101, 1024), (50, 1280), (40, 2560), (33, 3072),
-                                 (256, 4096), (25, 5120), (20, 6144), (30, 7168), (9, 8192), (7, 10000), (90, 12288),
-                                 (5, 14000), (3, 32768), (70, 30000), (300, 16384), (5, 65536), (3, 131072),
+# forward at 12288 bounded to two CTAs per SM; RMSNorm's backward at 768 unbounded; 16-bit
+# forwards at 1536 and 3072 in twice the threads a row; LayerNorm's 16-bit backward at 7680-16384
+# over 128-thread clusters of 4 and 8 (LAYER_NORM_CLUSTERS: 16-byte or 8-byte vectors per card).
+@pytest.mark.parametrize("m,n", [(1, 1), (60, 768), (77, 1000), (101, 1024), (50, 1280), (45, 1536), (40, 2560),
+                                 (33, 3072), (256, 4096), (25, 5120), (20, 6144), (30, 7168), (30, 7680), (9, 8192),
+                                 (20, 9216), (7, 10000), (20, 10240), (90, 12288), (25, 12800), (5, 14000),
+                                 (10, 15360), (3, 32768), (70, 30000), (300, 16384), (5, 65536), (3, 131072),
                                  (2, 200000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
     if rms and bias:
@@ -683,8 +686,9 @@ def run_small():
         norms.norm_forward(ahead, None, None, residual=ahead, eps=1e-5, rms=rms)
     norms.norm_forward(ahead[:40].float(), None, None, eps=1e-5, rms=False)
     # Rows one CTA could hold over two (12288: softmax, RMSNorm with a weight, LayerNorm without);
-    # on fast memory the norm backwards over pairs of CTAs (LayerNorm's bounded to two CTAs per SM)
-    # and LayerNorm's forward with weight and bias bounded to three (unwalked_ctas).
+    # on fast memory RMSNorm's backward over pairs of CTAs, LayerNorm's over 128-thread clusters
+    # of 4 (of 8 elsewhere), and LayerNorm's forward with weight and bias bounded to three
+    # (unwalked_ctas).
     pairs = rand_rows((40, 12288), 20, torch.bfloat16)
     softmax.softmax(pairs)
     norms.norm_forward(pairs, None, None, eps=1e-5, rms=False)
@@ -697,15 +701,18 @@ def run_small():
     norms.norm_forward(bounded[:, :10000], bounded[0, :10000], bounded[1, :10000], eps=1e-5, rms=False)
     norms.norm_forward(bounded, bounded[0], None, eps=1e-5, rms=False)
     # With weight and bias at 14000 (on fast memory: bounded, a 24-byte spill accepted), and its
-    # backward there over pairs of CTAs in 8-byte vectors.
+    # backward over 128-thread clusters in 8-byte vectors.
     out, _, rstd, mean = norms.norm_forward(bounded, bounded[0], bounded[1], eps=1e-5, rms=False)
     norms.norm_backward(bounded, bounded[0], out, rstd, mean, weight_grad=True, bias_grad=True)
     # LayerNorm's backward over pairs of CTAs, one row each (PAIRED_LAYER_NORM: 16-bit 3072 and 7168
     # on any card, Float32 5120 on fast memory), Float32 rows at 5 vectors a thread (1280, fast
     # memory), RMSNorm's over clusters of 4 (14336, fast memory) and unbounded at 768; Float32
-    # LayerNorm's forward with weight and bias at 12288 bounded to two CTAs per SM.
+    # LayerNorm's forward with weight and bias at 12288 bounded to two CTAs per SM; LayerNorm's
+    # 16-bit backward over 128-thread clusters of 4 in 16-byte vectors (10240 off fast memory)
+    # and of 8 (16384 on fast memory).
     for n, dtype in ((3072, torch.bfloat16), (7168, torch.bfloat16), (5120, torch.float32), (1280, torch.float32),
-                     (14336, torch.bfloat16), (768, torch.bfloat16), (12288, torch.float32)):
+                     (14336, torch.bfloat16), (768, torch.bfloat16), (12288, torch.float32), (10240, torch.bfloat16),
+                     (16384, torch.bfloat16)):
         xs, ws = rand_rows((40, n), 22, dtype), rand_rows((n,), 23, dtype)
         for rms in (True, False):
             out, _, rstd, mean = norms.norm_forward(xs, ws, None if rms else ws, eps=1e-5, rms=rms)
@@ -717,6 +724,7 @@ def run_small():
     _, lse = cross_entropy.cross_entropy_forward(logits, target)
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), inplace=True)
     _, lse = cross_entropy.cross_entropy_forward(logits.float(), target)   # Float32: 256 threads backward too
+    cross_entropy.cross_entropy_forward(logits[:, :256].float(), target % 256)  # fast memory: 4 vectors a thread
     cross_entropy.cross_entropy_backward(logits.float(), target, lse, torch.ones(40, device="cuda"))
     _, lse = cross_entropy.cross_entropy_forward(logits, target, label_smoothing=0.1)   # the row's sum too
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), label_smoothing=0.1)
