@@ -67,14 +67,20 @@ def test_cross_entropy_forward_takes_one_chunk_just_past_a_chunk(v, width, threa
 
 def test_cross_entropy_forward_holds_short_float32_rows_in_half_the_threads_on_fast_memory():
     """cross_entropy.forward_shape: Float32 rows of up to 256 columns that 2 vectors a thread
-    hold take 4 in half the threads on fast memory, the chunk still the row (exact); with
-    smoothing, 16-bit rows, wider rows and other cards keep the chunk's shape."""
+    hold take 4 in half the threads on fast memory, the chunk still the row (exact), unbounded
+    and without spilling; with smoothing, 16-bit rows, wider rows and other cards keep the
+    chunk's shape."""
     from cute_torch.kernels import cross_entropy
     from cute_torch.kernels.row_chunks import chunk_config
+    t, f = torch.empty(4, dtype=torch.int64), torch.empty(4)
     for v, per_row in ((128, 8), (256, 16)):
         x = torch.empty(4, v)
         cfg, exact, direct = cross_entropy.forward_shape(x, False, True)
         assert (cfg.n, cfg.threads_per_row, cfg.vectors, exact, direct) == (v, per_row, 4, True, False), cfg
+        assert cross_entropy.forward_ctas(v, 32, cfg, False, False) is None
+        fwd = cross_entropy._forward.compile(dynamic_rows(x), dynamic_rows(t), dynamic_rows(f), dynamic_rows(f), 0.0,
+                                             -100, cfg, exact, False, direct, options={"arch": "sm_90a"})
+        assert all(k["spill_stores"] == 0 for k in fwd.kernels), fwd.kernels
         for logits, smooth, fast in ((x, False, False), (x, True, True), (x.bfloat16(), False, True)):
             assert cross_entropy.forward_shape(logits, smooth, fast)[0] == chunk_config(logits)[0], (v, smooth, fast)
     wider = torch.empty(4, 512)

@@ -104,6 +104,12 @@ def test_the_norm_forward_holds_six_vectors_a_thread_as_three_in_twice_the_threa
         for tensors in ((x, None, w, w, x, None), (x, x, w, None, x, x)):
             cfg = norm_shapes.forward_config(n, tensors, 64)
             assert (cfg.threads_per_row, cfg.threads, cfg.vectors, cfg.padding) == (per_row, 128, 3, 0), cfg
+        stat, rows = dynamic_rows(torch.empty(4)), dynamic_rows(x)       # the library's forward takes it, unspilled
+        args = (rows, None, w, w, rows, None, stat, stat, 1e-5)
+        cfg, walk, ctas = norms.forward_shape(args, (x, None, w, w, x, None), False, 0, {"arch": "sm_90a"})
+        assert (cfg.threads_per_row, walk) == (per_row, 1), cfg
+        fwd = norms._forward.compile(*args, 1, cfg, False, walk, ctas, options={"arch": "sm_90a"})
+        assert all(k["spill_stores"] == 0 for k in fwd.kernels), fwd.kernels
     for n, dtype in ((768, torch.bfloat16), (6144, torch.bfloat16), (3072, torch.float32)):
         x, w = torch.empty(4, n, dtype=dtype), torch.empty(n, dtype=dtype)
         assert norm_shapes.forward_config(n, (x, w), 64) == norm_shapes.config_for(n, (x, w), 64), n
