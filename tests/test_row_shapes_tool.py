@@ -1,0 +1,42 @@
+"""benchmarks/row_shapes.py, the A/B tool for the row kernels' CTA shapes: its shape names and its
+compile-only mode (no GPU)."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import row_shapes  # noqa: E402
+from cute_torch.kernels import norm_shapes  # noqa: E402
+from cute_torch.kernels.row_reduce import RowConfig  # noqa: E402
+
+
+def test_shape_names_spell_cluster_threads_rows_vector_walk_and_bound():
+    assert row_shapes.parse_shape("lib") is None
+    shape = row_shapes.parse_shape("c4t128v4")
+    assert shape == row_shapes.Shape(4, 128, 128, 4) and shape.config(10240) == RowConfig(10240, 4, 128, 128, 4)
+    assert row_shapes.parse_shape("c1t128r32v8w4b3") == row_shapes.Shape(1, 128, 32, 8, 4, 3)
+    for bad in ("c4t128", "x", "c1t96r64v8", "c4t128v4 "):
+        with pytest.raises(ValueError, match="shape"):
+            row_shapes.parse_shape(bad)
+
+
+def test_the_compile_only_mode_builds_the_library_shape_and_a_named_one():
+    """--cpu: `lib` is the library's shape (LayerNorm's bf16 backward at 10240 off fast memory:
+    clusters of 4 in 16-byte vectors), a named shape is compiled as named; walks and bounds are
+    refused where the shape function does not return them."""
+    case = row_shapes.Case("layer_norm", "bwd", torch.bfloat16, 10240, "wb", False, "cpu")
+    lib, named = case.compiled(None), case.compiled(row_shapes.parse_shape("c8t128v4"))
+    x, w = case.x, case.w
+    assert norm_shapes.backward_config(10240, (x, w, x, x), True).cluster == 4
+    assert lib[0]["block_dims"][0] == 128 and named[0]["block_dims"][0] == 128
+    assert lib[0]["registers"] != named[0]["registers"]       # 16-byte vectors x 3 against 8-byte x 3 over 8
+    with pytest.raises(ValueError, match="walk and bound"):
+        case.compiled(row_shapes.parse_shape("c4t128v4b2"))
+    forward = row_shapes.Case("rms_norm", "fwd", torch.bfloat16, 4096, "w", True, "cpu")
+    assert all(k["spill_stores"] == 0 for k in forward.compiled(row_shapes.parse_shape("c1t128v8b3")))
+    with pytest.raises(ValueError, match="no bias"):
+        row_shapes.Case("rms_norm", "fwd", torch.bfloat16, 4096, "wb", False, "cpu")
