@@ -7,11 +7,15 @@ import sys
 import pytest
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-import row_shapes  # noqa: E402
-from cute_torch.kernels import norm_shapes  # noqa: E402
-from cute_torch.kernels.row_reduce import RowConfig  # noqa: E402
+from cute_torch.kernels import norm_shapes
+from cute_torch.kernels.row_reduce import RowConfig
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+sys.path.insert(0, BENCHMARKS)          # only while importing: its module names (backend, gemm) are generic
+try:
+    import row_shapes
+finally:
+    sys.path.remove(BENCHMARKS)
 
 
 def test_shape_names_spell_cluster_threads_rows_vector_walk_and_bound():
