@@ -246,9 +246,11 @@ NARROW_VALUES = 96
 
 
 def forward_config(n: int, tensors, values: int) -> RowConfig:
-    """The forward's CTA shape for `values` per thread (forward_plan): config_for's, or where that
-    leaves some threads of a row a vector past N (padding: 128 threads x 3 vectors for 2560
-    columns) and half or a quarter the threads per row cover it exactly with more values each,
+    """The forward's CTA shape for `values` per thread (forward_plan): config_for's; for 16-bit
+    rows it holds at 6 16-byte vectors a thread in 32 or 64 threads, 3 in twice the threads
+    (measured below, in the body); or where config_for's leaves some threads of a row a vector
+    past N (padding: 128 threads x 3 vectors for 2560 columns) and half or a quarter the threads
+    per row cover it exactly with more values each,
     that, for 16-bit rows (LayerNorm over bf16 rows of 2560 / 5120 columns: 0.88 / 0.82 -> 0.96 /
     0.96 of copy on an H200, 0.97 / 0.98 -> 0.97 / 0.99 on an H100; Float32 rows not measured;
     the backward kept its shape, where more values per thread measured 0.75 -> 0.55), up to twice
