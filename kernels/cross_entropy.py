@@ -255,8 +255,9 @@ def forward_shape(logits, smooth: bool, fast: bool = False) -> tuple[RowConfig, 
         # Float32 rows of up to 256 columns at 2 vectors a thread: 4 in half the threads. Fraction
         # of copy (the logits read once), H200 (2026-11-27, three runs each): 128 0.95 -> 0.97, 256
         # 0.97-0.99 -> 1.00-1.03 (quack 0.2.2 1.03); 512 / 1024 the same either way; the H100 lost
-        # 0.4-0.8 % at 128 / 256. bf16 rows lost so (256: 0.84 -> 0.40), nor gained in twice the
-        # threads or 256-thread CTAs (0.58-0.85).
+        # 0.4-0.8 % at 128 / 256. bf16 rows lost so (256: 0.84 -> 0.40, spilling 112 bytes under
+        # forward_ctas's 16-CTA bound; unbounded not yet measured), nor gained in twice the threads
+        # or 256-thread CTAs (0.58-0.85).
         cfg = replace(cfg, threads_per_row=cfg.threads_per_row // 2)
     return cfg, exact, False
 
