@@ -125,7 +125,7 @@ class Case:
             return
         cfg = shape.config(self.n)
         if self.op == "cross_entropy":
-            exact = self.n % cfg.n == 0 and cfg.padding == 0
+            exact = _tiles_exactly(self.n, cfg)
             setattr(module, name, lambda logits, smooth, fast=False: (cfg, exact, False))
         elif self.direction == "fwd":
             setattr(module, name, lambda args, tensors, rms, device, options=None: (cfg, shape.walk, shape.ctas))
@@ -138,10 +138,11 @@ class Case:
         self.check(shape)
         options = {"arch": "sm_90a"}
         x, n = self.x, self.n
+        named = shape.config(n) if shape is not None else None
         rows, stat = dynamic_rows(x), dynamic_rows(torch.empty(x.shape[0]))
         if self.op == "cross_entropy":
-            cfg, exact, direct = cross_entropy.forward_shape(x, False) if shape is None else \
-                (shape.config(n), n % shape.config(n).n == 0 and shape.config(n).padding == 0, False)
+            cfg, exact, direct = cross_entropy.forward_shape(x, False) if named is None else \
+                (named, _tiles_exactly(n, named), False)
             target = dynamic_rows(torch.zeros(x.shape[0], dtype=torch.int64))
             return cross_entropy._forward.compile(rows, target, stat, stat, 0.0, -100, cfg, exact, False, direct,
                                                   options=options).kernels
@@ -149,11 +150,11 @@ class Case:
             res = dynamic_rows(self.residual) if self.residual is not None else None
             args = (rows, res, self.w, self.b, rows, res, stat, None if self.rms else stat, 1e-5)
             tensors = (x, self.residual, self.w, self.b, x, self.residual)
-            cfg, walk, ctas = norms.forward_shape(args, tensors, self.rms, 0, options) if shape is None else \
-                (shape.config(n), shape.walk, shape.ctas)
+            cfg, walk, ctas = norms.forward_shape(args, tensors, self.rms, 0, options) if named is None else \
+                (named, shape.walk, shape.ctas)
             return norms._forward.compile(*args, 1, cfg, self.rms, walk, ctas, options=options).kernels
         layer, part = not self.rms, dynamic_rows(torch.empty(1, n))
-        cfg = norms.backward_config(n, (x, self.w, x, x), layer) if shape is None else shape.config(n)
+        cfg = norms.backward_config(n, (x, self.w, x, x), layer) if named is None else named
         args = (rows, self.w, rows, stat, stat if layer else None, rows, part if self.w is not None else None,
                 part if self.b is not None else None, self.w, self.b)
         return norms._backward.compile(*args, 1, cfg, options=options).kernels
@@ -162,6 +163,11 @@ class Case:
 _LIBRARY = {(cross_entropy.__name__, "forward_shape"): cross_entropy.forward_shape,
             (norms.__name__, "forward_shape"): norms.forward_shape,
             (norms.__name__, "backward_config"): norms.backward_config}
+
+
+def _tiles_exactly(n: int, cfg: RowConfig) -> bool:
+    """Whether cross-entropy's chunks of `cfg` tile a row of `n` columns with no guards."""
+    return n % cfg.n == 0 and cfg.padding == 0
 
 
 def _largest_difference(got, ref) -> float:
