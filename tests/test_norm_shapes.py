@@ -114,6 +114,20 @@ def test_the_norm_forward_holds_six_vectors_a_thread_as_three_in_twice_the_threa
         x, w = torch.empty(4, n, dtype=dtype), torch.empty(n, dtype=dtype)
         assert norm_shapes.forward_config(n, (x, w), 64) == norm_shapes.config_for(n, (x, w), 64), n
 
+def test_the_layer_norm_backward_holds_768_columns_four_rows_a_128_thread_cta():
+    """norm_shapes.backward_config: LayerNorm's over 16-bit rows of 768 columns (3 16-byte vectors
+    in 32 threads) in 128-thread CTAs on every card, without spilling; RMSNorm's and 1024 columns
+    keep 512 threads, Float32 rows 256 (half_ctas)."""
+    x, w = torch.empty(4, 768, dtype=torch.bfloat16), torch.empty(768, dtype=torch.bfloat16)
+    for fast in (False, True):
+        cfg = norm_shapes.backward_config(768, (x, w, x, x), True, fast)
+        assert (cfg.threads, cfg.threads_per_row, cfg.vectors, cfg.cluster) == (128, 32, 3, 1), cfg
+        assert norm_shapes.backward_config(768, (x, w, x, x), False, fast).threads == 512
+    assert all(k["spill_stores"] == 0 for k in _compile_backward(x, w, cfg, True).kernels)
+    for n, dtype, threads in ((768, torch.float32, 256), (1024, torch.bfloat16, 512)):
+        y, v = torch.empty(4, n, dtype=dtype), torch.empty(n, dtype=dtype)
+        assert norm_shapes.backward_config(n, (y, v, y, y), True).threads == threads, n
+
 def test_the_layer_norm_backward_spreads_7169_to_16384_columns_over_128_thread_clusters():
     """norm_shapes.backward_config: LayerNorm's over 16-bit rows of 7169-16384 columns in
     128-thread CTAs over clusters of 4 or 8 (LAYER_NORM_CLUSTERS, per card), pipelined, without
