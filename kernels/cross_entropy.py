@@ -215,7 +215,7 @@ def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) 
     if n == 1024 and cfg.rows == 4:
         return SHORT_ROW_CTAS
     if n <= 512:
-        return 2048 // cfg.threads
+        return None if _short_16bit_rows(n, cfg) else 2048 // cfg.threads
     if cfg.n > CHUNK and not cfg.peeled:
         return ONE_CHUNK_CTAS.get(cfg.vectors)
     return 6 if 2048 <= n <= CHUNK and not cfg.peeled else None
@@ -255,11 +255,21 @@ def forward_shape(logits, smooth: bool, fast: bool = False) -> tuple[RowConfig, 
         # Float32 rows of up to 256 columns at 2 vectors a thread: 4 in half the threads. Fraction
         # of copy (the logits read once), H200 (2026-11-27, three runs each): 128 0.95 -> 0.97, 256
         # 0.97-0.99 -> 1.00-1.03 (quack 0.2.2 1.03); 512 / 1024 the same either way; the H100 lost
-        # 0.4-0.8 % at 128 / 256. bf16 rows lost so (256: 0.84 -> 0.40, spilling 112 bytes under
-        # forward_ctas's 16-CTA bound; unbounded not yet measured), nor gained in twice the threads
-        # or 256-thread CTAs (0.58-0.85).
+        # 0.4-0.8 % at 128 / 256. 16-bit rows below.
+        cfg = replace(cfg, threads_per_row=cfg.threads_per_row // 2)
+    if not smooth and logits.element_size() == 2 and _short_16bit_rows(n, cfg):
+        # 16-bit rows of 128-512 columns in 16-byte vectors: twice the vectors in half the threads
+        # a row, free (forward_ctas; 55 registers, bounded to 8 CTAs the same). bf16 fraction of
+        # copy, the logits read once (2026-11-27, three runs each), H200: 128 0.58 -> 0.77, 256
+        # 0.83 -> 0.89, 512 0.85 -> 0.93; H100: 128 0.75 -> 0.87, 256 0.95 and 512 0.98 the same
+        # within 1 %. Under the 16-CTA bound the shape spilled (256: 0.40); 1024 lost (0.98 -> 0.95).
         cfg = replace(cfg, threads_per_row=cfg.threads_per_row // 2)
     return cfg, exact, False
+
+
+def _short_16bit_rows(n: int, cfg: RowConfig) -> bool:
+    """Whether forward_shape halves the threads of a 16-bit row (and forward_ctas leaves it free)."""
+    return 128 <= n <= 512 and cfg.vec == 8 and not cfg.peeled and cfg.cluster == 1
 
 
 @cute.jit

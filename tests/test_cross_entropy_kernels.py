@@ -68,8 +68,7 @@ def test_cross_entropy_forward_takes_one_chunk_just_past_a_chunk(v, width, threa
 def test_cross_entropy_forward_holds_short_float32_rows_in_half_the_threads_on_fast_memory():
     """cross_entropy.forward_shape: Float32 rows of up to 256 columns that 2 vectors a thread
     hold take 4 in half the threads on fast memory, the chunk still the row (exact), unbounded
-    and without spilling; with smoothing, 16-bit rows, wider rows and other cards keep the
-    chunk's shape."""
+    and without spilling; with smoothing, wider rows and other cards keep the chunk's shape."""
     from cute_torch.kernels import cross_entropy
     from cute_torch.kernels.row_chunks import chunk_config
     t, f = torch.empty(4, dtype=torch.int64), torch.empty(4)
@@ -81,16 +80,42 @@ def test_cross_entropy_forward_holds_short_float32_rows_in_half_the_threads_on_f
         fwd = cross_entropy._forward.compile(dynamic_rows(x), dynamic_rows(t), dynamic_rows(f), dynamic_rows(f), 0.0,
                                              -100, cfg, exact, False, direct, options={"arch": "sm_90a"})
         assert all(k["spill_stores"] == 0 for k in fwd.kernels), fwd.kernels
-        for logits, smooth, fast in ((x, False, False), (x, True, True), (x.bfloat16(), False, True)):
+        for logits, smooth, fast in ((x, False, False), (x, True, True)):
             assert cross_entropy.forward_shape(logits, smooth, fast)[0] == chunk_config(logits)[0], (v, smooth, fast)
     wider = torch.empty(4, 512)
     assert cross_entropy.forward_shape(wider, False, True)[0] == chunk_config(wider)[0]
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_cross_entropy_forward_holds_short_16bit_rows_in_half_the_threads(dtype):
+    """cross_entropy.forward_shape: 16-bit rows of 128-512 columns in 16-byte vectors take twice
+    the vectors in half the threads a row on every card, free of forward_ctas's bound and without
+    spilling; with smoothing, shorter (64) and wider (1024) rows keep the chunk's shape and bound."""
+    from cute_torch.kernels import cross_entropy
+    from cute_torch.kernels.row_chunks import chunk_config
+    t, f = torch.empty(4, dtype=torch.int64), torch.empty(4)
+    for v, per_row, vectors in ((128, 8, 2), (200, 8, 4), (256, 8, 4), (512, 16, 4)):
+        x = torch.empty(4, v, dtype=dtype)
+        for fast in (False, True):
+            cfg, exact, direct = cross_entropy.forward_shape(x, False, fast)
+            assert (cfg.threads_per_row, cfg.vectors, exact, direct) == (per_row, vectors, v != 200, False), cfg
+            assert cfg.threads_per_row * 2 == chunk_config(x)[0].threads_per_row
+            assert cross_entropy.forward_ctas(v, 16, cfg, False, False) is None
+        fwd = cross_entropy._forward.compile(dynamic_rows(x), dynamic_rows(t), dynamic_rows(f), dynamic_rows(f), 0.0,
+                                             -100, cfg, exact, False, direct, options={"arch": "sm_90a"})
+        assert all(k["spill_stores"] == 0 for k in fwd.kernels), fwd.kernels
+        smooth_cfg = cross_entropy.forward_shape(x, True, True)[0]
+        assert smooth_cfg == chunk_config(x)[0] and cross_entropy.forward_ctas(v, 16, smooth_cfg, True, False) == 5
+    for v, ctas in ((64, 16), (1024, 12)):
+        x = torch.empty(4, v, dtype=dtype)
+        cfg = cross_entropy.forward_shape(x, False, True)[0]
+        assert cfg == chunk_config(x)[0] and cross_entropy.forward_ctas(v, 16, cfg, False, False) == ctas, v
+
+
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("m,v", [(1, 1), (70, 128), (45, 256), (33, 1000), (37, 3000), (8, 8192), (9, 10000),
-                                 (40, 12288), (20, 32000), (6, 50257), (4, 128256)])
+@pytest.mark.parametrize("m,v", [(1, 1), (70, 128), (41, 200), (45, 256), (29, 512), (33, 1000), (37, 3000),
+                                 (8, 8192), (9, 10000), (40, 12288), (20, 32000), (6, 50257), (4, 128256)])
 @pytest.mark.parametrize("inplace", [False, True])
 def test_cross_entropy_forward_and_backward(m, v, dtype, inplace):
     from cute_torch.kernels import cross_entropy

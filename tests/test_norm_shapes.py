@@ -128,12 +128,26 @@ def test_the_layer_norm_backward_holds_768_columns_four_rows_a_128_thread_cta():
         y, v = torch.empty(4, n, dtype=dtype), torch.empty(n, dtype=dtype)
         assert norm_shapes.backward_config(n, (y, v, y, y), True).threads == threads, n
 
+def test_the_layer_norm_backward_holds_1536_columns_in_32_threads_a_row_on_fast_memory():
+    """norm_shapes.backward_config: on fast memory LayerNorm's over 16-bit rows of 1536 columns at
+    6 16-byte vectors in 32 threads, four rows a 128-thread CTA, without spilling; other cards keep
+    3 vectors in 64 threads of a 512-thread CTA, RMSNorm's its own."""
+    x, w = torch.empty(4, 1536, dtype=torch.bfloat16), torch.empty(1536, dtype=torch.bfloat16)
+    cfg = norm_shapes.backward_config(1536, (x, w, x, x), True, True)
+    assert (cfg.threads, cfg.threads_per_row, cfg.vectors, cfg.padding) == (128, 32, 6, 0), cfg
+    assert all(k["spill_stores"] == 0 for k in _compile_backward(x, w, cfg, True).kernels)
+    slow = norm_shapes.backward_config(1536, (x, w, x, x), True, False)
+    assert (slow.threads, slow.threads_per_row, slow.vectors) == (512, 64, 3), slow
+    assert norm_shapes.backward_config(1536, (x, w, x, x), False, True).threads_per_row == 64
+
+
 def test_the_layer_norm_backward_spreads_7169_to_16384_columns_over_128_thread_clusters():
     """norm_shapes.backward_config: LayerNorm's over 16-bit rows of 7169-16384 columns in
-    128-thread CTAs over clusters of 4 or 8 (LAYER_NORM_CLUSTERS, per card), pipelined, without
-    spilling or a bound; off fast memory 8192 keeps one 256-thread CTA; rows only 8-byte vectors
+    128-thread CTAs over clusters of 4, 7 (14336 on fast memory) or 8 (LAYER_NORM_CLUSTERS, per card),
+    pipelined, without spilling or a bound; off fast memory 8192 keeps one 256-thread CTA; rows only 8-byte vectors
     suit, 7168 (pairs) and 16400 keep the shapes before."""
-    for n, fast, shape in ((7680, True, (4, 4)), (10000, True, (4, 4)), (14336, True, (4, 4)), (14344, True, (8, 4)),
+    for n, fast, shape in ((7680, True, (4, 4)), (10000, True, (4, 4)), (14336, True, (7, 4)), (14000, True, (4, 4)),
+                           (14344, True, (8, 4)), (14336, False, (8, 4)),
                            (16384, True, (8, 4)), (8192, True, (4, 4)), (7680, False, (4, 8)), (10240, False, (4, 8)),
                            (10248, False, (8, 4)), (15360, False, (8, 4)), (16384, False, (4, 4)),
                            (8192, False, None), (7168, True, None), (16400, False, None), (10004, False, None)):

@@ -528,11 +528,12 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 # LayerNorm's over pairs of CTAs at 3072, 6144 and 7168 (Float32 5120-8192 on fast memory);
 # Float32 rows of 1280 and 2560 at 5 vectors a thread on fast memory; Float32 LayerNorm's
 # forward at 12288 bounded to two CTAs per SM; RMSNorm's backward at 768 unbounded; 16-bit
-# forwards at 1536 and 3072 in twice the threads a row; LayerNorm's 16-bit backward at 7680-16384
-# over 128-thread clusters of 4 and 8 (LAYER_NORM_CLUSTERS: 16-byte or 8-byte vectors per card).
+# forwards at 1536 and 3072 in twice the threads a row; LayerNorm's 16-bit backward at 768 (1536
+# on fast memory) four rows a 128-thread CTA, at 7680-16384 over 128-thread clusters of 4, 7 and 8
+# (LAYER_NORM_CLUSTERS: 16-byte or 8-byte vectors per card).
 @pytest.mark.parametrize("m,n", [(1, 1), (60, 768), (77, 1000), (101, 1024), (50, 1280), (45, 1536), (40, 2560),
                                  (33, 3072), (256, 4096), (25, 5120), (20, 6144), (30, 7168), (30, 7680), (9, 8192),
-                                 (20, 9216), (7, 10000), (20, 10240), (90, 12288), (25, 12800), (5, 14000),
+                                 (20, 9216), (7, 10000), (20, 10240), (90, 12288), (25, 12800), (5, 14000), (11, 14336),
                                  (10, 15360), (3, 32768), (70, 30000), (300, 16384), (5, 65536), (3, 131072),
                                  (2, 200000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
