@@ -2,7 +2,7 @@
 over the logits, for any vocabulary size.
 
 A row is read in chunks (kernels/row_chunks.py: a vocabulary of 128K does not fit one CTA's
-registers), or for 16-bit rows of 16384 to 131072 columns without label smoothing, staged into
+registers), or for 16-bit rows past 16384 columns, up to 131072, without label smoothing, staged into
 a cluster's shared memory (forward_shape), its log-sum-exp taken online in one pass, and
 
     loss = lse - x[target]
@@ -223,8 +223,8 @@ def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) 
 
 def forward_shape(logits, smooth: bool, fast: bool = False) -> tuple[RowConfig, bool, bool]:
     """(the CTA shape, whether chunks tile the row exactly, whether it is softmax's quack shape)
-    of the forward over `logits`: that shape (softmax.direct_shape: 16-bit rows of 16384 to
-    131072 columns, one row per cluster of 256-thread CTAs; _direct_log_sum_exp) without label
+    of the forward over `logits`: that shape (softmax.direct_shape: 16-bit rows past 16384
+    columns up to 131072, one row per cluster of 256-thread CTAs; _direct_log_sum_exp) without label
     smoothing (whose row sum it does not take); chunks (row_chunks.chunk_config) otherwise.
     `fast`: the device has fast memory (row_reduce.fast_memory).
     bf16 fraction of copy (the logits read once), chunks -> that shape, H100 (2026-11-27):
@@ -244,7 +244,8 @@ def forward_shape(logits, smooth: bool, fast: bool = False) -> tuple[RowConfig, 
         # 12288 0.88 -> 1.03 (0.98) / 1.00 -> 1.03 (1.03), 14000 0.93 -> 0.97 (1.02) / 1.02 ->
         # 1.03 (1.04). Unbounded 256 threads read 0.96 at 12288 and 0.80 at 14000 (H200); 128
         # threads 1.02 and 0.94, bounded to four 1.00 and 1.03 (spilling 12 bytes at 14000). At
-        # 16384 softmax's shape stays ahead (1.02 against 0.84-1.02 in one chunk). On fast memory
+        # 16384 two chunks stay ahead (1.02 against 0.84-1.02 in one; softmax's shape starts past
+        # it). On fast memory
         # past ONE_CHUNK_NARROW, 128 threads bounded to four CTAs (12 bytes spilled), H200 / H100
         # (2026-11-27, three runs each): 13000 0.93 -> 1.01, 14000 0.96 -> 1.02 (quack 1.03),
         # 14336 0.98 -> 1.00; on the H100 the same within 1 % (14336: 1.02-1.04 -> 1.01-1.02).

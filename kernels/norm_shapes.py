@@ -124,7 +124,7 @@ _LAYER_NORM_PARAMETER_WALKS = [(16384, 64, 4), (32768, 32, 8)]
 
 FAST_MEMORY_WALKS = {
     # RMSNorm at 32768 with a weight, one 512-thread CTA per SM unwalked: 0.903 -> 0.944 walking 4 blocks
-    # (0.936 walking 8).
+    # (0.936 walking 8), measured before direct_shape, which now takes its rows in 16-byte vectors.
     (2, True, False, 1): [(32768, 64, 4)],
     (2, False, False, 1): _LAYER_NORM_PARAMETER_WALKS,
     # With weight and bias past 8192 they walked 4 blocks too (10000 / 12288 / 14000: 0.77 / 0.83 / 0.88 ->
@@ -250,10 +250,11 @@ def forward_config(n: int, tensors, values: int) -> RowConfig:
     """The forward's CTA shape for `values` per thread (forward_plan): config_for's; for 16-bit
     rows it holds at 6 16-byte vectors a thread in 32 or 64 threads, 3 in twice the threads
     (measured below, in the body); or where config_for's leaves some threads of a row a vector
-    past N (padding: 128 threads x 3 vectors for 2560 columns) and half or a quarter the threads
-    per row cover it exactly with more values each,
-    that, for 16-bit rows (LayerNorm over bf16 rows of 2560 / 5120 columns: 0.88 / 0.82 -> 0.96 /
-    0.96 of copy on an H200, 0.97 / 0.98 -> 0.97 / 0.99 on an H100; Float32 rows not measured;
+    past N (padding: 128 threads x 3 vectors for 2560 columns at 32 values) and half or a quarter
+    the threads per row cover it exactly with more values each, that, for 16-bit rows (measured when
+    the forward planned 32 values at 2560 / 5120 columns, where it now plans 64 and config_for's
+    shape is exact: LayerNorm over bf16 rows 0.88 / 0.82 -> 0.96 / 0.96 of copy on an H200, 0.97 /
+    0.98 -> 0.97 / 0.99 on an H100; Float32 rows not measured;
     the backward kept its shape, where more values per thread measured 0.75 -> 0.55), up to twice
     `values` a thread and NARROW_VALUES (12800 columns in 64 threads of 200 values, 255 registers:
     LayerNorm with weight and bias / RMSNorm with a weight 0.76 / 0.89 of copy, 0.95 / 0.99 in 256
@@ -341,7 +342,7 @@ def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: 
 
 def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     """quack's shape (row_reduce.direct_config) for the forward over 16-bit rows split over a
-    cluster (16384 to 131072 columns) without a residual, its weight and bias 16-bit too
+    cluster (past 16384 columns, up to 131072) without a residual, its weight and bias 16-bit too
     (norms._direct_row), LayerNorm's where no thread holds padding and its parameters times the
     cluster's CTAs are at most 4; None elsewhere. RMSNorm, bf16 fraction of copy at 32768 /
     65536 / 131072 columns (2026-11-26), the shapes before it (forward_plan's) -> this: H200

@@ -18,9 +18,10 @@ Statistics are Float32 whatever the input type (bfloat16, float16, float32).
 Rows over row_reduce.MAX_N elements do not fit a CTA's registers: up to REGISTER_N they are
 split over a cluster of CTAs (kernels/row_reduce.py), still one pass; the forward's CTAs
 trade their parts' max and sum of exponentials once per row and combine them; for 16-bit
-log_softmax (and softmax over clusters of 8, or any 16-bit rows on a card with fast memory)
-each cluster walks several rows with that trip pipelined (_walk_cluster_rows), on a grid of as
-many clusters as run at once (forward_walk).
+log_softmax (and softmax over clusters of 8, or any 16-bit rows on a card with fast memory) that
+direct_shape leaves (rows past 131072 columns, narrower vectors) each cluster walks several
+rows with that trip pipelined (_walk_cluster_rows), on a grid of as many clusters as run at
+once (forward_walk).
 Longer rows (and 16-bit rows past MAX_N whose length or stride would make the register path
 read them one element at a time: takes_chunks) are read in chunks (kernels/row_chunks.py), the
 forward's log-sum-exp online in one pass and the output in a second (two reads and one write),
@@ -404,8 +405,8 @@ def _wider(cfg: RowConfig, *tensors) -> RowConfig | None:
 
 
 def direct_shape(tensors: tuple, short: bool = False) -> RowConfig | None:
-    """quack's shape for the forward over 16-bit rows split over a cluster (16384 to 131072
-    columns, 2 to 8 CTAs; with `short`, softmax's, also unpadded rows from 8192), or None:
+    """quack's shape for the forward over 16-bit rows split over a cluster (past 16384 columns
+    up to 131072, 2 to 8 CTAs; with `short`, softmax's, also unpadded rows past 8192), or None:
     256-thread CTAs whose threads hold 64 values in 16-byte vectors, one row per cluster,
     staged by cp.async, one exchange (_direct_row), three CTAs per SM. Fraction of copy, bf16
     (fp16 the same within 0.01), 2026-11-26, against the shapes before it (forward_walk's;
