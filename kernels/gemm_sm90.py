@@ -9,7 +9,7 @@ A (M, K) and B (K, N), or batches of them (L, M, K) x (L, K, N) with any batch s
 or fp16, each row- or column-major (all four combinations, no copies: an operand whose K is
 contiguous is read K-major, else MN-major), or fp8 (e4m3fn / e5m2), both K-major; C (M, N) or
 (L, M, N) is bf16, fp16 or fp32, row-major (N / 2 columns for a gated epilogue over `gate` and
-`up`: interleave_gated).
+`up`: interleave_gated), or 16-bit with M contiguous (the swapped problem's output: transposes).
 Rows must be multiples of 16 bytes (TMA's rule); M, N, K are otherwise any size (TMA fills
 out-of-bounds tails with zeros and does not store them). `epilogue` maps one fp32
 accumulator to a value (DSL code, applied in registers before the conversion to C's type).

@@ -558,7 +558,7 @@ Plan makePlan(const at::Tensor &aIn, const at::Tensor &bIn, size_t outputs, at::
 }
 
 /// The tile columns and the schedule ("" cooperative, or chooseSchedule's "c...", "h..." or
-/// "p...", the last with 128) of a planned call.
+/// "p...", the last with 128 columns or wide_pingpong's 192) of a planned call.
 std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, bool calls,
                                               bool gated, bool ampere, int64_t sms,
                                               bool fastMemory) {

@@ -1,8 +1,8 @@
 //===- ops.cpp - the torch extension: TORCH_LIBRARY(cute) -----------------===//
 //
 // Links libtorch and the runtime, never MLIR. The schemas of every torch.ops.cute op and their
-// CUDA, CPU (an error) and Autograd kernels (cute::gemm's autograd is Python's:
-// cute_torch/ops/gemm_autograd.py); fake (meta) kernels are registered from Python
+// CUDA, CPU (an error) and Autograd kernels (cute::gemm's in GemmAutograd.cpp, its derivative
+// expressions from cute_torch/ops/gemm_autograd.py); fake (meta) kernels are registered from Python
 // (cute_torch/ops/registration.py), where the expression language lives.
 //
 //===----------------------------------------------------------------------===//
