@@ -1,6 +1,6 @@
 """The `cute::pointwise` kernel, written in the DSL, and its builder.
 
-The C++ op (csrc/torch/pointwise.cpp) broadcasts the inputs, coalesces the dimensions of the
+The C++ op (csrc/torch/Pointwise.cpp) broadcasts the inputs, coalesces the dimensions of the
 output and all inputs together (rank 1 for contiguous tensors), and chooses a Plan: the rank,
 each input's innermost stride class ('1' contiguous, '0' broadcast, 's' any), the vector width
 and the index width. Sizes and strides are run-time values, so one kernel serves every shape
