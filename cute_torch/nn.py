@@ -10,7 +10,7 @@ fp32 or mixed dtypes, CPU tensors) it computes the same thing with torch.
 and state dicts) whose forward runs the row kernels (cute_torch.ops.rms_norm, layer_norm,
 cross_entropy_loss) on CUDA tensors over the last dimension, and torch's own forward where
 those cannot (CPU tensors, a normalized shape of several dims, rows over 262144 elements, class
-weights or label smoothing).
+weights; label smoothing runs in the kernels).
 """
 
 from __future__ import annotations

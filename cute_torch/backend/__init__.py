@@ -81,8 +81,8 @@ def _runtime_forward(gm: fx.GraphModule):
     """The rewritten graph as fallback="aten" runs it: views of static shape as one cheap call
     (views.py), the cute ops through their short C entries, and the generated forward called
     directly (not through nn.Module.__call__), below autograd. AOTAutograd differentiates around
-    the graph, so no op in it needs its autograd kernel, which for our ops
-    (torch.library.register_autograd) is Python run on every call."""
+    the graph, so no op in it needs its autograd kernel (C++ for our ops, Python for
+    column_sum's), which would run on every call."""
     reinterpret_views(gm)
     for node in gm.graph.nodes:
         if node.target is torch.ops.cute.pointwise.default:

@@ -19,7 +19,7 @@ class Options:
     devices: tuple = ("cuda",)    # device types whose tensors are fused (tests add "cpu")
     check_builds: bool = True     # build each region's kernel at compile time (fallback on failure)
     gemm: bool = True             # matmuls take their pointwise epilogue (cute::gemm, backend/gemm.py)
-    rows: bool = True             # softmax and LayerNorm run the row kernels (backend/rows.py)
+    rows: bool = True             # softmax, the norms, cross-entropy and column sums run the row kernels
     gemm_routes: str | None = None  # the table of plain matmuls run as cute::gemm (None: the installed
                                     # backend/gemm_routes.json; "": none, every plain matmul stays ATen)
 

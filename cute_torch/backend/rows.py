@@ -16,8 +16,9 @@ These ops are core ATen, so the backend's decompositions keep them whole. Condit
 last dimension, for LayerNorm at most 262144 elements (kernels/norms.MAX_NORM_N; softmax
 takes any length), float32/bfloat16/float16,
 a device type the options allow. LayerNorm's mean and rstd keep their (..., 1) shapes and the
-dtype the graph gave them. RMSNorm (composite: it arrives as pow/mean/rsqrt) and cross-entropy
-(log_softmax + nll_loss) are not matched yet.
+dtype the graph gave them. RMSNorm (composite: after AOTAutograd it is pow/mean/rsqrt) and
+cross-entropy (log_softmax + nll_loss) are matched before AOTAutograd, as torch calls
+(backend/torch_calls.py).
 """
 
 from __future__ import annotations

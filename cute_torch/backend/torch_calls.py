@@ -13,7 +13,7 @@ pointwise ops and sums would be left to match.
 Conditions: as backend/rows.py's (the last dim, N <= 262144 for the norm, float dtypes, a device
 type the options allow); the written-out RMSNorm's result in x's dtype (the kernel rounds once,
 where the written form may round before the weight); cross-entropy with (M, V) logits, (M,)
-integer targets, no class weights and no label smoothing.
+integer targets and no class weights (label smoothing, a constant, goes to the kernel).
 """
 
 from __future__ import annotations
