@@ -5,7 +5,8 @@ dweight and dbias end with one (their partial rows, kernels/norms.py).
 Two launches, deterministic (a fixed order of additions, no atomics):
 
 1. The rows are cut into `groups` slabs. A CTA takes one slab and one tile of 32 vectors of
-   columns (16 bytes each: 8 16-bit values, 4 Float32): its SUM_WARPS warps take every
+   columns (16 bytes each: 8 16-bit values, 4 Float32; single elements where N, the row stride or
+   the address forbid 16 bytes): its SUM_WARPS warps take every
    SUM_WARPS-th row of the slab, each lane one vector, summed in Float32 registers (the loop is
    unrolled 4 times: 4 loads in flight per thread); the warps' sums are folded through shared
    memory in warp order into one Float32 partial row per slab.

@@ -2,8 +2,9 @@
 over the logits, for any vocabulary size.
 
 A row is read in chunks (kernels/row_chunks.py: a vocabulary of 128K does not fit one CTA's
-registers), or for 16-bit rows past 16384 columns, up to 131072, without label smoothing, staged into
-a cluster's shared memory (forward_shape), its log-sum-exp taken online in one pass, and
+registers), or for 16-bit rows past 16384 columns, up to 131072, in 16-byte vectors and without
+label smoothing, staged into a cluster's shared memory (forward_shape), its log-sum-exp taken
+online in one pass, and
 
     loss = lse - x[target]
 
@@ -205,7 +206,9 @@ def forward_ctas(n: int, bits: int, cfg: RowConfig, smooth: bool, direct: bool) 
     twelve, H200 bf16 0.96 -> 0.98 (fp16 0.98 -> 0.99; quack 0.99; ten 0.96, eleven 0.98,
     sixteen spilled: 0.45). One chunk over rows past CHUNK (forward_shape): ONE_CHUNK_CTAS.
     Up to 512 columns the SM's 2048 threads (31 registers; 32 free until bf16 lanes widened in
-    integer operations, DeviceCodegen.cpp's widenBf16Lanes, then 39: 12 CTAs of 128 threads)."""
+    integer operations, DeviceCodegen.cpp's widenBf16Lanes, then 39: 12 CTAs of 128 threads),
+    except 128-512 columns in 16-byte vectors, which run free in half the threads a row
+    (forward_shape's _short_16bit_rows)."""
     if direct:
         return DIRECT_CTAS
     if bits != 16:
@@ -313,7 +316,8 @@ def backward_shape(logits, dx) -> tuple[RowConfig, bool]:
 
     With label smoothing it is bounded to BACKWARD_SMOOTHING_CTAS (H200 0.85-0.87 -> 0.92-0.96 of
     copy at 16384-131072, H100 0.95 -> 0.96-0.99; the 128-thread CTAs read 0.95-0.97 on the
-    H100); without, the bound (62 registers for 77) lost 1 % past 16384 on both cards.
+    H100); without, a bound of four (62 registers for 77) lost 1 % past 16384 on both cards, and it
+    asks for BACKWARD_CTAS (three) instead (BACKWARD_CHUNK's comment).
     Peeled rows (50257 columns) lost so (H200 0.88 -> 0.84, H100 0.93 -> 0.91) and keep theirs.
     Taking the target's (1 - e) dloss off in the thread that holds its column, before the one
     write, instead of the read-modify-write after the CTA's barrier, lost 0-2 % on the H200."""

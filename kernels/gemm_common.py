@@ -27,8 +27,9 @@ def swizzled(rows: int, cols: int, stages: int | None = None, cols_contiguous: b
     """rows x cols (x stages) of 16-bit elements (or `elem_bytes`), swizzled: the canonical wgmma
     and TMA layouts. With `cols_contiguous` (a K-major operand, or an output box) rows of up to
     128 bytes, swizzled by their width (64 16-bit or 32 fp32 columns: 128 bytes, Sw<3,4,3>; a
-    32-column 16-bit box: 64 bytes, Sw<2,4,3>); else (an MN-major operand) columns of 64 rows,
-    tiled down the columns first so that each 64-row slab is one TMA box."""
+    32-column 16-bit box: 64 bytes, Sw<2,4,3>; a 16-column one: 32 bytes, Sw<1,4,3>); else (an
+    MN-major operand) columns of 64 rows, tiled down the columns first so that each 64-row slab
+    is one TMA box."""
     shape = (rows, cols) if stages is None else (rows, cols, stages)
     if cols_contiguous:
         width = min(cols, 128 // elem_bytes)

@@ -20,22 +20,28 @@ last wave ends first, such as 144 at 1536^3: 132 tiles for 132 SMs: choose_tile_
 such tiles are few, 64 x 128 to 64 x 256 tiles in ping-pong instead, each read by one
 warpgroup: short_tile_n):
   * warpgroup 0, the producer, keeps 40 registers; its first thread runs through every tile's
-    k-tiles, acquiring a free stage of a ring of 4 (6 for 128-wide tiles: as many as shared
-    memory holds) and issuing the TMA loads of A (128 x 64) and B (256 x 64) into it (128-byte
-    swizzled, as wgmma reads them);
+    k-tiles, acquiring a free stage of a ring of 4 at 256 wide (5 at 192 and in ping-pong, 6 for
+    128-wide tiles: as many as shared memory holds; _stages) and issuing the TMA loads of A
+    (128 x 64) and B (256 x 64) into it (128-byte swizzled, as wgmma reads them);
   * warpgroups 1 and 2, the consumers, ask for 232 registers (ptxas still budgets 168 for every
     thread of a 384-thread block) and own 64 rows of the tile each: per k-tile, wait for the
     stage, issue 4 wgmma 64x256x16, and once those are issued release the previous k-tile's stage
     (wait_group(1)); the consumers hold two stages, so 4 stages leave the producer two of lead;
-  * at the end of a tile, the epilogue goes 64 columns at a time (32 with several outputs:
-    epi_n) through two shared buffers per output: 16 columns per stmatrix (an expression's
-    inputs and math reuse the registers of the accumulators already stored), then one thread
+  * at the end of a tile, the epilogue goes 64 columns at a time (32 with several outputs, fp32
+    outputs, 192-wide tiles or a cooperative staged input, 16 for 144-wide tiles: epi_n) through
+    two shared buffers per output: 16 columns per stmatrix (an expression's inputs and math
+    reuse the registers of the accumulators already stored), then one thread
     sends the box out with a TMA store, and the next box fills the other buffer while that store
     reads; the next tile's k-loop starts while the last stores drain. An expression's inputs
     are read a box ahead of their math, two adjacent columns per load where the strides allow
     (the first box while the tile's last wgmmas run), except a whole 16-bit (M, N) input such
     as a residual, whose tile arrives by TMA into shared memory while the main loop runs and
-    is read by ldmatrix (staged_inputs; 3 operand stages then, and 32-column boxes);
+    is read by ldmatrix (staged_inputs; in the cooperative schedule at 256 wide 3 operand stages
+    then, and 32-column boxes);
+  * ping-pong instead (choose_schedule for fused epilogues at K <= 2048, plain_pingpong on fast
+    memory, wide_pingpong's 128 x 192 tiles for large plain GEMMs): each consumer warpgroup owns
+    every other 128-row tile (two m64 wgmma rows) so that one's epilogue runs while the other's
+    main loop does;
   * tiles are visited batch by batch, in groups of GROUP_M tile rows (grouped rasterization) so
     that CTAs running at the same time share A and B tiles in L2;
   * with `cluster=True`, clusters of two CTAs take vertically adjacent tiles, which need the same
@@ -43,8 +49,9 @@ warpgroup: short_tile_n):
     consumer warps of both CTAs have released it (opt-in: on an H100 it measured the same as
     without, 0.97-1.02x cuBLAS on square and LLM shapes, so L2 traffic is not what limits it; on
     an H200 it is slower on small problems, 1024^3 with 64-wide tiles 0.79x cuBLAS against 0.86x
-    without, 2048^3 0.95x against 0.98x, and within noise of it at 4096^3 and 8192^3; so are
-    pairs along N sharing A, as cuBLAS's 1x2 clusters do: branch cluster-along-n).
+    without, 2048^3 0.95x against 0.98x, and within noise of it at 4096^3 and 8192^3; so were
+    pairs along N sharing A, as cuBLAS's 1x2 clusters do, measured on a branch not kept:
+    benchmarks/RESULTS.md).
 Shared memory (one output, 256-wide tiles): 4 x 48 KB of operands + 2 x 16 KB of output buffers +
 barriers = 224 KB.
 """
@@ -67,7 +74,7 @@ BM, BK = 128, 64                 # tile rows and k-tile depth (16-bit operands; 
                                  # swizzle row either way: k_tile); tile columns: choose_tile_n
 EPI_N = 64                       # C leaves in 128 x 64 boxes, through two shared buffers (128 x 32
                                  # with several outputs: epi_n)
-TILE_WIDTHS = (64, 128, 192, 256)  # tile columns that take any operand majors, gates and clusters
+TILE_WIDTHS = (64, 128, 192, 256)  # tile columns that take any operand majors and clusters (gates: not 192)
 MAX_STAGES = 6                   # the consumers hold two stages; the rest are the producer's lead
 PINGPONG_STAGES = 5              # ping-pong measured slower with 6 (H100: 0.297 / 0.434 ms against 0.281 /
                                  # 0.371 for the block's qkv and fc1) and with 4
@@ -295,7 +302,9 @@ def plain_pingpong(k: int, tile_n: int, outputs: int, inputs: int, fast: bool) -
     ping-pong, every one faster by 1.6-13 % (8192 x 2752 x 1024 0.895 -> 1.024, 4096 x 5504 0.899
     -> 1.030, 16384 x 8192 1.004 -> 1.027; scratch-style sweep, 2026-11-26). At K = 2048 it was
     mixed (16384 x 2752 0.968 -> 0.943, 4096 x 5504 0.930 -> 1.008), and the H100 lost up to 17 %
-    at K = 1024 (16384 x 2752 0.973 -> 0.800). Gemm.cpp's chooseVariant decides the same."""
+    at K = 1024 (16384 x 2752 0.973 -> 0.800). Gemm.cpp's chooseVariant decides the same. Where
+    wide_pingpong applies (more than two waves, M and N past 2048) its 128 x 192 tiles take over,
+    these shapes included; 128 x 128 serves the rest."""
     return fast and k <= 1024 and tile_n == 256 and outputs == 1 and inputs == 0
 
 
@@ -715,9 +724,10 @@ def output_m_major(c) -> bool:
 
 
 def staged_inputs(inputs, out_shape) -> tuple:
-    """Per epilogue input, whether ping-pong stages it through shared memory: a whole 16-bit
-    (M, N[, L]) tensor (no broadcast mode), N contiguous, that TMA can address. Its tile then
-    arrives in a few bulk copies while the other warpgroup's main loop runs, instead of as 64
+    """Per epilogue input, whether the epilogue stages it through shared memory: a whole 16-bit
+    (M, N[, L]) tensor (no broadcast mode), N contiguous, that TMA can address (ping-pong at its
+    epilogue's start; cooperative at the tile's main loop start, where 3 operand stages still fit:
+    host_arguments). Its tile then arrives in a few bulk copies while a main loop runs, instead of as 64
     four-byte loads per thread, each with its clamped coordinates (on an H100 those loads cost a
     ping-pong proj + bias + residual 0.114 ms against 0.093 plain: they also slowed the other
     warpgroup's main loop)."""
@@ -837,7 +847,8 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     K-major B and no gate or cluster) overrides choose_tile_n; `schedule` is "cooperative" (both consumer
     warpgroups on each tile) or "pingpong" (each on its own 128-row tile, 128 columns wide, or
     up to WIDE_PINGPONG given or where wide_pingpong chose it; the epilogue of one overlapping the
-    other's main loop), by default choose_schedule's (cooperative where `tile_n` is given);
+    other's main loop), by default choose_schedule's, which short_tile_n, wide_pingpong or
+    plain_pingpong may turn into ping-pong (cooperative where `tile_n` is given);
     `raster` is "m" (the default: groups of tile rows) or
     "n" (groups of tile columns, for N much larger than M); `cluster` runs clusters of two CTAs
     on vertically adjacent tiles that multicast their shared B tiles (cooperative only);

@@ -1,7 +1,8 @@
 """`gemm(..., tune=True)`: time a handful of kernel variants once per problem class and remember
 the fastest, in memory and on disk next to the compiled kernels.
 
-Without `tune`, gemm_sm90.choose_tile_n picks the variant from the shape alone, and the first
+Without `tune`, gemm_sm90.host_arguments' heuristics (choose_tile_n, choose_schedule, short_tile_n,
+wide_pingpong, plain_pingpong) pick the variant from the shape alone, and the first
 call compiles one kernel (under a second). With it, the first call of a problem class compiles
 and times each candidate (a few seconds), and every later call, in this process or another,
 reads the choice. A problem class is what the best variant depends on: the device, the dtypes,

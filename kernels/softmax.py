@@ -15,15 +15,19 @@ Backward, from the forward's output y and the incoming gradient dy:
 
 Statistics are Float32 whatever the input type (bfloat16, float16, float32).
 
-Rows over row_reduce.MAX_N elements do not fit a CTA's registers: up to REGISTER_N they are
-split over a cluster of CTAs (kernels/row_reduce.py), still one pass; the forward's CTAs
-trade their parts' max and sum of exponentials once per row and combine them; for 16-bit
-log_softmax (and softmax over clusters of 8, or any 16-bit rows on a card with fast memory) that
-direct_shape leaves (rows past 131072 columns, narrower vectors) each cluster walks several
-rows with that trip pipelined (_walk_cluster_rows), on a grid of as many clusters as run at
-once (forward_walk).
+Rows past 16384 elements (values_per_thread), and softmax's unpadded 16-bit rows past 8192,
+are split over a cluster of 2-8 CTAs (16 past 131072 where 8 would spill), up to REGISTER_N,
+still one pass (kernels/row_reduce.py); the forward's CTAs trade their parts' max and sum of
+exponentials once per row and combine them. The forward over 16-bit rows of up to 131072
+columns in 16-byte vectors takes quack's shape (direct_shape: 256-thread CTAs staged by
+cp.async, one exchange, three CTAs per SM). Where direct_shape does not apply (rows past 131072
+columns, narrower vectors), 16-bit log_softmax (and softmax over clusters of 8, or any such row
+on a card with fast memory) walks several rows per cluster with that trip pipelined
+(_walk_cluster_rows): on a persistent grid of as many clusters as run at once, or CLUSTER_WALK
+rows a cluster (forward_walk). On fast memory the backward over 16-bit clusters walks too
+(backward_walk).
 Longer rows (and 16-bit rows past MAX_N whose length or stride would make the register path
-read them one element at a time: takes_chunks) are read in chunks (kernels/row_chunks.py), the
+read them in vectors narrower than 16 bytes: takes_chunks) are read in chunks (kernels/row_chunks.py), the
 forward's log-sum-exp online in one pass and the output in a second (two reads and one write),
 the backward's sum in one pass and dx in a second (four reads and one write).
 """
@@ -52,7 +56,7 @@ CLUSTER_WALK = 8
 
 def values_per_thread(n: int) -> int:
     """64 values of a row per thread, 32 past 16384 columns: there the row spreads over twice
-    the CTAs (a cluster from 32768 on), measured faster both ways (and the backward's y and dy
+    the CTAs (512-thread CTAs in a cluster of 2 from 16385 on), measured faster both ways (and the backward's y and dy
     fit its registers)."""
     return 64 if n <= MAX_N // 2 else 32
 
@@ -84,14 +88,15 @@ def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Const
 
 def forward_walk(cfg: RowConfig, bits: int, log: bool, fast: bool) -> str | None:
     """How the forward walks 16-bit rows split over a cluster whose threads hold up to 32
-    values each (up to 131072 columns) with their exchanges pipelined (_walk_cluster_rows):
+    values each with their exchanges pipelined (_walk_cluster_rows):
     None (one row per cluster, no walk), "groups" (each cluster walks CLUSTER_WALK rows) or
     "persistent" (a grid of as many clusters as run at once, each walking every groups-th row:
     row_reduce.persistent_groups). Longer rows, or Float32 ones, would spill the two rows'
     registers. `fast`: the device's memory outruns one row in flight per CTA
     (row_reduce.fast_memory); there every such row walks on the persistent grid. Since
     direct_shape, the rows it takes (16-byte vectors, up to 131072 columns) no longer come here:
-    the walks serve rows past 131072 over 16 CTAs and 16-bit rows of narrower vectors.
+    the walks serve rows past 131072 over 16 CTAs and 16-bit rows of 16385-32768 columns in
+    narrower vectors (longer ones take chunks: takes_chunks).
 
     Measured before direct_shape, bf16 fraction of copy (2026-11-26):
     - log_softmax, whose x and exponentials both live, runs one CTA per SM: walking is 1.4-1.7x
@@ -469,8 +474,9 @@ def _shape(host, walk_of, args: tuple, tensors: tuple, log: bool, options, walki
 
 def takes_chunks(*tensors) -> bool:
     """Whether rows take the chunked path (kernels/row_chunks.py): past REGISTER_N, and 16-bit
-    rows past one CTA's registers (MAX_N) that the register path would read one element at a
-    time (an odd row length or stride) where the chunked path reads them in 16-byte vectors
+    rows past one CTA's registers (MAX_N) that the register path would read in vectors narrower
+    than 16 bytes (a length or stride not a multiple of 8) where the chunked path reads them in
+    16-byte vectors
     (peeled), though it reads each row twice. H200, bf16 fraction of copy, softmax /
     log_softmax, register path -> chunks: 33001 columns fwd 0.48 / 0.42 -> 0.64 / 0.69, bwd
     0.65 / 0.65 -> 0.62 / 0.75; 50257 fwd 0.60 / 0.50 -> 0.59 / 0.64, bwd 0.51 / 0.58 -> 0.60 /
