@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from .row_reduce import MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, direct_config, row_config
 
-# Row values a thread holds at most forward.
+# Row values a thread plans at most forward (forward_config may narrow a padded shape to NARROW_VALUES).
 FORWARD_VALUES = 64
 # Registers of an SM, and those LayerNorm's forward with weight and bias takes a thread (unwalked_ctas).
 MAX_REGISTERS, LAYER_NORM_REGISTERS = 65536, 128
@@ -85,7 +85,9 @@ LAYER_NORM_CLUSTERS = {
 # needs two CTAs per SM to overlap them, and long rows (or rows with a residual) leave no room
 # for two. The faster the memory, the more it matters: measured fraction of copy, H200 / H100,
 # before -> after (benchmarks/RESULTS.md); an entry that cost the H100 over 2 % for less than
-# 10 % on the H200 was left out.
+# 10 % on the H200 was left out. Measured before direct_shape, which now takes 16-bit rows in
+# 16-byte vectors without a residual up to 131072 columns: the entries without a residual apply
+# where it does not (past 131072, narrower vectors, LayerNorm's padded rows or too many parameters).
 FORWARD_WALKS = {
     # 65536, 131072: 0.82 -> 0.93 / 0.98 -> 0.95; 0.78 -> 0.89 / 0.95 -> 0.93
     (2, True, False): [(65536, 64, 8)],
@@ -119,6 +121,7 @@ FORWARD_WALKS = {
 # Without them it lost (0.973 -> 0.940); at 32768 walking 4 blocks equals 8.
 # At 32768 32 values a thread over clusters of 2, pipelined on the persistent grid as from 65536:
 # 0.913 / 0.909 -> 0.921 / 0.923 (the H100 lost: 0.938 / 0.940 -> 0.923 / 0.921). (2026-11-26)
+# direct_shape now takes 32768 itself (clusters of 2): this entry serves 32769-65535 and padded rows.
 _LAYER_NORM_PARAMETER_WALKS = [(16384, 64, 4), (32768, 32, 8)]
 
 
@@ -204,7 +207,7 @@ def walking_ctas(cfg: RowConfig, walk: int):
 def backward_ctas(cfg: RowConfig, layer: bool, bits: int) -> int | None:
     """CTAs per SM the backward asks ptxas to fit (None: no bound).
     LayerNorm's over pairs of 256-thread CTAs (now PAIRED_LAYER_NORM's Float32 5120 and 6144 on
-    fast memory): two where each thread holds at most 3 vectors of x and of dy. Measured where
+    fast memory, and bf16 6144 elsewhere): two where each thread holds at most 3 vectors of x and of dy. Measured where
     16-bit rows took such pairs (until LAYER_NORM_CLUSTERS): free, ptxas took 152-231
     registers, one CTA per SM. bf16 fraction of copy, H200 (2026-11-27), free -> two: 10000 /
     12288 0.75 / 0.83 -> 0.80 / 0.88; at 16384 0.87 -> 0.88, at 14000 (4 vectors, 80 bytes
@@ -302,7 +305,8 @@ BOUNDED_SPILL = 32
 def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: int, fast: bool) -> int | None:
     """CTAs per SM the unwalked forward over 16-bit rows past 8192 columns, one 256-thread CTA a
     row, asks ptxas to fit (None: no bound): three where each thread holds at most 7 vectors
-    (14336 columns), on fast memory; elsewhere LayerNorm's with weight and bias up to 6 (12288).
+    (14336 columns), on fast memory; elsewhere forwards with weight and bias (LayerNorm's) up to
+    6 (12288).
     Free, ptxas took 77-125 registers, two CTAs per SM. forward_shape drops a bound that makes
     ptxas spill past BOUNDED_SPILL (LayerNorm's with weight and bias at 14000 spills 24 bytes,
     accepted). bf16 fraction of copy, the shapes before (LayerNorm with weight and bias on fast
@@ -380,7 +384,8 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
     of copy on an H200; RMSNorm's measured the same either way, 0.99 / 0.98).
     Half the threads, and backward_ring half the shared memory, where that measured faster on
     both GPUs (RMSNorm's at 3072 and 6144 16-bit columns also with twice the values per thread;
-    below): LayerNorm's (`layer`) over 16-bit rows of 2048, 4096 and 8192 columns (bf16
+    below): LayerNorm's (`layer`) over 16-bit rows of 2048, 4096 and 8192 (off fast memory; on
+    it LAYER_NORM_CLUSTERS takes 8192) columns (bf16
     fraction of copy, H200 / H100: 0.86 / 0.90 -> 0.92 / 0.95 at 2048, 0.89 / 0.93 -> 0.92 /
     0.99 at 4096, 0.89 / 0.95 -> 0.92 / 0.98 at 8192; RMSNorm's lost 1-2 % so): 512 threads cap
     ptxas at 128 registers, 256 let it take 229-231, one CTA per SM; and both norms over Float32
@@ -392,12 +397,15 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
     % at 2048 and 4096; at 6144 and 8192 a row takes more than 256 threads). (At
     3072 16-bit columns LayerNorm's 256-thread kernel takes 168 registers and measured 0.94 ->
     0.73 on the H100: the rule keeps to the powers of two measured.)
-    LayerNorm's over 16-bit rows of 7169-16384 columns: 128-thread CTAs over clusters of 4 or 8
-    (LAYER_NORM_CLUSTERS). On fast memory (`fast`: an H200) RMSNorm's over unpadded 16-bit rows
-    of 8193-16384 columns goes over clusters of two 256-thread CTAs, pipelined (bf16 fraction of
+    LayerNorm's over 16-bit rows of 7169-16384 columns (off fast memory from 8193): 128-thread
+    CTAs over clusters of 4, 7 or 8 by card (LAYER_NORM_CLUSTERS); over 16-bit rows of 3072,
+    6144 and 7168 columns and, on fast memory, Float32 rows of 5120, 6144 and 8192, pairs of CTAs
+    (PAIRED_LAYER_NORM); at 768 (and 1536 on fast memory) four rows a 128-thread CTA (below).
+    On fast memory (`fast`: an H200) RMSNorm's over unpadded 16-bit rows of 8193-12288 columns
+    goes over clusters of two 256-thread CTAs, pipelined (bf16 fraction of
     copy, 512 threads a row -> this, 2026-11-27: 12288 / 16384 0.91 / 0.93 -> 0.96 / 0.96; at
     10000 0.99 -> 0.93, 14000 0.89 -> 0.92; 128-thread CTAs lost everywhere), and past 12288
-    over clusters of 4 (below)."""
+    rows a multiple of 32 bytes, padded or not, over clusters of 4 (below)."""
     size = max(t.element_size() for t in tensors if t is not None)
     cfg = config_for(n, tensors, BACKWARD_BYTES // size)
     rows = [t for t in tensors if t is not None and t.dim() == 2]

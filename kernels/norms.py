@@ -8,14 +8,19 @@ a residual (the sum is written too: the next block's residual stream):
 
 rstd (and mean) are saved per row in Float32 for the backward. LayerNorm's variance is the
 two-pass form over registers (no cancellation), the columns past N that a thread holds masked
-out of it; 16-bit rows held by one CTA take both statistics in one trip through shared memory,
-each thread's mean and squared deviations merged by Chan's formula (one_trip_statistics).
+out of it; 16-bit rows without padding or a residual (in one CTA or over a cluster) take both
+statistics in one trip, each thread's mean and squared deviations merged by Chan's formula
+(one_trip_statistics).
 Short rows take one block of rows per CTA, and two or more CTAs per SM overlap one's
 reductions with another's loads. Long rows (and rows with a residual) leave room for one CTA
 per SM: there each CTA walks several blocks of rows and loads the next block's rows into
 registers before the current block's reductions (forward_plan). Over a cluster, LayerNorm's
 16-bit parts trade their (mean, M2) once per row, and that trip is pipelined behind the next
-row's, on a grid of as many clusters as run at once (pipelined_forward).
+row's, on a grid of as many clusters as run at once (pipelined_forward). 16-bit rows past
+16384 columns up to 131072 (RMSNorm's with a weight and LayerNorm's without parameters also
+at 12288 and 16384; LayerNorm's only unpadded), without a residual, go one row per cluster of
+256-thread CTAs instead, each warp's statistics sent straight to every
+CTA of the cluster (quack's shape: norm_shapes.direct_shape, _direct_row).
 
 Backward, with x_hat = (x - mean) * rstd and g = dy * w:
 
@@ -28,7 +33,7 @@ ahead of the math in a ring (each thread copies and reads its own vectors, so no
 each row is read from there twice, for its sums and then for dx: the loads stay in flight
 through the reduction without holding registers. The weight is staged once per CTA. The
 instruction issue, not memory, bounds it: a row's sums take g * (x - mean) by fma, rstd
-applied once to the sum (except the 256-thread CTAs, tight_schedule). Over a
+applied once to the sum (except CTAs of 256 threads or fewer without a cluster, tight_schedule). Over a
 cluster, a row's sums trade between the CTAs, a trip that waits for the slowest of them; each
 CTA sums and sends the next row before it receives this row's and writes its dx
 (_walk_cluster_rows_backward).
@@ -39,8 +44,10 @@ writes one partial row; the partial rows are then summed (kernels/column_sums.py
 launch, a (CTAs x N) read, small next to the (M x N) tensors).
 
 Rows too long for one CTA are split over a cluster of CTAs (kernels/row_reduce.py), up to 8 x
-32768 columns: past forward_plan's values per thread forward, past BACKWARD_BYTES per thread
-per staged row backward. The limits are measured (benchmarks/RESULTS.md): fewer,
+32768 columns: past forward_plan's values per thread (or direct_shape's) forward, past
+BACKWARD_BYTES per thread per staged row backward, and backward also where norm_shapes measured
+a split faster (PAIRED_LAYER_NORM, LAYER_NORM_CLUSTERS, RMSNorm's pairs on fast memory); up to
+16 CTAs (NON_PORTABLE_CLUSTER) where 8 spill or lose. The limits are measured (benchmarks/RESULTS.md): fewer,
 fuller CTAs win until registers spill (forward) or shared memory runs out (backward). Which
 shape each row takes, and why, is kernels/norm_shapes.py.
 """
@@ -224,7 +231,7 @@ def _stages_parameters(mW, mB) -> bool:
     """Whether a walking forward copies the weight and bias to shared memory once per CTA:
     16-bit ones, read per row from global memory, were as many bytes again through L2 as the
     rows themselves (H200 bf16 LayerNorm 0.75 / 0.72 -> 0.80 / 0.77 of copy at 65536 / 131072,
-    0.91 -> 0.95 walked at 4096). Float32 ones measured slower staged (0.88 -> 0.77 at 131072)."""
+    0.91 -> 0.95 when 4096 walked). Float32 ones measured slower staged (0.88 -> 0.77 at 131072)."""
     present = [p for p in (mW, mB) if p is not None]
     return bool(present) and all(p.element_type.width <= 16 for p in present)
 
@@ -416,7 +423,8 @@ def _row_sums(mX, mDY, mW, rings, row, slot, mean, rstd, cfg: Constexpr, layer: 
     take one trip through shared memory). rstd is applied once to the row's sum (_means),
     and each product is an fma: the instruction issue, not memory, bounds the backward
     (LayerNorm's at 32768 bf16 columns issued in 0.68 of its cycles, 33 instructions an
-    element in PTX, H200). Half-size CTAs (tight_schedule) keep the sums of g * x_hat."""
+    element in PTX, H200). CTAs of up to 256 threads without a cluster (tight_schedule) keep the
+    sums of g * x_hat."""
     sX, sDY, sW = rings
     x, _, g = _backward_values(mX, mDY, mW, sX, sDY, sW, row, slot, cfg, lane, row_in_cta)
     if cute.const_expr(tight_schedule(cfg)):
@@ -436,8 +444,9 @@ def _means(sums: tuple, rstd, cfg) -> tuple:
 
 
 def tight_schedule(cfg: RowConfig) -> bool:
-    """Whether the backward is backward_config's half-size CTA (256 threads, no cluster), whose
-    225-231 registers leave one CTA of 8 warps per SM: its speed hangs on ptxas's instruction
+    """Whether the backward runs in CTAs of 256 threads or fewer without a cluster
+    (backward_config's smaller CTAs). LayerNorm's over 16-bit rows of 2048-8192 columns in 256
+    threads took 225-231 registers, one CTA of 8 warps per SM: its speed hangs on ptxas's instruction
     schedule, which the fewer instructions of the fma forms (_row_sums, _finish_row) made
     worse: LayerNorm's at 2048-8192 bf16 columns went from 0.96-0.99 to 0.82 of copy on an
     H100 and from 0.93-0.95 to 0.64 on an H200 (with two CTAs per SM at 128 registers, 0.90
@@ -592,9 +601,10 @@ def _vector(t: torch.Tensor | None, n: int, name: str) -> torch.Tensor | None:
 def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) -> tuple[RowConfig, int, int | None]:
     """(the CTA shape, forward_plan's walk, unwalked_ctas's bound) of the forward over `tensors` (x, residual, weight,
     bias, y, residual_out; None where absent) whose kernel arguments are `args` (eps last): where
-    a cluster of 8 would hold more values a thread than planned (LayerNorm over 16-bit rows past
-    131072 columns: 64 for 32; Float32 rows past 131072) and ptxas spills it, 16 CTAs holding
-    the planned number (row_reduce.unless_it_spills)."""
+    direct_shape's first where it applies (walk DIRECT, no bound); where a cluster of 8 would hold
+    more values a thread than planned (16-bit rows planned at 32 values past 131072 columns,
+    LayerNorm's or RMSNorm's with a residual; Float32 rows past 131072; up to 64 for 32) and
+    ptxas spills it, 16 CTAs holding the planned number (row_reduce.unless_it_spills)."""
     n, size = tensors[0].shape[-1], max(t.element_size() for t in tensors if t is not None)
     direct = direct_shape(n, tensors, rms)
     if direct is not None:

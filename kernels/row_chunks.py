@@ -1,7 +1,9 @@
-"""Rows longer than one CTA's registers hold (a 128K vocabulary), read in chunks of CHUNK columns
-by the same threads (kernels/row_reduce.py's layout within a chunk: a thread's 16-byte vectors
-`threads_per_row` apart). Cross-entropy reads its logits this way, and softmax takes this path
-for rows over row_reduce.MAX_N.
+"""Rows longer than one CTA's registers hold (a 128K vocabulary), read in chunks of cfg.n columns
+(chunk_config: CHUNK) by the same threads (kernels/row_reduce.py's layout within a chunk: a
+thread's 16-byte vectors `threads_per_row` apart). Cross-entropy reads its logits this way
+(except 16-bit rows of 16385-131072 columns without label smoothing: softmax's cluster shape),
+and softmax takes this path past softmax.REGISTER_N and for 16-bit rows past MAX_N that it
+would read in narrower vectors (softmax.takes_chunks).
 
 The log-sum-exp of such a row takes one pass: each thread keeps a running max m and a running
 sum s of exp(x - m) over the values it has seen, rescaling s when m grows; after the last chunk

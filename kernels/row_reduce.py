@@ -11,14 +11,21 @@ guarded one by one, and only the last ones can be. A reduction folds a thread's 
 the row's lanes by butterfly shuffles, then, for rows wider than a warp, the warps' partial
 results through shared memory.
 
-Rows too long for one CTA's registers are split over a cluster of up to MAX_CLUSTER CTAs, each
-holding a contiguous part of every row of its group; a reduction then also trades the CTAs'
+Rows too long for one CTA's registers are split over a cluster of up to MAX_CLUSTER CTAs
+(NON_PORTABLE_CLUSTER where a kernel gains), each holding a contiguous part of every row of its
+group; a reduction then also trades the CTAs'
 partial results through distributed shared memory: each CTA stores its values into a slot of
 every CTA (its own too) with st.async, which counts the bytes on the receiver's mbarrier; each
 waits on its own barrier and folds the slots in rank order (the same result in every CTA).
 No cluster barrier per reduction: a CTA waits for its peers' values only. A thread's `lane`
 counts the row's threads over the whole cluster (rank * threads_per_row + its lane in the
 CTA), so `lane == 0` is still one thread per row.
+
+Also here: quack's one-phase exchange for one row per cluster of 256-thread CTAs staged by
+cp.async (direct_config, open_direct, direct_exchange, direct_fold: each warp's partial sent to
+every CTA at once), the walks of several rows per cluster with each row's exchange pipelined
+behind the next row's loads on persistent grids (persistent_groups), and fast_memory, the card
+property several shapes are chosen by.
 """
 
 from __future__ import annotations
@@ -32,8 +39,8 @@ import torch
 import cute_torch as cute
 
 # Rows longer than this do not fit one CTA's registers: kernels written for clusters (the
-# norms) split them over up to MAX_CLUSTER CTAs (the portable cluster size), the others read
-# them in chunks (kernels/row_chunks.py).
+# norms, softmax) split them over up to MAX_CLUSTER CTAs (the portable cluster size);
+# cross-entropy, and softmax past MAX_N x MAX_CLUSTER, read them in chunks (kernels/row_chunks.py).
 MAX_N = 32768
 MAX_CLUSTER = 8
 # Hopper runs clusters of up to 16 CTAs where a kernel allows it (the runtime does so for any
@@ -724,8 +731,9 @@ def fast_memory(device: int | None) -> bool:
     2 transfers a clock of the memory bus, over the SMs). Kernels whose CTAs hold one row at a
     time leave that memory idle while a row's reductions and exchanges run, so on such a card
     they walk rows with the next one loading (softmax.forward_walk and backward_walk,
-    norm_shapes.FAST_MEMORY_WALKS). False without a GPU, and for no device (None, or negative: what
-    compile-only descriptions take)."""
+    norm_shapes.FAST_MEMORY_WALKS), and several measured shapes follow it too
+    (norm_shapes.backward_config, unwalked_ctas, cross_entropy.forward_shape). False without a
+    GPU, and for no device (None, or negative: what compile-only descriptions take)."""
     if device in _FAST_MEMORY:                      # (asked on every call of the Python entries)
         return _FAST_MEMORY[device]
     if device is None or device < 0 or not torch.cuda.is_available():
