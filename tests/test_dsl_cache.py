@@ -301,6 +301,18 @@ def test_captured_values_are_part_of_the_disk_cache_key():
     assert "0f40A00000" in cute.compile(_scaler(5.0), x).__ptx__  # 5.0
 
 
+def test_the_disk_cache_fingerprint_hashes_every_dsl_source():
+    """jit.dsl_source_files: the DSL's sources that the disk cache's fingerprint hashes include
+    its subpackages (nvgpu/: the warp and warpgroup MMA atoms, cp.async), whose edits change
+    the IR a trace produces; they were once left out, so such an edit kept serving old kernels."""
+    from cute_torch.dsl import jit
+    here = os.path.dirname(os.path.abspath(jit.__file__))
+    files = [os.path.relpath(path, here) for path in jit.dsl_source_files()]
+    nvgpu = {os.path.join("nvgpu", name) for name in ("warp.py", "warpgroup.py", "cpasync.py")}
+    assert nvgpu | {"jit.py", "tensor.py"} <= set(files), files
+    assert files == sorted(files) and len(files) == len(set(files))
+
+
 def test_the_cpp_dispatch_keys_like_the_python_key():
     """dispatch.py's C++ side (csrc/torch/JitDispatch.cpp), without a GPU: a specialization
     registered for some arguments is hit (its launch is attempted: no driver here, so the

@@ -550,17 +550,23 @@ def _loc_of_text_line(text: str, line: int) -> Location | None:
 _DSL_SOURCES: str | None = None
 
 
+def dsl_source_files() -> list[str]:
+    """The DSL's own sources, subpackages (nvgpu/) included, in a fixed order: they decide what
+    IR a trace produces, so the disk cache's fingerprint hashes them all."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = [os.path.join(root, file) for root, _, names in os.walk(here) for file in names if file.endswith(".py")]
+    return sorted(found, key=lambda path: os.path.relpath(path, here))
+
+
 def _fingerprint(fn: Callable) -> str:
     """A hash of the files defining `fn` and the user functions/classes it reaches through its
-    globals, plus the DSL's own sources (they decide what IR a trace produces)."""
+    globals, plus the DSL's own sources (dsl_source_files)."""
     global _DSL_SOURCES
     if _DSL_SOURCES is None:
         h = hashlib.sha256()
-        here = os.path.dirname(os.path.abspath(__file__))
-        for file in sorted(os.listdir(here)):
-            if file.endswith(".py"):
-                with open(os.path.join(here, file), "rb") as f:
-                    h.update(f.read())
+        for path in dsl_source_files():
+            with open(path, "rb") as f:
+                h.update(f.read())
         _DSL_SOURCES = h.hexdigest()
     files: set[str] = set()
     sources: list[str] = []
