@@ -171,15 +171,6 @@ IntTuple compactColMajor(const IntTuple &shape, int64_t start) {
   return compactStrides(shape, start);
 }
 
-static IntTuple reversed(const IntTuple &tuple) {
-  if (tuple.isLeaf())
-    return tuple;
-  std::vector<IntTuple> modes;
-  for (auto it = tuple.getChildren().rbegin(); it != tuple.getChildren().rend(); ++it)
-    modes.push_back(reversed(*it));
-  return makeTuple(modes);
-}
-
 IntTuple idx2crd(int64_t index, const IntTuple &shape) {
   if (shape.isLeaf())
     return IntTuple(index);
@@ -420,7 +411,7 @@ std::optional<Layout> parseLayout(const std::string &text, std::string *error) {
 }
 
 //===----------------------------------------------------------------------===//
-// Structure: select, take, append, flatten, zip, slice
+// Structure: select, append
 //===----------------------------------------------------------------------===//
 
 /// A layout of one leaf mode, or of several.
@@ -464,22 +455,6 @@ Layout append(const Layout &layout, size_t rank, const Layout &pad) {
   while (modes.size() < rank)
     modes.push_back(pad);
   return Layout::concat(modes);
-}
-
-static void sliceInto(const IntTuple &coord, const IntTuple &shape, const IntTuple &stride,
-                      std::vector<Layout> &kept, int64_t &offset) {
-  if (coord.isHole()) {
-    kept.emplace_back(shape, stride);
-    return;
-  }
-  if (!coord.isLeaf()) {
-    if (shape.isLeaf() || coord.rank() != shape.rank())
-      fail("slice coordinate " + coord.str() + " is not congruent with shape " + shape.str());
-    for (size_t i = 0; i < coord.rank(); ++i)
-      sliceInto(coord[i], shape[i], stride[i], kept, offset);
-    return;
-  }
-  offset += crd2idxImpl(coord, shape, stride);
 }
 
 //===----------------------------------------------------------------------===//
@@ -886,10 +861,6 @@ Layout maxCommonLayout(const Layout &a, const Layout &b) {
   auto common = commonPrefix(a, b);
   return common ? composition(common->first, common->second) : Layout(1, 0);
 }
-
-//===----------------------------------------------------------------------===//
-// Tiling and partitioning
-//===----------------------------------------------------------------------===//
 
 //===----------------------------------------------------------------------===//
 // Swizzles

@@ -197,7 +197,8 @@ py::tuple compile(const std::string &mlir, const std::string &options) {
   return artifactOrError(handle, error);
 }
 
-/// Rebuilds an artifact from a cached host stage, metadata and [(module name, CUBIN)].
+/// Rebuilds an artifact from cached host code (its ELF object or its host stage), metadata and
+/// [(module name, CUBIN)].
 py::tuple load(const std::string &host, const std::string &metadata, const py::list &cubins) {
   std::vector<std::string> names, blobs;
   for (py::handle entry : cubins) {

@@ -158,8 +158,7 @@ bool ampereReadable(const View &v) {
   return last * v.tensor.element_size() <= static_cast<int64_t>(v.tensor.storage().nbytes());
 }
 
-/// The static pattern of a view that the compiled kernel depends on: dtype, rank, per dim
-/// whether the stride is 1 (and the extent not), 0, even or odd; whether offsets need 64 bits.
+/// 16 if the view's data is 16-byte aligned, else its element size.
 int64_t alignment(const View &v) {
   return reinterpret_cast<uintptr_t>(v.tensor.data_ptr()) % 16 ? v.tensor.element_size() : 16;
 }
@@ -176,6 +175,8 @@ bool wide(const View &v) {
   return huge || extent >= (int64_t(1) << 31);
 }
 
+/// The static pattern of a view that the compiled kernel depends on: dtype, rank, per dim
+/// whether the stride is 1 (and the extent not), 0, even or odd; whether offsets need 64 bits.
 void appendPattern(std::string &key, const View &v) {
   key += static_cast<char>('A' + static_cast<int>(v.tensor.scalar_type()));
   for (int d = 0; d < v.rank; ++d)
@@ -421,7 +422,7 @@ std::vector<std::pair<size_t, size_t>> nameSpans(const std::string &expr) {
 }
 
 /// Whether an expression names `gate` or `up`, the two accumulators of a gated GEMM's column
-/// pair (kernels/gemm_sm90.py's is_gated): its identifiers, as the pointwise language reads them.
+/// pair (kernels/gemm_common.py's is_gated): its identifiers, as the pointwise language reads them.
 bool namesGateOrUp(const std::string &expr) {
   for (const auto &[begin, end] : nameSpans(expr)) {
     const std::string_view name(expr.data() + begin, end - begin);

@@ -60,8 +60,7 @@ void checkSameDevice(at::TensorList inputs) {
                 deviceName(inputs[i].device()));
 }
 
-/// The builder's view of the dtypes: names, and which inputs are 0-dim (they promote like
-/// scalars in torch).
+/// Comma-joined language names of `types`.
 std::string dtypeNames(c10::ArrayRef<c10::ScalarType> types, const char *what) {
   std::string names;
   for (c10::ScalarType t : types)
@@ -69,6 +68,8 @@ std::string dtypeNames(c10::ArrayRef<c10::ScalarType> types, const char *what) {
   return names;
 }
 
+/// The builder's view of the dtypes: names, and which inputs are 0-dim (they promote like
+/// scalars in torch).
 std::vector<BuilderArg> dtypeArgs(c10::string_view expr, at::TensorList inputs,
                                   c10::ArrayRef<c10::ScalarType> outDtypes) {
   std::string names, zeroDims;
@@ -168,7 +169,8 @@ bool coalesce(c10::IntArrayRef shape, at::TensorList inputs, Geometry &g) {
   return true;
 }
 
-/// The plan's key (see kernel.py's Plan) and the packed arguments of the host entry.
+/// The plan's key (kernel.py's Plan) and what it is built from: per-input inner-stride classes,
+/// vector width, 64-bit offsets.
 struct Launch {
   std::string planKey, inner;
   int vec = 1;

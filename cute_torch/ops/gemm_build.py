@@ -16,7 +16,7 @@ import torch
 
 from ..dsl.tensor import TensorArg, _needs_64bit, numeric_of_torch_dtype
 
-SEPARATOR = "\x1e"  # between the epilogues of cute::gemm.multi (Gemm.cpp's kSeparator)
+SEPARATOR = "\x1e"  # between the epilogues of cute::gemm.multi (OpCommon.h's kExprSeparator)
 POINTER, EXTENT, STRIDE, SM_COUNT = 0, 1, 2, 3
 
 

@@ -55,11 +55,11 @@ struct DeviceModule {
 /// locations: LLVM's instruction selection would abort the process on some of them.
 mlir::LogicalResult checkArchSupport(mlir::ModuleOp module, const std::string &arch);
 
-/// Lowers one gpu.module (already in the NVVM/LLVM dialects) to PTX and a CUBIN.
-/// Throws CompileFailure.
 /// The archs codegen supports, comma-separated ("sm_80,...,sm_90a").
 std::string supportedArchList();
 
+/// Lowers one gpu.module (already in the NVVM/LLVM dialects) to PTX and a CUBIN.
+/// Throws CompileFailure.
 DeviceModule compileDeviceModule(mlir::gpu::GPUModuleOp module,
                                  const std::vector<std::string> &kernelNames,
                                  const CodegenOptions &options);

@@ -7,7 +7,8 @@
 //   stage 1  common   (module)      cute -> arith, scf -> cf, canonicalize, cse
 //   stage 2  device   (gpu.module)  nvgpu/gpu/arith/math/cf/func -> NVVM + LLVM dialects,
 //                                   debug scopes from the Python locations with line info
-//            then, per gpu.module (DeviceCodegen.cpp): LLVM IR, libdevice, O3, PTX, CUBIN
+//            then, per gpu.module (DeviceCodegen.cpp): LLVM IR, libdevice, O<opt_level>,
+//            bf16 lane widening (widenBf16Lanes), PTX, CUBIN
 //   stage 3  host     (module)      gpu.launch_func -> runtime calls, drop gpu.modules,
 //                                   everything -> LLVM dialect; then JIT (HostJit.cpp)
 //

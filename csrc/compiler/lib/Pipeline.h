@@ -49,7 +49,6 @@ mlir::FileLineColLoc fileLocation(mlir::Location loc);
 std::unique_ptr<mlir::Pass> createLineInfoPass();
 /// `cute.grid_constant` kernel arguments -> `nvvm.grid_constant` (see GridConstant.cpp).
 std::unique_ptr<mlir::Pass> createGridConstantPass();
-std::unique_ptr<mlir::Pass> createMathToLibdevicePass();
 /// Name of the runtime entry host code calls; see csrc/runtime.
 inline constexpr const char *kRuntimeLaunchSymbol = "cute_rt_launch";
 

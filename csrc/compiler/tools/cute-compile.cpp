@@ -1,7 +1,7 @@
 //===- cute-compile.cpp - compile an MLIR file and print a stage ----------===//
 //
 //   cute-compile input.mlir [--arch=sm_90a] [--emit=ptx|llvm|nvvm|host|mlir|sass|metadata]
-//                [--backend=auto|ptxas|nvjitlink] [-O<n>] [--dump-dir=DIR]
+//                [--backend=auto|ptxas|nvjitlink] [-O<n>] [--dump-dir=DIR] [--line-info]
 //
 // Uses the compiler library's C API, exactly as the Python module does. Errors go to stderr
 // as the JSON the API returns; the exit code is 1.

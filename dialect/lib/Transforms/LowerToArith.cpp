@@ -1,8 +1,9 @@
 //===- LowerToArith.cpp - the cute dialect to arith and LLVM -------------===//
 //
 // Layout ops become constants and multiply-adds: static leaves are constants, run-time leaves
-// come from the cute.make_layout that built the layout. Algebra ops have static results and
-// become cute.static_layout. cute.load / cute.store become LLVM loads and stores of the widest
+// come from the cute.make_layout that built the layout or a divide's recipe (DynamicLayout.cpp).
+// Divides with static results become cute.static_layout; dynamic ones are read through their
+// recipes and erased once unused. cute.load / cute.store become LLVM loads and stores of the widest
 // vectors (up to 16 bytes) that the element layout, the alignment and the swizzle allow.
 //
 //===----------------------------------------------------------------------===//

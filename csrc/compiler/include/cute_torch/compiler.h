@@ -23,23 +23,26 @@ typedef struct CuteArtifact CuteArtifact;
  *
  * options_json (all optional):
  *   arch           "sm_80" | "sm_86" | "sm_89" | "sm_90" | "sm_90a" (default "sm_90a")
- *   opt_level      0..3 for LLVM (device and host), default 3
+ *   opt_level      0..3 for device code (LLVM and ptxas -O), default 3; host code is always
+ *                  compiled unoptimized
  *   fmad           bool: a float multiply and an add of its result may become one fma (one
  *                  rounding), as nvcc's --fmad; default false
  *   ptxas_options  list of extra ptxas/nvJitLink options, e.g. ["-O3"]
  *   line_info      bool: keep source lines in the CUBIN (ptxas -lineinfo)
  *   cuda_home      toolkit root, default $CUDA_HOME or /usr/local/cuda
- *   cubin_backend  "nvjitlink" | "ptxas" | "auto" (nvJitLink when its library loads)
+ *   cubin_backend  "nvjitlink" | "ptxas" | "auto" (nvJitLink when its library loads, except
+ *                  ptxas for setmaxnreg kernels, or where ptxas's CUBIN spills less)
  *   nvjitlink_path path of libnvJitLink.so (default: found under cuda_home)
  *   nvdisasm_path  the "sass" stage's disassembler (default: cuda_home's nvdisasm or cuobjdump)
  *   keep           stages kept in memory: "mlir", "nvvm", "llvm", "ptx", "cubin", "host", "sass"
+ *                  ("ptx" and "host_object" are always kept)
  *   dump_dir       if set, kept stages are also written there as <name>.<ext>
  *   name           base name for dumps and messages, default "module"
  *   source_name    file name given to locations of the MLIR text, default "<mlir>"
  *
  * host symbols: external functions the host code may call (the runtime's launch entry).
  * Returns an artifact, or NULL and a JSON error in *error_json (free it with cute_free_string):
- *   {"kind": "parse"|"verify"|"pass"|"codegen"|"ptxas"|"toolkit"|"jit"|"options",
+ *   {"kind": "parse"|"verify"|"pass"|"codegen"|"ptxas"|"toolkit"|"jit"|"options"|"internal",
  *    "message": "...", "diagnostics": [{"file","line","col","severity","message"}],
  *    "ptx_path": "...", "command": "..."}
  */
@@ -61,8 +64,9 @@ cute_load_artifact(const char *host_code, size_t host_size, const char *metadata
                    size_t num_symbols, char **error_json);
 
 /* Metadata as JSON: kernels (module, name, index, params [{type,size,align}], registers,
- * spill_stores, spill_loads, static_smem, stack_frame, max_threads, cluster_dims), host functions
- * (name, args [types]), arch, cubin backend, per-stage timings in ms. Owned by the artifact. */
+ * spill_stores, spill_loads, static_smem, stack_frame, block_dims, cluster_dims), host functions
+ * (name, args [types], result), arch, cubin backend, stages, per-stage timings in ms. Owned by
+ * the artifact. */
 CUTE_COMPILER_API const char *cute_artifact_metadata(const CuteArtifact *artifact);
 
 CUTE_COMPILER_API size_t cute_artifact_num_cubins(const CuteArtifact *artifact);

@@ -1,6 +1,6 @@
 //===- CuteDialect.td - the cute dialect -------------------*- tablegen -*-===//
 //
-// The `cute` dialect: CuTe layouts, pointers and the algebra over them. Static parts of a
+// The `cute` dialect: CuTe layouts and the algebra over them. Static parts of a
 // layout live in its type; dynamic leaves are SSA operands of cute.make_layout.
 //
 //===----------------------------------------------------------------------===//
@@ -13,7 +13,7 @@ include "mlir/IR/AttrTypeBase.td"
 
 def Cute_Dialect : Dialect {
   let name = "cute";
-  let summary = "CuTe layouts, pointers and layout algebra";
+  let summary = "CuTe layouts and layout algebra";
   let cppNamespace = "::mlir::cute";
   let useDefaultTypePrinterParser = 1;
   let hasConstantMaterializer = 1;

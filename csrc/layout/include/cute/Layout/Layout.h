@@ -2,7 +2,8 @@
 //
 // Hierarchical integer tuples, layouts (a shape and a congruent stride), CuTe's textual
 // notation and the layout algebra as CuTe's documentation defines it: coalesce, composition,
-// complement, inverses, divides, products, tiling and partitioning helpers, swizzles.
+// complement, inverses, divides, products, construction helpers (ordered layouts, tile_to_shape,
+// recast), swizzles.
 //
 // It depends on nothing but the C++ standard library, so the dialect (type inference and
 // folding), the Python module (the eager algebra) and the unit tests all use this one copy.
@@ -175,9 +176,9 @@ struct Tiler {
   Tiler(const Layout &whole) : modes{whole}, byMode(false) {}
   Tiler(std::vector<Layout> perMode) : modes(std::move(perMode)), byMode(true) {}
 };
-/// compose(A, (B, complement(B, size(A)))): the tile and its repetitions.
 /// By-mode composition: mode i of A composed with tiler[i]; the other modes of A unchanged.
 Layout composition(const Layout &a, const Tiler &tiler);
+/// compose(A, (B, complement(B, size(A)))): the tile and its repetitions.
 Layout logicalDivide(const Layout &a, const Tiler &tiler);
 /// ((tile modes...), (rest modes...)).
 Layout zippedDivide(const Layout &a, const Tiler &tiler);
