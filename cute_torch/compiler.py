@@ -4,7 +4,7 @@
     mod.vector_add(a, b, c, n)          # launches on the tensors' current torch stream
     mod.__ptx__, mod.__cubin__, mod.metadata["kernels"]
 
-The DSL front end builds on this; tests use it directly until then.
+The DSL front end (dsl/jit.py) compiles through this; tests also call it directly.
 """
 
 from __future__ import annotations

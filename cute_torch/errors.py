@@ -19,8 +19,8 @@ class Diagnostic:
 
 
 class CompileError(Exception):
-    """Compilation failed. `kind` is one of parse, verify, pass, codegen, ptxas, toolkit, jit,
-    options, internal; `diagnostics` carry MLIR's messages with their locations."""
+    """Compilation failed. `kind` is one of parse, pass, codegen, ptxas, toolkit, jit, options,
+    internal (dsl for a DSLError); `diagnostics` carry MLIR's messages with their locations."""
 
     def __init__(self, kind: str, message: str, diagnostics=(), ptx_path: str = "", command: str = ""):
         super().__init__(message)

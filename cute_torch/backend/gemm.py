@@ -13,9 +13,10 @@ epilogues are the call's expressions, the matmul's value spelled `acc`.
   (B * T, in), then view to (B, T, out)) is fused when every other input of the call is a
   broadcast row (its sizes but the last are 1) or has the call's shape (it is then reshaped to
   the matmul's rows); the outputs are viewed back.
-- Conditions: bf16 or fp16 operands of one dtype, bf16 or fp16 outputs, rows of the output a
-  multiple of 16 bytes, a device type the options allow, and on CUDA an sm_90 GPU (the
-  library's GEMM is Hopper-only). Anything else stays as it was.
+- Conditions: bf16 or fp16 operands of one dtype, bf16 or fp16 outputs, rows of the output and
+  K multiples of 16 bytes, at most MAX_OUTPUTS outputs, a bmm's sizes under BATCHED_LIMIT, no
+  other input computed from the matmul, a device type the options allow, and on CUDA an sm_90
+  GPU (the backend fuses into the Hopper kernels only). Anything else stays as it was.
 """
 
 from __future__ import annotations

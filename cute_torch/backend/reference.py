@@ -1,4 +1,5 @@
-"""The backend's graphs without a GPU: each cute::pointwise and cute::gemm call evaluated on CPU
+"""The backend's graphs without a GPU: each cute::pointwise, cute::gemm and row-op call (softmax,
+layer_norm, cross_entropy, column_sum and their backwards: ROW_REFERENCES) evaluated on CPU
 in torch (pointwise/dtypes.py `reference`, op by op; a GEMM's product in fp32). The CPU tests
 and examples/mlp_block.py use it to check that a rewritten graph computes what the original one
 did, forward and backward."""
@@ -17,7 +18,8 @@ from .options import Options
 
 
 class ReferenceInterpreter(fx.Interpreter):
-    """Runs a rewritten graph; cute::pointwise(.multi) calls evaluate their expressions."""
+    """Runs a rewritten graph; cute::pointwise(.multi) calls evaluate their expressions, cute::gemm
+    and the row ops their references."""
 
     def call_function(self, target, args, kwargs):
         if target is torch.ops.cute.pointwise.default:

@@ -3,7 +3,8 @@ or bounds are compile-time and `scf` IR when they are dynamic.
 
 Each rewritten region is a nested function taking the region's assigned variables and
 returning them. Variables that hold DSL scalars (or Python scalars, which are promoted) are
-carried as `iter_args`/results; other Python objects must come out of the region unchanged; a
+carried as `iter_args`/results, and so are structures holding DSL scalars (as their leaves:
+_Carry); other Python objects must come out of the region unchanged; a
 variable first assigned inside a dynamic region becomes `Undefined` after it, and reading it
 is error CUTE-E103.
 """
@@ -105,8 +106,8 @@ def _is_numeric(value) -> bool:
 
 class _Carry:
     """Which of a region's variables travel as IR values, and their types. A DSL scalar (or a
-    Python scalar, promoted) is one value; a structure holding DSL scalars (a NamedTuple such as
-    a pipeline state, a dataclass, a tuple, a layout with run-time leaves) travels as its leaves
+    Python scalar, promoted) is one value; a structure holding DSL scalars (a NamedTuple, a
+    dataclass such as a pipeline state, a tuple, a layout with run-time leaves) travels as its leaves
     and is rebuilt around them (pytree.py); its static parts must stay as they were."""
 
     def __init__(self, names: Sequence[str], init: tuple, kind: str, assigned: Sequence = (),

@@ -1,6 +1,8 @@
-"""cute.copy: tensor to tensor through registers, each side in its widest vectors.
+"""cute.copy: without an atom, tensor to tensor through registers, each side in its widest
+vectors; with an atom (TMA, ldmatrix / stmatrix, cp.async, bulk copies) or a tiled copy, that
+atom's op (copy()).
 
-The source is loaded as one TensorSSA and stored into the destination; cute.load/cute.store
+Without an atom, the source is loaded as one TensorSSA and stored into the destination; cute.load/cute.store
 pick, per side, the widest access (up to 16 bytes) that its layout, alignment and swizzle allow,
 so a copy between a row-major global tile and a swizzled shared tile vectorizes both halves.
 """

@@ -528,7 +528,8 @@ def _slice_any(x, coord):
 # -- swizzles -------------------------------------------------------------------------------------------
 
 class Swizzle:
-    """CuTe's Swizzle<B, M, S>: offset ^ ((offset & yyy_mask) >> S), applied to element offsets."""
+    """CuTe's Swizzle<B, M, S>: offset ^ ((offset & yyy_mask) >> S), applied to the offset it is
+    given; a tensor applies it to byte addresses (Tensor._offset_value)."""
 
     __slots__ = ("bits", "base", "shift")
 

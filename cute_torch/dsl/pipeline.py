@@ -25,8 +25,9 @@ Also `PipelineAsync` (threads produce on both sides: producers arrive on `full` 
 `PipelineTmaStore` (an epilogue's ring of TMA-store buffers: acquire waits until the oldest
 buffer's bulk stores have read it).
 
-Differences from CuTe DSL: no clusters (multicast arrivals, `cta_layout_vmnk`), `create`
-initializes the barriers from thread 0 and ends with a CTA barrier, and the producer methods
+Differences from CuTe DSL: `create` initializes the barriers from thread 0 and ends with a CTA
+barrier (a cluster barrier with `cta_layout_vmnk`, whose consumers also release the stages of
+the peer CTAs that multicast into them), and the producer methods
 of PipelineTmaAsync are meant for the one producer thread (guard them with `if tid == ...` or
 `elect_one`).
 """

@@ -1,11 +1,11 @@
-"""Layouts and tensors.
+"""DSL tensors and their host-side descriptions.
 
-A `Layout` maps coordinates to offsets through (possibly nested) shape and stride tuples whose
-leaves are Python ints (compile-time) or DSL integers (run-time). A DSL `Tensor` is a pointer
-plus a layout; `t[i, j]` loads and `t[i, j] = v` stores through it. `TensorArg` is the host-side
-description of a torch tensor (or any DLPack producer) passed to a @cute.jit function: what is
-compile-time (by default everything: shape, strides, dtype, 16-byte alignment) and what is a
-run-time value (`mark_layout_dynamic`, `mark_compact_shape_dynamic`).
+A DSL `Tensor` is a pointer plus a layout (layout.py: coordinates to offsets through nested
+shape and stride tuples whose leaves are Python ints or DSL integers); `t[i, j]` loads and
+`t[i, j] = v` stores through it. `TensorArg` is the host-side description of a torch tensor
+(or any DLPack producer) passed to a @cute.jit function: what is compile-time (by default
+everything: shape, strides, dtype, 16-byte alignment) and what is a run-time value
+(`mark_layout_dynamic`, `mark_compact_shape_dynamic`).
 """
 
 from __future__ import annotations

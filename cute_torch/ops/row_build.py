@@ -10,7 +10,7 @@ descriptions as they would from the tensors (the alignment stands in for the add
 
 The result is (host entry, runtime, rows per CTA group, threads per CTA, CTAs per group (the
 cluster), groups that run at once (the persistent grids of the norm backward, the pipelined walks
-of LayerNorm and softmax forward, the column sum's slabs;
+of LayerNorm's forward and softmax's forward and backward, the column sum's slabs;
 0 for the others), *recipe, compiled function):
 the recipe lists, per argument slot of the compiled host function, kind * 1000 + index, kinds
 0 operand `index`'s data pointer, 1 its number of rows, 4 float scalar `index` (as float32),

@@ -1,5 +1,6 @@
 """Types of a pointwise expression, decided by torch itself: the expression is evaluated on
-meta tensors (no data, no device), so broadcasting and type promotion are exactly torch's,
+one-element CPU probes (meta ones where a CPU kernel is missing: _evaluate_types), so
+broadcasting and type promotion are exactly torch's,
 including its rules for Python scalars and 0-dim tensors. The same evaluator run on real
 tensors is the eager reference (`reference`).
 """

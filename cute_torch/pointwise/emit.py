@@ -155,7 +155,8 @@ def _power(x, exponent):
 def emit(node: Node, env: list, types: dict, rounded_to_16_bits: bool = False):
     """The DSL value of `node` in its compute type; `env` holds the inputs, already in theirs.
     `rounded_to_16_bits`: the result will be (a GEMM epilogue's bfloat16 output), so sigmoid,
-    silu and gelu_tanh may take an exp a few ulp less accurate and several times cheaper."""
+    silu and gelu_tanh take one tanh.approx and gelu an erfc polynomial (_FAST), a few ulp less
+    accurate and several times cheaper."""
     dtype, extra = types[node]
     if node.op == "input":
         return env[node.value]

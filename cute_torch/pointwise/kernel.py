@@ -35,7 +35,7 @@ from .expr import parse
 
 THREADS = 256
 ITERS = 2  # 4 held more registers and ran math-heavy expressions 4-5% slower (docs/torch.md)
-SEPARATOR = "\x1e"  # joins the expressions of cute::pointwise.multi (as in Pointwise.cpp)
+SEPARATOR = "\x1e"  # joins the expressions of cute::pointwise.multi (OpCommon.h's kExprSeparator)
 
 
 class Plan(NamedTuple):

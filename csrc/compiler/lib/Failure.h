@@ -19,7 +19,7 @@ struct Diagnostic {
 };
 
 struct CompileFailure {
-  std::string kind; // parse, verify, pass, codegen, ptxas, toolkit, jit, options, internal
+  std::string kind; // parse, pass, codegen, ptxas, toolkit, jit, options, internal
   std::string message;
   std::vector<Diagnostic> diagnostics;
   std::string ptxPath, command;

@@ -13,9 +13,10 @@ A and B are read from shared memory through 64-bit matrix descriptors. The DSL b
 from the operand's shared-memory layout (start address, leading and stride byte offsets,
 swizzle mode): the user partitions shared-memory tensors with the tiled MMA and never spells a
 descriptor. The layouts wgmma reads are CuTe's canonical ones, swizzled with Sw<1|2|3, 4, 3>
-(on byte addresses): K-major (8-row groups of 32-, 64- or 128-byte rows, K contiguous) or
-MN-major (MN contiguous in 32-/64-/128-byte rows, 8 k per group); the op's a_major_mode /
-b_major_mode say which, and set the instruction's transpose bits.
+(on byte addresses) or unswizzled (interleaved 8 x 16-byte core matrices): K-major (8-row
+groups of 32-, 64- or 128-byte rows, K contiguous) or MN-major (MN contiguous in 32-/64-/128-byte
+rows, 8 k per group); the op's a_major_mode / b_major_mode say which, and set the instruction's
+transpose bits.
 
 A may instead come from registers (`a_src=OperandSource.RMEM`, K-major): make_fragment_A gives
 registers laid out as each warp's mma.sync A fragment for its 16 rows, filled by a copy.
@@ -264,7 +265,7 @@ class DescriptorFragment:
         return f"descriptors of {self.tensor}"
 
     def descriptor(self, major: OperandMajorMode) -> Int64:
-        """The 64-bit matrix descriptor of this (rows x 16) tile."""
+        """The 64-bit matrix descriptor of this (rows x k) tile, k = 32 bytes of elements."""
         return smem_descriptor(self.tensor, major)
 
 

@@ -42,7 +42,7 @@ typedef struct CuteArtifact CuteArtifact;
  *
  * host symbols: external functions the host code may call (the runtime's launch entry).
  * Returns an artifact, or NULL and a JSON error in *error_json (free it with cute_free_string):
- *   {"kind": "parse"|"verify"|"pass"|"codegen"|"ptxas"|"toolkit"|"jit"|"options"|"internal",
+ *   {"kind": "parse"|"pass"|"codegen"|"ptxas"|"toolkit"|"jit"|"options"|"internal",
  *    "message": "...", "diagnostics": [{"file","line","col","severity","message"}],
  *    "ptx_path": "...", "command": "..."}
  */
