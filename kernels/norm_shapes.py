@@ -476,20 +476,16 @@ def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) ->
         (x_size == 4 and 768 <= n <= (4096 if fast else 1536))
     half_ctas = half_ctas and cfg.cluster == 1 and cfg.threads_per_row <= MAX_THREADS // 2
     cfg = replace(cfg, threads=MAX_THREADS // 2 if half_ctas else MAX_THREADS)
-    if layer and x_size == 2 and cfg.cluster == 1 and cfg.threads_per_row == 32 and cfg.vec * size == 16 \
-            and cfg.vectors == 3 and not cfg.padding:
-        # LayerNorm's over 16-bit rows of 768 columns (3 16-byte vectors in 32 threads): four rows
-        # a 128-thread CTA, not sixteen a 512-thread one. bf16 fraction of copy (2026-11-27, three
-        # runs each): H200 0.93 -> 0.95, H100 0.93 -> 0.94; 256 threads lost on the H200 (0.83).
-        # 128 threads lost at 1280 (H200 0.98 -> 0.80, H100 0.94 -> 0.90), and at 2560 on the H200
-        # (0.97 -> 0.84; the H100 gained, 0.92 -> 0.95).
-        cfg = replace(cfg, threads=MAX_THREADS // 4)
-    if fast and layer and x_size == 2 and cfg.cluster == 1 and cfg.threads_per_row == 64 and cfg.vec * size == 16 \
-            and cfg.vectors == 3 and not cfg.padding:
-        # On fast memory, LayerNorm's over 16-bit rows of 1536 columns (3 16-byte vectors in 64
-        # threads): 6 in 32 threads, four rows a 128-thread CTA (240 registers, a ring of 2 blocks).
-        # bf16 fraction of copy (2026-11-27, three runs each): H200 0.92 -> 0.99; the H100 lost
-        # (0.95 -> 0.94), and 256-thread CTAs so measured 0.92 / 0.95.
+    if layer and x_size == 2 and cfg.cluster == 1 and cfg.vec * size == 16 and cfg.vectors == 3 and not cfg.padding \
+            and (cfg.threads_per_row == 32 or fast and cfg.threads_per_row == 64):
+        # LayerNorm's over 16-bit rows of 3 16-byte vectors a thread: at 768 columns (32 threads a
+        # row) four rows a 128-thread CTA, not sixteen a 512-thread one; at 1536 (64 threads), on
+        # fast memory, 6 vectors in 32 threads, four rows a 128-thread CTA too (240 registers, a
+        # ring of 2 blocks). bf16 fraction of copy (2026-11-27, three runs each): 768 H200 0.92 ->
+        # 0.95, H100 0.93 -> 0.94 (256 threads lost on the H200: 0.83); 1536 H200 0.93 -> 0.99,
+        # the H100 lost (0.95 -> 0.94; 256-thread CTAs so 0.92 / 0.95). 128 threads lost at 1280
+        # (H200 0.98 -> 0.80, H100 0.94 -> 0.90), and at 2560 on the H200 (0.97 -> 0.84; the H100
+        # gained, 0.92 -> 0.95).
         cfg = replace(cfg, threads_per_row=32, threads=MAX_THREADS // 4)
     sizes = (size, size, size)                      # x, dy and the weight, at the widest
     if cfg.cluster == MAX_CLUSTER and not pipelined_backward(cfg, backward_ring(cfg, *sizes)[0]):
