@@ -3,23 +3,24 @@ tensor-core example GEMMs (examples/gemm_sm80.py, gemm_sm90.py, gemm_sm90_ws.py)
 in the same run.
 
     python benchmarks/gemm.py [--sections square llm fp16 fused tiles gated fp8 ampere clusters competitors]
-                              [--sizes 2048 4096 8192]
-                              [--only LABEL] [--repeats 50] [--plot gemm.png]
+                              [--sizes 1024 2048 4096 8192]
+                              [--only LABEL] [--repeats 30] [--plot gemm.png]
 
-C = A @ B^T with A (M, K) and B (N, K) (F.linear's layout, "TN"), fp32 accumulation; FLOPs =
-2 M N K. "GPU ms" is the median over `repeats` calls of the kernels' device time (CUPTI through
-torch.profiler; benchmarks/timing.py), the least of 3 such medians where sides are compared,
-taken in turn with the other sides' (timing.interleaved_ms: the H200's clocks drop under load,
-so the side timed second read slower), and TFLOP/s and every ratio come from it; "call ms" is the
-median CUDA-event time of one call from Python, host path included (ours is the @cute.jit host
-function today; the C++ op of issue 17 replaces it). cuBLAS is torch.mm into a preallocated
-output, measured the same way in the same run. "first s" is our kernel's trace + compile + first
-launch. Every output of ours is checked against cuBLAS's in the same run ("max err": the largest
-|ours - cuBLAS| over the largest |cuBLAS|); a wrong result is printed as WRONG.
+C = A @ B^T with A (M, K) and B (N, K) (F.linear's layout, "TN"), fp32 accumulation; FLOPs = 2 M N
+K. "GPU ms" is the median over `repeats` calls of the kernels' device time (CUPTI through
+torch.profiler; benchmarks/timing.py), the least of 3 such medians where sides are compared, taken
+in turn with the other sides' (timing.interleaved_ms: the H200's clocks drop under load, so the side
+timed second read slower), and TFLOP/s and every ratio come from it; "call ms" is the median
+CUDA-event time of one call from Python, host path included (the library rows go through gemm()'s
+Python host path; the `torch.ops.cute.gemm (C++ path)` row times the C++ op). cuBLAS is torch.mm
+into a preallocated output, measured the same way in the same run. "first s" is our kernel's trace +
+compile + first launch. Every output of ours is checked against cuBLAS's in the same run ("max err":
+the largest |ours - cuBLAS| over the largest |cuBLAS|); a wrong result is printed as WRONG.
 
 Sections: `square` (every kernel, bf16), `llm` (M = 8192 tokens and the (N, K) of LLM layers,
-TN and NN, library only), `fp16` (the library in fp16), `fused` (linear + bias + GELU(tanh) and
-linear + bias + residual: ours fused against our plain GEMM, eager and Inductor), `tiles` (shapes
+TN and NN, library only), `fp16` (the library in fp16), `fused` (linear + bias + GELU(tanh), linear +
+bias + residual and linear + bias: ours fused against our plain GEMM, cuBLASLt's epilogue, eager
+and Inductor), `tiles` (shapes
 of about one wave: each tile width, 128 and 64 rows, against cuBLAS, and the one gemm() takes), `gated`
 (SwiGLU from one gated GEMM against our plain GEMM, eager and Inductor; fp32 outputs), `fp8`
 (e4m3 operands with a per-tensor scale in the epilogue against cuBLAS's fp8 GEMM, torch._scaled_mm,

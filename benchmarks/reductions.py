@@ -2,7 +2,7 @@
 kernels/cross_entropy.py) against torch eager, Inductor and quack (where it imports), with copy
 as the ceiling.
 
-    python benchmarks/reductions.py [--dtypes bfloat16 float32] [--ns 256 1024 4096 8192 32768]
+    python benchmarks/reductions.py [--dtypes bfloat16 float32] [--ns 256 1024 ... 131072]
                                     [--ops softmax log_softmax rms_norm layer_norm cross_entropy]
                                     [cross_entropy_smoothed]
                                     [--plot reductions.png]
@@ -13,7 +13,8 @@ cross-entropy's forward reads the logits (1 x, a loss per row out), its backward
 writes dlogits (2 x); `cross_entropy_smoothed` is the same with label smoothing 0.1 (not in the
 default ops; quack has none). Time is
 the median CUPTI device time of all the kernels of a call (benchmarks/timing.kernel_ms): our
-norm backward's count includes the torch.sum of its partial dweight rows. Eager and Inductor
+norm backward's count includes its second launch, which sums the partial dweight / dbias
+rows (column_sums.launch_sum_partials). Eager and Inductor
 backward time autograd.grad over a graph built once. "of copy" divides a bandwidth by the
 fastest out.copy_(x) of the run: one before the first shape and one at each shape, all of 2^27
 elements. (On one H200, 2026-11-26, copy_ took 4.23 TB/s at the first shape and 3.84 at every
@@ -208,7 +209,8 @@ def main() -> None:
                 eager = _autograd(fn, x, grad, params)
                 torch._dynamo.reset()      # a fresh, static compile per case (no recompile limit, no dynamic)
                 inductor = None if args.no_inductor else _autograd(torch.compile(fn, dynamic=False), x, grad, params)
-                # softmax and cross-entropy take any N (chunks past 32768), the norms up to MAX_NORM_N
+                # softmax and cross-entropy take any N (softmax chunks past 262144, or past 32768 for unaligned
+                # 16-bit rows), the norms up to MAX_NORM_N
                 ours = _ours(op, x, grad, params, target) if n <= MAX_NORM_N or not op.endswith("norm") else None
                 reference = _reference(fn, params, x, grad)
                 errors = _errors(reference, ours) if ours else None

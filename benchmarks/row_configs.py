@@ -1,6 +1,6 @@
 """How the row kernels' configuration was chosen: the norms and softmax at long rows under
 hand-made configurations (values per thread, hence CTAs per cluster), as a fraction of copy
-bandwidth. The shipped choices are kernels/norm_shapes.forward_plan / BACKWARD_BYTES and
+bandwidth. The shipped choices are kernels/norm_shapes.forward_plan / backward_config and
 kernels/softmax.values_per_thread; benchmarks/RESULTS.md has the measured sweep.
 
     python benchmarks/row_configs.py [--ns 8192 16384 32768 65536 131072] [--repeats 10]
@@ -70,7 +70,8 @@ def main() -> None:
                 fwd = fraction(lambda: norms._forward(xr, None, w, b, outr, None, stat, stat2, 1e-6, 1, cfg, rms, 1), 2)
                 line += f"  fwd {_label(cfg)}: {fwd:.2f}"
             for cfg in configs((16, 32, 64)):
-                cfg = replace(cfg, threads=512)        # the backward's CTAs (norm_shapes.backward_config)
+                # The backward's base CTA (backward_config departs from it at many widths).
+                cfg = replace(cfg, threads=512)
                 probe = dynamic_rows(torch.empty(1, n, device="cuda"))
                 dw, db = torch.empty_like(w), None if rms else torch.empty_like(w)
                 compiled = norms._backward.compile(xr, w, dyr, rstdr, meanr, outr, probe, None if rms else probe, dw,

@@ -1,10 +1,10 @@
 """Training steps on our kernels against eager and Inductor, in one run (issue 17's acceptance).
 
-    python benchmarks/training.py [--steps 30 --batch 8 --seq 1024 --d-model 2048] [--max-autotune] [--rounds 2]
+    python benchmarks/training.py [--steps 30 --batch 8 --seq 1024 --d-model 2048] [--max-autotune] [--rounds 1]
 
 Three models in bf16 with AdamW, the same weights and data for every backend:
 - the GPT-style block of examples/transformer_block.py (RMSNorm, causal SDPA, MLP with GELU(tanh));
-- the same block with LLaMA's MLP (--mlp swiglu: silu(x W_gate) * (x W_up), W_down, no biases);
+- the same block with LLaMA's MLP (Block(..., "swiglu"), always run: silu(x W_gate) * (x W_up), W_down, no biases);
 - the MLP block of examples/mlp_block.py (Linear + GELU + Linear + residual, pointwise-heavy loss).
 Backends: eager, Inductor (`torch.compile`), Inductor max-autotune (with --max-autotune: its
 autotuning takes minutes), and `backend="cute"`. A step is zero_grad + forward + backward +
@@ -13,7 +13,7 @@ the median over the steps after the first 3 (compilation), and the ratio to eage
 Every (model, backend) runs in a process of its own: in one process, the backend run after
 Inductor paid for Inductor's leftovers (on an H100 box, AdamW's step, the same code for every
 backend, took 0.70 ms of host time in the run after Inductor's against 0.45 in Inductor's own).
-The losses of every backend must stay within bf16 tolerance of eager's (printed).
+The largest relative loss difference from eager's is printed (not enforced; examples/transformer_block.py checks it).
 Targets (issue 17): cute >= 1.10x eager and >= 1.05x Inductor on the transformer block.
 """
 

@@ -5,7 +5,8 @@ Linear, residual) and a pointwise-heavy loss, 20 AdamW steps, against eager.
 
 Without a GPU the same rewrite runs with CPU tensors admitted and each fused kernel evaluated
 in torch (the kernels are still built, through ptxas), and it prints what was fused.
-tests/test_backend_training.py and benchmarks/backend.py use Block, pointwise_loss and train.
+tests/test_backend_training.py uses Block, pointwise_loss and train; benchmarks/backend.py and training.py
+use Block and pointwise_loss.
 """
 
 import copy

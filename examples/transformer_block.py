@@ -12,8 +12,9 @@ target. With backend="cute" the
 forward's linear + bias + GELU is one cute::gemm that also writes the pre-activation for
 backward, each RMSNorm is the row kernel forward and backward (cute::layer_norm, with its
 weight gradient), and the pointwise work around the residuals and the loss is fused into
-cute::pointwise kernels; attention and the backward's matmuls stay ATen (cuBLAS, flash
-attention).
+cute::pointwise kernels; bias gradients are cute::column_sum. Attention stays ATen (flash
+attention); plain matmuls (the backward's included) run as cute::gemm where
+backend/gemm_routes.json measured it faster on this card, else cuBLAS.
 
 Without a GPU it trains a small block on CPU in float32 with the backend's graph rewrite
 checked by the reference evaluator (cute_torch/backend/reference.py), so the script still shows
