@@ -255,18 +255,17 @@ def forward_shape(logits, smooth: bool, fast: bool = False) -> tuple[RowConfig, 
         threads = 128 if fast and n > ONE_CHUNK_NARROW else 256
         cfg = RowConfig(-(-n // (8 * threads)) * 8 * threads, 8, threads, threads)
         return cfg, cfg.n == n, False
-    if fast and not smooth and logits.element_size() == 4 and n <= 256 and cfg.vectors == 2 and cfg.cluster == 1:
-        # Float32 rows of up to 256 columns at 2 vectors a thread: 4 in half the threads. Fraction
-        # of copy (the logits read once), H200 (2026-11-27, three runs each): 128 0.95 -> 0.97, 256
-        # 0.97-0.99 -> 1.00-1.03 (quack 0.2.2 1.03); 512 / 1024 the same either way; the H100 lost
-        # 0.4-0.8 % at 128 / 256. 16-bit rows below.
-        cfg = replace(cfg, threads_per_row=cfg.threads_per_row // 2)
-    if not smooth and logits.element_size() == 2 and _short_16bit_rows(n, cfg):
-        # 16-bit rows of 128-512 columns in 16-byte vectors: twice the vectors in half the threads
-        # a row, free (forward_ctas; 55 registers, bounded to 8 CTAs the same). bf16 fraction of
-        # copy, the logits read once (2026-11-27, three runs each), H200: 128 0.58 -> 0.77, 256
-        # 0.83 -> 0.89, 512 0.85 -> 0.93; H100: 128 0.75 -> 0.87, 256 0.95 and 512 0.98 the same
-        # within 1 %. Under the 16-CTA bound the shape spilled (256: 0.40); 1024 lost (0.98 -> 0.95).
+    short_float32 = fast and logits.element_size() == 4 and n <= 256 and cfg.vectors == 2 and cfg.cluster == 1
+    if not smooth and (short_float32 or logits.element_size() == 2 and _short_16bit_rows(n, cfg)):
+        # Short rows in twice the vectors in half the threads a row. Fraction of copy (the logits
+        # read once; 2026-11-27, three runs each):
+        # - Float32 rows of up to 256 columns at 2 vectors a thread, fast memory only: H200 128 0.95
+        #   -> 0.97, 256 0.97-0.99 -> 1.00-1.03 (quack 0.2.2 1.03); 512 / 1024 the same either way;
+        #   the H100 lost 0.4-0.8 % at 128 / 256.
+        # - 16-bit rows of 128-512 columns in 16-byte vectors, every card, free (forward_ctas; 55
+        #   registers, bounded to 8 CTAs the same): bf16 H200 128 0.58 -> 0.77, 256 0.83 -> 0.89,
+        #   512 0.85 -> 0.93; H100 128 0.75 -> 0.87, 256 0.95 and 512 0.98 the same within 1 %.
+        #   Under the 16-CTA bound the shape spilled (256: 0.40); 1024 lost (0.98 -> 0.95).
         cfg = replace(cfg, threads_per_row=cfg.threads_per_row // 2)
     return cfg, exact, False
 

@@ -10,17 +10,16 @@ rstd (and mean) are saved per row in Float32 for the backward. LayerNorm's varia
 two-pass form over registers (no cancellation), the columns past N that a thread holds masked
 out of it; 16-bit rows without padding or a residual (in one CTA or over a cluster) take both
 statistics in one trip, each thread's mean and squared deviations merged by Chan's formula
-(one_trip_statistics).
-Short rows take one block of rows per CTA, and two or more CTAs per SM overlap one's
-reductions with another's loads. Long rows (and rows with a residual) leave room for one CTA
-per SM: there each CTA walks several blocks of rows and loads the next block's rows into
-registers before the current block's reductions (forward_plan). Over a cluster, LayerNorm's
+(one_trip_statistics). Short rows take one block of rows per CTA, and two or more CTAs per SM
+overlap one's reductions with another's loads. Long rows (and rows with a residual) leave room
+for one CTA per SM: there each CTA walks several blocks of rows and loads the next block's rows
+into registers before the current block's reductions (forward_plan). Over a cluster, LayerNorm's
 16-bit parts trade their (mean, M2) once per row, and that trip is pipelined behind the next
-row's, on a grid of as many clusters as run at once (pipelined_forward). 16-bit rows past
-16384 columns up to 131072 (RMSNorm's with a weight and LayerNorm's without parameters also
-at 12288 and 16384; LayerNorm's only unpadded), without a residual, go one row per cluster of
-256-thread CTAs instead, each warp's statistics sent straight to every
-CTA of the cluster (quack's shape: norm_shapes.direct_shape, _direct_row).
+row's, on a grid of as many clusters as run at once (pipelined_forward). 16-bit rows past 16384
+columns up to 131072 (RMSNorm's with a weight and LayerNorm's without parameters also at 12288
+and 16384; LayerNorm's only unpadded), without a residual, go one row per cluster of 256-thread
+CTAs instead, each warp's statistics sent straight to every CTA of the cluster (quack's shape:
+norm_shapes.direct_shape, _direct_row).
 
 Backward, with x_hat = (x - mean) * rstd and g = dy * w:
 
@@ -32,8 +31,8 @@ occupancy) whose CTAs walk blocks of rows. x and dy reach shared memory by cp.as
 ahead of the math in a ring (each thread copies and reads its own vectors, so no barrier), and
 each row is read from there twice, for its sums and then for dx: the loads stay in flight
 through the reduction without holding registers. The weight is staged once per CTA. The
-instruction issue, not memory, bounds it: a row's sums take g * (x - mean) by fma, rstd
-applied once to the sum (except CTAs of 256 threads or fewer without a cluster, tight_schedule). Over a
+instruction issue, not memory, bounds it: a row's sums take g * (x - mean) by fma, rstd applied
+once to the sum (except CTAs of 256 threads or fewer without a cluster, tight_schedule). Over a
 cluster, a row's sums trade between the CTAs, a trip that waits for the slowest of them; each
 CTA sums and sends the next row before it receives this row's and writes its dx
 (_walk_cluster_rows_backward).
@@ -47,9 +46,9 @@ Rows too long for one CTA are split over a cluster of CTAs (kernels/row_reduce.p
 32768 columns: past forward_plan's values per thread (or direct_shape's) forward, past
 BACKWARD_BYTES per thread per staged row backward, and backward also where norm_shapes measured
 a split faster (PAIRED_LAYER_NORM, LAYER_NORM_CLUSTERS, RMSNorm's pairs on fast memory); up to
-16 CTAs (NON_PORTABLE_CLUSTER) where 8 spill or lose. The limits are measured (benchmarks/RESULTS.md): fewer,
-fuller CTAs win until registers spill (forward) or shared memory runs out (backward). Which
-shape each row takes, and why, is kernels/norm_shapes.py.
+16 CTAs (NON_PORTABLE_CLUSTER) where 8 spill or lose. The limits are measured
+(benchmarks/RESULTS.md): fewer, fuller CTAs win until registers spill (forward) or shared memory
+runs out (backward). Which shape each row takes, and why, is kernels/norm_shapes.py.
 """
 
 from __future__ import annotations
