@@ -470,6 +470,30 @@ def test_gemm_matches_matmul(m, n, k):
 
 @pytest.mark.gpu
 @needs_sm90a
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_gemm_and_linear_run_on_the_second_gpu_while_the_first_is_current():
+    """The kernel launches on the operands' GPU (its SM count and memory keyed on that device),
+    forward and backward, whichever device is current."""
+    dev = torch.device("cuda", torch.cuda.device_count() - 1)
+    a, b = (t.to(dev) for t in _operands(1000, 768, 512, seed=61))
+    bias = torch.randn(768, generator=torch.Generator().manual_seed(62)).to(torch.bfloat16).to(dev)
+    x, w = a.clone().requires_grad_(), b.t().contiguous().requires_grad_()
+    with torch.cuda.device(0):
+        out = cops.gemm(a, b, "acc + x0", bias)
+        y = cops.linear(x, w, None, "gelu")
+        y.float().sum().backward()
+    assert out.device == y.device == dev
+    _close(out, a.double() @ b.double() + bias.double())
+    xd, wd = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    ref = F.gelu(xd @ wd.t())
+    ref.sum().backward()
+    _close(y, ref.detach())
+    _close(x.grad, xd.grad)
+    _close(w.grad, wd.grad)
+
+
+@pytest.mark.gpu
+@needs_sm90a
 def test_a_linear_shape_runs_the_width_whose_wave_fills_the_gpu():
     """x @ w.t() at 1536^3 with a bias: Gemm.cpp picks 144-wide tiles (132 tiles) on 132 SMs and
     the builder compiles them (nine 16-column output boxes), against float64."""

@@ -710,10 +710,11 @@ def run_small():
     # memory), RMSNorm's over clusters of 4 (14336, fast memory) and unbounded at 768; Float32
     # LayerNorm's forward with weight and bias at 12288 bounded to two CTAs per SM; LayerNorm's
     # 16-bit backward over 128-thread clusters of 4 in 16-byte vectors (10240 off fast memory)
-    # and of 8 (16384 on fast memory).
+    # and of 8 (16384 on fast memory); LayerNorm's 16-bit backward in 32 threads a row at 1536 (fast
+    # memory: 6 vectors a thread) and over clusters of 7 at 14336 (fast memory).
     for n, dtype in ((3072, torch.bfloat16), (7168, torch.bfloat16), (5120, torch.float32), (1280, torch.float32),
                      (14336, torch.bfloat16), (768, torch.bfloat16), (12288, torch.float32), (10240, torch.bfloat16),
-                     (16384, torch.bfloat16)):
+                     (16384, torch.bfloat16), (1536, torch.bfloat16)):
         xs, ws = rand_rows((40, n), 22, dtype), rand_rows((n,), 23, dtype)
         for rms in (True, False):
             out, _, rstd, mean = norms.norm_forward(xs, ws, None if rms else ws, eps=1e-5, rms=rms)
@@ -726,6 +727,7 @@ def run_small():
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), inplace=True)
     _, lse = cross_entropy.cross_entropy_forward(logits.float(), target)   # Float32: 256 threads backward too
     cross_entropy.cross_entropy_forward(logits[:, :256].float(), target % 256)  # fast memory: 4 vectors a thread
+    cross_entropy.cross_entropy_forward(logits[:, :256], target % 256)  # short 16-bit rows: half the threads
     cross_entropy.cross_entropy_backward(logits.float(), target, lse, torch.ones(40, device="cuda"))
     _, lse = cross_entropy.cross_entropy_forward(logits, target, label_smoothing=0.1)   # the row's sum too
     cross_entropy.cross_entropy_backward(logits, target, lse, torch.ones(40, device="cuda"), label_smoothing=0.1)

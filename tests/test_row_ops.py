@@ -169,8 +169,8 @@ def test_row_ops_on_a_side_stream_and_replayed_from_a_cuda_graph():
     target = torch.randint(0, n, (64,), generator=torch.Generator().manual_seed(44)).cuda()
 
     def run():
-        return (cops.softmax(x), cops.layer_norm_fn(x, w, b), cops.rms_norm(x, w), cops.cross_entropy(x, target)[0],
-                cops.column_sum(x))
+        return (cops.softmax(x), cops.layer_norm(x, w, b), cops.rms_norm(x, w),
+                cops.cross_entropy_loss(x, target, reduction="none"), cops.column_sum(x))
 
     def check(got):
         xd = x.double()
@@ -195,6 +195,28 @@ def test_row_ops_on_a_side_stream_and_replayed_from_a_cuda_graph():
     graph.replay()
     torch.cuda.synchronize()
     check(captured)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_row_ops_run_on_the_second_gpu_while_the_first_is_current():
+    """Each op launches on its inputs' GPU (the C++ path's device guard; the card's shape rules
+    keyed on that device), forward and backward, whichever device is current."""
+    n, dev = 1536, torch.device("cuda", torch.cuda.device_count() - 1)
+    x, w, b = (_rand(shape, seed).to(dev).requires_grad_() for shape, seed in (((48, n), 51), ((n,), 52), ((n,), 53)))
+    target = torch.randint(0, n, (48,), generator=torch.Generator().manual_seed(54)).to(dev)
+    with torch.cuda.device(0):
+        outs = (cops.softmax(x), cops.layer_norm(x, w, b), cops.rms_norm(x, w),
+                cops.cross_entropy_loss(x, target, reduction="none"))
+        sum(o.float().sum() for o in outs).backward()
+    xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, w, b))
+    want = (torch.softmax(xd, -1), F.layer_norm(xd, (n,), wd, bd, 1e-5), F.rms_norm(xd, (n,), wd, 1e-6),
+            F.cross_entropy(xd, target, reduction="none"))
+    sum(o.sum() for o in want).backward()
+    for name, ours, ref in zip(("softmax", "layer_norm", "rms_norm", "cross_entropy"), outs, want):
+        assert ours.device == dev, name
+        torch.testing.assert_close(ours.double(), ref.detach(), rtol=2e-2, atol=2e-2, msg=name)
+    _grads_close((x, w, b), (xd, wd, bd))
 
 
 @pytest.mark.gpu
