@@ -344,11 +344,11 @@ def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: 
     return None
 
 
-def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
+def direct_shape(n: int, tensors, rms: bool, fast: bool = False) -> RowConfig | None:
     """quack's shape (row_reduce.direct_config) for the forward over 16-bit rows split over a
     cluster (past 16384 columns, up to 131072) without a residual, its weight and bias 16-bit too
-    (norms._direct_row), LayerNorm's where no thread holds padding and its parameters times the
-    cluster's CTAs are at most 4; None elsewhere. RMSNorm, bf16 fraction of copy at 32768 /
+    (norms._direct_row), LayerNorm's where its parameters times the cluster's CTAs are at most 4
+    (padded rows: below); None elsewhere. RMSNorm, bf16 fraction of copy at 32768 /
     65536 / 131072 columns (2026-11-26), the shapes before it (forward_plan's) -> this: H200
     0.93 / 0.93 / 0.90 -> 0.97 / 0.96 / 0.96 (quack 0.2.2's 0.97 / 0.97 / 0.96), H100 0.98 /
     0.95 / 0.94 -> 0.99 / 0.99 / 0.98. LayerNorm, bf16, H200 (2026-11-27), without parameters:
@@ -362,7 +362,15 @@ def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     (2026-11-27), forward_plan's shape -> this at 12288 / 16384: RMSNorm with a weight 0.93 /
     0.96 -> 0.99 / 0.98, LayerNorm 0.93 / 0.97 -> 0.98 / 0.98. RMSNorm without one measured
     0.97 / 0.98 -> 0.98 / 0.97 and keeps its plan; LayerNorm with weight and bias lost (0.83 /
-    0.93 -> 0.70 / 0.80: forward_plan's walks stage them once per CTA)."""
+    0.93 -> 0.70 / 0.80: forward_plan's walks stage them once per CTA).
+    LayerNorm's padded rows (some threads hold columns past N: each warp's count of columns
+    travels with its (mean, M2), row_reduce.warp_mean_m2_counted) take it without parameters
+    over clusters of 8 (MAX_CLUSTER), and with a weight over clusters of up to 4 on a card with
+    `fast` memory (row_reduce.fast_memory). bf16, forward_plan's walks -> this (2026-11-27):
+    without parameters, 70000 / 100000 / 120000: H200 0.45 / 0.54 / 0.61 -> 0.62 / 0.75 / 0.87,
+    H100 0.57 / 0.67 / 0.75 -> 0.80 / 0.95 / 0.98 (40000 / 50000, clusters of 4: H200 0.90 / 0.88
+    -> 0.78 / 0.83, H100 the same); with a weight, 40000 / 50000: H200 0.49 / 0.53 -> 0.78 / 0.67,
+    H100 0.96 / 0.95 -> 0.96 / 0.71."""
     if tensors[1] is not None or any(t.element_size() != 2 for t in tensors if t is not None):
         return None
     parameters = sum(t is not None for t in tensors[2:4])
@@ -370,7 +378,9 @@ def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     cfg = direct_config(n, forward_config(n, tensors, FORWARD_VALUES).vec, short)
     if cfg is None or rms:
         return cfg
-    return None if cfg.padding or parameters * cfg.cluster > 4 else cfg
+    if not cfg.padding:
+        return None if parameters * cfg.cluster > 4 else cfg
+    return cfg if (cfg.cluster == MAX_CLUSTER if not parameters else fast and parameters * cfg.cluster <= 4) else None
 
 
 def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) -> RowConfig:

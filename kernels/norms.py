@@ -65,10 +65,11 @@ from .norm_shapes import (BOUNDED_SPILL, DIRECT, backward_config, backward_ctas,
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
                          cluster_merge_mean_m2, cluster_peers, cluster_reduce_received, cluster_send, column_mask,
                          cta_group, direct_exchange, direct_fold, dynamic_rows, fast_memory,
-                         fetch_row, fold, fold_products, launch_cluster, launch_grid, load_row, merge_mean_m2,
-                         open_direct, persistent_groups, resident_groups, row_mean_m2, row_reduce,
+                         fetch_row, fold, fold_products, launch_cluster, launch_grid, load_row, merge_counted,
+                         merge_mean_m2, open_direct, persistent_groups, resident_groups, row_mean_m2, row_reduce,
                          spills, stage_row, stage_vectors, start_staged_row, store_row, thread_place,
-                         unless_it_spills, walk_cluster_rows, walking_groups, warp_mean_m2)
+                         unless_it_spills, walk_cluster_rows, walking_groups, warp_mean_m2,
+                         warp_mean_m2_counted)
 
 # Rows of up to this many elements: one CTA's registers, times the largest cluster.
 MAX_NORM_N = 32768 * MAX_CLUSTER
@@ -107,9 +108,8 @@ def _forward_kernel(mX: cute.Tensor, mRes, mW, mB, mY: cute.Tensor, mResOut, mRs
     rows = mX.shape[0]
     outputs = (mY, mResOut, mRstd, mMean)
     if cute.const_expr(walk == DIRECT):
-        if cute.const_expr(mRes is not None or (cfg.padding and not rms)):
-            raise ValueError("the direct shape takes rows without a residual, LayerNorm's without padding "
-                             "(norm_shapes.direct_shape)")
+        if cute.const_expr(mRes is not None):
+            raise ValueError("the direct shape takes rows without a residual (norm_shapes.direct_shape)")
         _direct_row(mX, mW, mB, outputs, eps, cfg, rms, row, lane, row_in_cta)
     elif cute.const_expr(pipelined):
         _walk_cluster_rows(mX, mW, mB, outputs, eps, cfg, lane, peers)
@@ -155,7 +155,7 @@ def _direct_row(mX, mW, mB, outputs, eps, cfg: Constexpr, rms: Constexpr, row, l
     registers, three CTAs per SM, no spills; four CTAs at 64 registers spilled 20 bytes and
     read 0.93 of copy)."""
     rows = mX.shape[0]
-    slots, bar = open_direct(cfg, 1 if cute.const_expr(rms) else 2)
+    slots, bar = open_direct(cfg, 1 if cute.const_expr(rms) else (3 if cute.const_expr(cfg.padding) else 2))
     vectors = start_staged_row(mX, clamp_row(row, rows), lane, row_in_cta, cfg)
     w = _held_parameter(mW, cfg, lane)
     b = _held_parameter(mB, cfg, lane)
@@ -166,6 +166,11 @@ def _direct_row(mX, mW, mB, outputs, eps, cfg: Constexpr, rms: Constexpr, row, l
         total = cute.arch.warp_reduction(fold_products(x, x), lambda u, v: u + v, 32)
         direct_exchange((total,), cfg, slots, bar)
         (square_sum,) = direct_fold(cfg, slots, 1, lambda a, b, count_a, count_b: (a[0] + b[0],))
+    elif cute.const_expr(cfg.padding):
+        # Each warp's count of columns travels with its (mean, M2) (some hold padding).
+        direct_exchange(warp_mean_m2_counted(x, cfg, lane), cfg, slots, bar)
+        mean, square_sum, _ = direct_fold(cfg, slots, 3, lambda a, b, count_a, count_b: merge_counted(a, b),
+                                          ordered=True)
     else:
         direct_exchange(warp_mean_m2(x, cfg), cfg, slots, bar)
         per_entry = cfg.vec * cfg.vectors * 32
@@ -605,10 +610,10 @@ def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) ->
     LayerNorm's or RMSNorm's with a residual; Float32 rows past 131072; up to 64 for 32) and
     ptxas spills it, 16 CTAs holding the planned number (row_reduce.unless_it_spills)."""
     n, size = tensors[0].shape[-1], max(t.element_size() for t in tensors if t is not None)
-    direct = direct_shape(n, tensors, rms)
+    fast, residual, params = fast_memory(device), tensors[1] is not None, sum(t is not None for t in tensors[2:4])
+    direct = direct_shape(n, tensors, rms, fast)
     if direct is not None:
         return direct, DIRECT, None
-    fast, residual, params = fast_memory(device), tensors[1] is not None, sum(t is not None for t in tensors[2:4])
     values, walk = forward_plan(n, size, rms, residual, fast, params)
     cfg = forward_config(n, tensors, values)
     wider = None

@@ -429,14 +429,52 @@ def warp_mean_m2(x, cfg: RowConfig, width: int = 32):
     return butterfly_merge((mean, fold(centered * centered, "sum")), merge_mean_m2, values, width)
 
 
-def butterfly_merge(partial: tuple, merge, count: int, width: int) -> tuple:
+@cute.jit
+def warp_mean_m2_counted(x, cfg: RowConfig, lane, width: int = 32):
+    """(mean, M2, count) of the row's values that `width` lanes hold (x read as 0 past N; `lane`
+    the thread's place in the row's part): each thread's own over the columns it holds (none:
+    (0, 0, 0)), then merged by a butterfly of merge_counted, the lower lane's partial first so
+    that both lanes of a pair get the same result."""
+    count = cute.Float32(cfg.vec * cfg.vectors)
+    for i in cute.range_constexpr(cfg.vectors):
+        if cute.const_expr(cfg.guarded(i)):
+            count = count - cute.where(_column(lane, i, cfg) < cfg.n, 0.0, float(cfg.vec))
+    mean = fold(x, "sum") / cute.arch.fmax(count, 1.0)
+    centered = x - mean
+    # The squares past N cleared vector by vector (not times column_mask: a walk's loop would
+    # hoist that loop-invariant mask, a register a value, and spill).
+    squares = cute.make_rmem_tensor((cfg.vec, cfg.vectors), cute.Float32)
+    squares.store(centered * centered)
+    for i in cute.range_constexpr(cfg.vectors):
+        if cute.const_expr(cfg.guarded(i)):
+            if _column(lane, i, cfg) >= cfg.n:
+                squares[(None, i)].fill(0.0)
+    partial = (mean, fold(squares.load(), "sum"), count)
+    return butterfly_merge(partial, lambda a, b, count_a, count_b: merge_counted(a, b), 0, width, lane)
+
+
+def merge_counted(a: tuple, b: tuple) -> tuple:
+    """Chan's formula over partials (mean, M2, count) whose counts are run-time values (either
+    may be 0)."""
+    count = a[2] + b[2]
+    share = b[2] / cute.arch.fmax(count, 1.0)
+    delta = b[0] - a[0]
+    return a[0] + delta * share, a[1] + b[1] + delta * delta * a[2] * share, count
+
+
+def butterfly_merge(partial: tuple, merge, count: int, width: int, lane=None) -> tuple:
     """Each lane's `partial` (a tuple over `count` items) merged with the other `width` - 1
     lanes' of its group by a butterfly: merge(a, b, count_a, count_b), every lane the same
-    result where merge is symmetric for equal counts."""
+    result where merge is symmetric for equal counts; with `lane` (the thread's lane) the lower
+    lane's partial goes first in each pair, so that any merge gives both lanes the same."""
     offset = width // 2
     while offset >= 1:
-        partial = merge(partial, tuple(cute.arch.shuffle_sync_bfly(v, offset, width=width) for v in partial),
-                        count, count)
+        other = tuple(cute.arch.shuffle_sync_bfly(v, offset, width=width) for v in partial)
+        if lane is not None:
+            upper = (lane & offset) != 0
+            partial, other = (tuple(cute.where(upper, b, a) for a, b in zip(partial, other)),
+                              tuple(cute.where(upper, a, b) for a, b in zip(partial, other)))
+        partial = merge(partial, other, count, count)
         count, offset = count * 2, offset // 2
     return partial
 
@@ -608,18 +646,20 @@ def direct_exchange(values: tuple, cfg: RowConfig, slots, bar) -> None:
 
 
 @cute.jit
-def direct_fold(cfg: RowConfig, slots, values: int, merge) -> tuple:
+def direct_fold(cfg: RowConfig, slots, values: int, merge, ordered: bool = False) -> tuple:
     """The row's `values` values from the entries direct_exchange left in `slots`: lane l of
     each warp merges entries l, l + 32, ... in order (entry l mod the entries where fewer than
     32), then a butterfly merges the lanes'. `merge(a, b, count_a, count_b)` merges tuples a and
     b of partials over count_a and count_b entries; every thread gets the same result where it
-    is symmetric for equal counts."""
+    is symmetric for equal counts, or any merge where `ordered` (butterfly_merge's lane order)."""
     entries = direct_entries(cfg)
     width = min(entries, 32)
     at = cute.arch.lane_idx() % width
     partial = tuple(slots[at + k * entries] for k in range(values))
     for i in cute.range_constexpr(1, entries // width):
         partial = merge(partial, tuple(slots[at + i * 32 + k * entries] for k in range(values)), i, 1)
+    if cute.const_expr(ordered):
+        return butterfly_merge(partial, merge, entries // width, width, at)
     return butterfly_merge(partial, merge, entries // width, width)
 
 

@@ -488,8 +488,9 @@ def test_gemm_and_linear_run_on_the_second_gpu_while_the_first_is_current():
     ref = F.gelu(xd @ wd.t())
     ref.sum().backward()
     _close(y, ref.detach())
-    _close(x.grad, xd.grad)
-    _close(w.grad, wd.grad)
+    for got, want in ((x.grad, xd.grad), (w.grad, wd.grad)):    # sums of bf16-rounded dY': to the largest's scale
+        err = (got.double() - want).abs().max() / want.abs().max()
+        assert err < 2e-2, err
 
 
 @pytest.mark.gpu

@@ -167,10 +167,10 @@ def test_softmax_forward_takes_quacks_shape_over_a_cluster(n, cluster, dtype):
                                                 (131072, 8, True, False), (32768, 2, False, True),
                                                 (12288, 2, False, False), (131072, 8, False, False)])
 def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
-    """norm_shapes.direct_shape: 16-bit rows over a cluster without a residual (LayerNorm's without
-    padding, and with weight and bias only over two CTAs), three CTAs per SM without spilling,
+    """norm_shapes.direct_shape: 16-bit rows over a cluster without a residual (LayerNorm's padded
+    rows as measured, and with weight and bias only over two CTAs), three CTAs per SM without spilling,
     from 8192 columns, unpadded, for RMSNorm with a weight and LayerNorm without parameters; a
-    residual, LayerNorm's padded rows, its weight and bias over more CTAs or over rows one CTA
+    residual, LayerNorm's padded rows over clusters of 4, its weight and bias over more CTAs or over rows one CTA
     holds, Float32 and rows up to 8192 keep their plans."""
     x, w, st = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16), torch.empty(4)
     mean = None if rms else dynamic_rows(st)
@@ -194,6 +194,15 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
     assert norm_shapes.direct_shape(16384, (short, None, None, None, short, None), True) is None       # (no weight)
     padded = torch.empty(4, 14000, dtype=torch.bfloat16)
     assert norm_shapes.direct_shape(14000, (padded, None, padded[0], None, padded, None), True) is None
+    # LayerNorm's padded rows: without parameters over 8 CTAs only; with a weight over 4 on fast memory only.
+    for n, cluster in ((40000, None), (50000, None), (70000, 8), (100000, 8), (120000, 8)):
+        rows = torch.empty(4, n, dtype=torch.bfloat16)
+        got = norm_shapes.direct_shape(n, (rows, None, None, None, rows, None), False)
+        assert (got and got.cluster) == cluster and (got is None or got.padding), (n, got)
+    for n, fast, cluster in ((40000, True, 4), (50000, True, 4), (40000, False, None), (100000, True, None)):
+        rows = torch.empty(4, n, dtype=torch.bfloat16)
+        got = norm_shapes.direct_shape(n, (rows, None, rows[0], None, rows, None), False, fast)
+        assert (got and got.cluster) == cluster, (n, fast, got)
 
 
 def test_softmax_direct_shape_only_where_measured():
@@ -530,12 +539,13 @@ NORM_CASES = [(True, True, False, False), (True, False, False, True), (False, Tr
 # forward at 12288 bounded to two CTAs per SM; RMSNorm's backward at 768 unbounded; 16-bit
 # forwards at 1536 and 3072 in twice the threads a row; LayerNorm's 16-bit backward at 768 (1536
 # on fast memory) four rows a 128-thread CTA, at 7680-16384 over 128-thread clusters of 4, 7 and 8
-# (LAYER_NORM_CLUSTERS: 16-byte or 8-byte vectors per card).
+# (LAYER_NORM_CLUSTERS: 16-byte or 8-byte vectors per card); 16-bit LayerNorm's padded rows past
+# 32768 (50000 and 100000; without parameters at 100000 in the direct shape).
 @pytest.mark.parametrize("m,n", [(1, 1), (60, 768), (77, 1000), (101, 1024), (50, 1280), (45, 1536), (40, 2560),
                                  (33, 3072), (256, 4096), (25, 5120), (20, 6144), (30, 7168), (30, 7680), (9, 8192),
                                  (20, 9216), (7, 10000), (20, 10240), (90, 12288), (25, 12800), (5, 14000), (11, 14336),
                                  (10, 15360), (3, 32768), (70, 30000), (300, 16384), (5, 65536), (3, 131072),
-                                 (2, 200000)])
+                                 (2, 200000), (150, 100000), (64, 50000)])
 def test_norm_forward_and_backward(m, n, rms, weight, bias, residual, dtype):
     if rms and bias:
         pytest.skip("RMSNorm has no bias")
@@ -588,12 +598,13 @@ def test_layer_norm_over_a_cluster_keeps_rows_far_from_zero_exact(n):
 
 
 @needs_gpu
-@pytest.mark.parametrize("n", [1024, 2048, 8192, 16384, 65536, 131072])
+@pytest.mark.parametrize("n", [1024, 2048, 8192, 16384, 65536, 131072, 50000, 100000, 200000])
 def test_layer_norm_statistics_in_one_trip_keep_rows_far_from_zero_exact(n):
     """bf16 rows at 1000 + 8 N(0, 1) (one_trip_statistics: each thread's mean and squared
-    deviations merged by Chan's formula, over a cluster's parts too): mean and rstd to fp32
-    precision against float64 over the same bf16 values (E[x^2] - mean^2 would lose them: 1e6 -
-    1e6)."""
+    deviations merged by Chan's formula, over a cluster's parts too; padded rows: 100000 by the
+    direct shape, each warp's count of columns with its partials; 50000 and 200000 by walks):
+    mean and rstd to fp32 precision against float64 over the same bf16 values (E[x^2] - mean^2
+    would lose them: 1e6 - 1e6)."""
     x = (rand_rows((40, n), n, torch.float32) * 8.0 + 1000.0).bfloat16()
     poison_allocator()
     y, _, rstd, mean = norms.norm_forward(x, None, None, None, eps=1e-5, rms=False)
@@ -601,6 +612,25 @@ def test_layer_norm_statistics_in_one_trip_keep_rows_far_from_zero_exact(n):
     check_close(mean, xd.mean(-1), torch.float32, "mean")
     check_close(rstd, torch.rsqrt(xd.var(-1, unbiased=False) + 1e-5), torch.float32, "rstd")
     check_close(y, F.layer_norm(xd, (n,), eps=1e-5), torch.bfloat16, "y")
+
+
+@needs_gpu
+@pytest.mark.parametrize("n,weight", [(40000, True), (50000, True), (70000, False), (100000, False), (120000, False)])
+def test_layer_norm_padded_rows_in_the_direct_shape(n, weight):
+    """norm_shapes.direct_shape over rows some threads hold padding of (a weight over clusters
+    of 4 on fast memory, no parameters over 8): each warp's count of columns travels with its
+    (mean, M2); y, mean and rstd against float64, rows offset from zero. (A card without fast
+    memory walks the weighted rows: then this is a test of the walk.)"""
+    x = rand_rows((33, n), n + 5, torch.bfloat16, scale=3.0) + 1.5
+    w = rand_rows((n,), n + 6, torch.bfloat16) if weight else None
+    cfg = norm_shapes.direct_shape(n, (x, None, w, None, x, None), False, fast=True)
+    assert cfg is not None and cfg.padding, cfg
+    poison_allocator()
+    y, _, rstd, mean = norms.norm_forward(x, w, None, None, eps=1e-5, rms=False)
+    xd = x.double()
+    check_close(y, F.layer_norm(xd, (n,), None if w is None else w.double(), eps=1e-5), torch.bfloat16, "y")
+    check_close(mean, xd.mean(-1), torch.float32, "mean")
+    check_close(rstd, torch.rsqrt(xd.var(-1, unbiased=False) + 1e-5), torch.float32, "rstd")
 
 
 @needs_gpu
@@ -672,6 +702,9 @@ def run_small():
     half = rand_rows((5, 32768), 19, torch.bfloat16)            # LayerNorm in quack's shape: 16 and 64 entries
     norms.norm_forward(half, half[0], half[1], eps=1e-5, rms=False)
     norms.norm_forward(rms_wide, None, None, eps=1e-5, rms=False)
+    padded = rand_rows((5, 100000), 24, torch.bfloat16)        # LayerNorm's padded rows in quack's shape:
+    norms.norm_forward(padded, None, None, eps=1e-5, rms=False)       # counts exchanged, clusters of 8
+    norms.norm_forward(padded[:, :40000], padded[0, :40000], None, eps=1e-5, rms=False)   # with a weight, 4
     odd_long = rand_rows((6, 50257), 13, torch.bfloat16)        # long odd rows: softmax in peeled chunks
     softmax.softmax_backward(softmax.softmax(odd_long), odd_long)
     wide = rand_rows((20, 131072), 14, torch.bfloat16)          # clusters of 8 walking rows, exchanges pipelined
