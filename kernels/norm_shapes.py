@@ -365,8 +365,9 @@ def direct_shape(n: int, tensors, rms: bool, fast: bool = False) -> RowConfig | 
     0.93 -> 0.70 / 0.80: forward_plan's walks stage them once per CTA).
     LayerNorm's padded rows (some threads hold columns past N: each warp's count of columns
     travels with its (mean, M2), row_reduce.warp_mean_m2_counted) take it without parameters
-    over clusters of 8 (MAX_CLUSTER), and with a weight over clusters of up to 4 on a card with
-    `fast` memory (row_reduce.fast_memory). bf16, forward_plan's walks -> this (2026-11-27):
+    over clusters of 8 (MAX_CLUSTER), and with a weight (no bias) over clusters of 4 on a card
+    with `fast` memory (row_reduce.fast_memory); elsewhere not measured (over clusters of 2) or
+    as a weight times the CTAs past 4. bf16, forward_plan's walks -> this (2026-11-27):
     without parameters, 70000 / 100000 / 120000: H200 0.45 / 0.54 / 0.61 -> 0.62 / 0.75 / 0.87,
     H100 0.57 / 0.67 / 0.75 -> 0.80 / 0.95 / 0.98 (40000 / 50000, clusters of 4: H200 0.90 / 0.88
     -> 0.78 / 0.83, H100 the same); with a weight, 40000 / 50000: H200 0.49 / 0.53 -> 0.78 / 0.67,
@@ -380,7 +381,8 @@ def direct_shape(n: int, tensors, rms: bool, fast: bool = False) -> RowConfig | 
         return cfg
     if not cfg.padding:
         return None if parameters * cfg.cluster > 4 else cfg
-    return cfg if (cfg.cluster == MAX_CLUSTER if not parameters else fast and parameters * cfg.cluster <= 4) else None
+    measured = cfg.cluster == MAX_CLUSTER if not parameters else fast and parameters == 1 and cfg.cluster == 4
+    return cfg if measured else None
 
 
 def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) -> RowConfig:

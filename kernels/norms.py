@@ -17,9 +17,10 @@ into registers before the current block's reductions (forward_plan). Over a clus
 16-bit parts trade their (mean, M2) once per row, and that trip is pipelined behind the next
 row's, on a grid of as many clusters as run at once (pipelined_forward). 16-bit rows past 16384
 columns up to 131072 (RMSNorm's with a weight and LayerNorm's without parameters also at 12288
-and 16384; LayerNorm's only unpadded), without a residual, go one row per cluster of 256-thread
-CTAs instead, each warp's statistics sent straight to every CTA of the cluster (quack's shape:
-norm_shapes.direct_shape, _direct_row).
+and 16384; LayerNorm's padded rows only where that measured faster), without a residual, go one
+row per cluster of 256-thread CTAs instead, each warp's statistics sent straight to every CTA of
+the cluster (quack's shape: norm_shapes.direct_shape, _direct_row; over padded rows each warp's
+count of columns travels with its mean and M2).
 
 Backward, with x_hat = (x - mean) * rstd and g = dy * w:
 
@@ -150,7 +151,8 @@ def _direct_row(mX, mW, mB, outputs, eps, cfg: Constexpr, rms: Constexpr, row, l
     """The row in quack's shape (direct_shape), one row per cluster: the CTA's part of x staged
     by cp.async.ca, the weight (and bias) read into registers under those copies, each warp's
     statistics sent straight to every CTA (row_reduce.direct_exchange: RMSNorm's sum of
-    squares; LayerNorm's mean and M2 about it, merged by Chan's formula as row_mean_m2's), then
+    squares; LayerNorm's mean and M2 about it, merged by Chan's formula as row_mean_m2's, over
+    padded rows with each warp's count of columns: row_reduce.warp_mean_m2_counted), then
     x read again from shared memory, so that it is not live through the exchange (RMSNorm: 80
     registers, three CTAs per SM, no spills; four CTAs at 64 registers spilled 20 bytes and
     read 0.93 of copy)."""

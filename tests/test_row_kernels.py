@@ -199,7 +199,8 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
         rows = torch.empty(4, n, dtype=torch.bfloat16)
         got = norm_shapes.direct_shape(n, (rows, None, None, None, rows, None), False)
         assert (got and got.cluster) == cluster and (got is None or got.padding), (n, got)
-    for n, fast, cluster in ((40000, True, 4), (50000, True, 4), (40000, False, None), (100000, True, None)):
+    for n, fast, cluster in ((40000, True, 4), (50000, True, 4), (40000, False, None), (100000, True, None),
+                             (20000, True, None)):
         rows = torch.empty(4, n, dtype=torch.bfloat16)
         got = norm_shapes.direct_shape(n, (rows, None, rows[0], None, rows, None), False, fast)
         assert (got and got.cluster) == cluster, (n, fast, got)
