@@ -9,7 +9,8 @@ measured is what a rule in kernels/norm_shapes.py or kernels/cross_entropy.py wo
 
 A shape is `c<CTAs a cluster>t<threads a CTA>[r<threads a row>]v<vector elements>[w<rows walked>][b<CTAs per SM>]`
 (`r` defaults to the CTA's threads: one row a CTA; `w` and `b` only for the norm forwards, whose
-shape function also returns the walk and the bound). Each cell: the fraction of the fastest copy
+shape function also returns the walk and the bound; `w0` is quack's shape, norm_shapes.DIRECT,
+bounded to three CTAs per SM unless `b` says otherwise). Each cell: the fraction of the fastest copy
 of the same tensor in the same process (CUPTI medians), per run; the bytes counted are those the
 op must move (forward: x read, y written, and the residual's two; backward: x and dy read, dx
 written; cross-entropy's forward: the logits read once). `d`: the largest difference of the

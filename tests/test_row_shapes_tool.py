@@ -44,3 +44,14 @@ def test_the_compile_only_mode_builds_the_library_shape_and_a_named_one():
     assert all(k["spill_stores"] == 0 for k in forward.compiled(row_shapes.parse_shape("c1t128v8b3")))
     with pytest.raises(ValueError, match="no bias"):
         row_shapes.Case("rms_norm", "fwd", torch.bfloat16, 4096, "wb", False, "cpu")
+
+
+def test_w0_names_quacks_shape_and_b_its_bound():
+    """`w0`: the norm forward in quack's shape (norm_shapes.DIRECT), three CTAs per SM unless `b`
+    says otherwise: LayerNorm's padded rows with a weight at 100000 columns spill in 80 registers
+    and fit two CTAs' 128 without spilling."""
+    case = row_shapes.Case("layer_norm", "fwd", torch.bfloat16, 100000, "w", False, "cpu")
+    three, two = (case.compiled(row_shapes.parse_shape(name))[0] for name in ("c8t256v8w0", "c8t256v8w0b2"))
+    assert row_shapes.parse_shape("c8t256v8w0b2") == row_shapes.Shape(8, 256, 256, 8, norm_shapes.DIRECT, 2)
+    assert three["registers"] <= 80 < two["registers"] <= 128 and two["spill_stores"] == 0
+    assert three["cluster_dims"] == two["cluster_dims"] == [8, 1, 1]
