@@ -371,7 +371,8 @@ def direct_shape(n: int, tensors, rms: bool, fast: bool = False) -> RowConfig | 
     without parameters, 70000 / 100000 / 120000: H200 0.45 / 0.54 / 0.61 -> 0.62 / 0.75 / 0.87,
     H100 0.57 / 0.67 / 0.75 -> 0.80 / 0.95 / 0.98 (40000 / 50000, clusters of 4: H200 0.90 / 0.88
     -> 0.78 / 0.83, H100 the same); with a weight, 40000 / 50000: H200 0.49 / 0.53 -> 0.78 / 0.67,
-    H100 0.96 / 0.95 -> 0.96 / 0.71."""
+    H100 0.96 / 0.95 -> 0.96 / 0.71. norms.forward_shape keeps the walks where the kernel spills
+    past BOUNDED_SPILL (with a weight from about 50000: 84 bytes there, 128 at 60000)."""
     if tensors[1] is not None or any(t.element_size() != 2 for t in tensors if t is not None):
         return None
     parameters = sum(t is not None for t in tensors[2:4])

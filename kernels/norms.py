@@ -571,7 +571,7 @@ def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, groups: cu
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, walk).launch(
         grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
         min_blocks_per_mp=(ctas or 3) if cute.const_expr(walk == DIRECT) else walking_ctas(cfg, walk) or ctas,
-        accepted_spill_bytes=BOUNDED_SPILL if cute.const_expr(ctas) else 0)
+        accepted_spill_bytes=BOUNDED_SPILL if cute.const_expr(ctas or walk == DIRECT and cfg.padding) else 0)
 
 
 @cute.jit
@@ -608,14 +608,17 @@ def _vector(t: torch.Tensor | None, n: int, name: str) -> torch.Tensor | None:
 def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) -> tuple[RowConfig, int, int | None]:
     """(the CTA shape, forward_plan's walk, unwalked_ctas's bound) of the forward over `tensors` (x, residual, weight,
     bias, y, residual_out; None where absent) whose kernel arguments are `args` (eps last): where
-    direct_shape's first where it applies (walk DIRECT, no bound); where a cluster of 8 would hold
+    direct_shape's first where it applies (walk DIRECT, no bound; LayerNorm's padded rows only where
+    its kernel spills at most BOUNDED_SPILL bytes, accepted: 4 at 120000 without parameters, 84 at
+    50000 with a weight is not); where a cluster of 8 would hold
     more values a thread than planned (16-bit rows planned at 32 values past 131072 columns,
     LayerNorm's or RMSNorm's with a residual; Float32 rows past 131072; up to 64 for 32) and
     ptxas spills it, 16 CTAs holding the planned number (row_reduce.unless_it_spills)."""
     n, size = tensors[0].shape[-1], max(t.element_size() for t in tensors if t is not None)
     fast, residual, params = fast_memory(device), tensors[1] is not None, sum(t is not None for t in tensors[2:4])
     direct = direct_shape(n, tensors, rms, fast)
-    if direct is not None:
+    if direct is not None and not (direct.padding and not rms and spills(
+            lambda: _forward.compile(*args, 1, direct, rms, DIRECT, options=options), BOUNDED_SPILL)):
         return direct, DIRECT, None
     values, walk = forward_plan(n, size, rms, residual, fast, params)
     cfg = forward_config(n, tensors, values)

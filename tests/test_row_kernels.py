@@ -206,6 +206,24 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
         assert (got and got.cluster) == cluster, (n, fast, got)
 
 
+@pytest.mark.parametrize("n,weight,fast,direct", [(40000, True, True, True), (50000, True, True, False),
+                                                  (40000, True, False, False), (120000, False, False, True)])
+def test_padded_layer_norm_rows_take_quacks_shape_unless_it_spills(n, weight, fast, direct, monkeypatch):
+    """norms.forward_shape: LayerNorm's padded rows that direct_shape gives quack's shape take it
+    where its kernel spills at most BOUNDED_SPILL bytes a thread (120000 without parameters: 4,
+    accepted by its launch), and walk where it spills more (50000 with a weight on fast memory:
+    84)."""
+    monkeypatch.setattr(norms, "fast_memory", lambda device: fast)
+    x, st = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(4)
+    w = torch.empty(n, dtype=torch.bfloat16) if weight else None
+    args = (dynamic_rows(x), None, w, None, dynamic_rows(x), None, dynamic_rows(st), dynamic_rows(st), 1e-5)
+    cfg, walk, _ = norms.forward_shape(args, (x, None, w, None, x, None), False, 0, {"arch": "sm_90a"})
+    assert (walk == norm_shapes.DIRECT) == direct and cfg.padding, (cfg, walk)
+    if direct:
+        kernels = norms._forward.compile(*args, 1, cfg, False, walk, options={"arch": "sm_90a"}).kernels
+        assert all(k["spill_stores"] <= norm_shapes.BOUNDED_SPILL for k in kernels), kernels
+
+
 def test_softmax_direct_shape_only_where_measured():
     """Float32 rows, rows one CTA holds, rows past 131072 and 16-bit rows without 16-byte vectors
     keep the register path's other shapes."""
@@ -616,12 +634,13 @@ def test_layer_norm_statistics_in_one_trip_keep_rows_far_from_zero_exact(n):
 
 
 @needs_gpu
-@pytest.mark.parametrize("n,weight", [(40000, True), (50000, True), (70000, False), (100000, False), (120000, False)])
+@pytest.mark.parametrize("n,weight", [(34000, True), (40000, True), (70000, False), (100000, False), (120000, False)])
 def test_layer_norm_padded_rows_in_the_direct_shape(n, weight):
     """norm_shapes.direct_shape over rows some threads hold padding of (a weight over clusters
-    of 4 on fast memory, no parameters over 8): each warp's count of columns travels with its
-    (mean, M2); y, mean and rstd against float64, rows offset from zero. (A card without fast
-    memory walks the weighted rows: then this is a test of the walk.)"""
+    of 4 on fast memory, 34000's fourth CTA none of the row; no parameters over 8): each warp's
+    count of columns travels with its (mean, M2); y, mean and rstd against float64, rows offset
+    from zero. (A card without fast memory walks the weighted rows: then this is a test of the
+    walk.)"""
     x = rand_rows((33, n), n + 5, torch.bfloat16, scale=3.0) + 1.5
     w = rand_rows((n,), n + 6, torch.bfloat16) if weight else None
     cfg = norm_shapes.direct_shape(n, (x, None, w, None, x, None), False, fast=True)
