@@ -432,7 +432,8 @@ def warp_mean_m2(x, cfg: RowConfig, width: int = 32):
 @cute.jit
 def warp_mean_m2_counted(x, cfg: RowConfig, lane, width: int = 32):
     """(mean, M2, count) of the row's values that `width` lanes hold (x read as 0 past N; `lane`
-    the thread's place in the row's part): each thread's own over the columns it holds (none:
+    the thread's lane in the row, its CTA's rank in the cluster included, as thread_place gives
+    it): each thread's own over the columns it holds (none:
     (0, 0, 0)), then merged by a butterfly of merge_counted, the lower lane's partial first so
     that both lanes of a pair get the same result."""
     count = cute.Float32(cfg.vec * cfg.vectors)

@@ -195,15 +195,15 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
     padded = torch.empty(4, 14000, dtype=torch.bfloat16)
     assert norm_shapes.direct_shape(14000, (padded, None, padded[0], None, padded, None), True) is None
     # LayerNorm's padded rows: without parameters over 8 CTAs only; with a weight over 4 on fast memory only.
-    for n, cluster in ((40000, None), (50000, None), (70000, 8), (100000, 8), (120000, 8)):
-        rows = torch.empty(4, n, dtype=torch.bfloat16)
-        got = norm_shapes.direct_shape(n, (rows, None, None, None, rows, None), False)
-        assert (got and got.cluster) == cluster and (got is None or got.padding), (n, got)
-    for n, fast, cluster in ((40000, True, 4), (50000, True, 4), (40000, False, None), (100000, True, None),
-                             (20000, True, None)):
-        rows = torch.empty(4, n, dtype=torch.bfloat16)
-        got = norm_shapes.direct_shape(n, (rows, None, rows[0], None, rows, None), False, fast)
-        assert (got and got.cluster) == cluster, (n, fast, got)
+    for width, cluster in ((40000, None), (50000, None), (70000, 8), (100000, 8), (120000, 8)):
+        rows = torch.empty(4, width, dtype=torch.bfloat16)
+        got = norm_shapes.direct_shape(width, (rows, None, None, None, rows, None), False)
+        assert (got and got.cluster) == cluster and (got is None or got.padding), (width, got)
+    for width, fast, cluster in ((40000, True, 4), (50000, True, 4), (40000, False, None), (100000, True, None),
+                                 (20000, True, None)):
+        rows = torch.empty(4, width, dtype=torch.bfloat16)
+        got = norm_shapes.direct_shape(width, (rows, None, rows[0], None, rows, None), False, fast)
+        assert (got and got.cluster) == cluster, (width, fast, got)
 
 
 @pytest.mark.parametrize("n,weight,fast,direct", [(40000, True, True, True), (50000, True, True, False),
