@@ -564,14 +564,16 @@ def _forward(x, res, w, b, y, res_out, rstd, mean, eps: cute.Float32, groups: cu
     """`walk`: forward_plan's blocks of rows per CTA (cluster); `groups`: a pipelined_forward's
     persistent grid (row_reduce.persistent_groups), unused by the others; `ctas`: the CTAs per SM
     an unwalked forward asks ptxas to fit (forward_shape's; None: no bound, but three for quack's
-    shape, whose 80 registers hold it there: _direct_row)."""
+    shape, whose 80 registers hold it there: _direct_row). The spills accepted are those
+    forward_shape checks: a bound's, and LayerNorm's padded rows in quack's shape."""
     grid = launch_grid(x.shape[0], cfg, max(walk, 1))
+    checked = ctas or walk == DIRECT and cfg.padding and not rms        # (spills forward_shape accepts)
     if cute.const_expr(pipelined_forward(cfg, walk, x.element_type.width, rms, res is not None)):
         grid = (groups * cfg.cluster, 1, 1)
     _forward_kernel(x, res, w, b, y, res_out, rstd, mean, eps, cfg, rms, walk).launch(
         grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
         min_blocks_per_mp=(ctas or 3) if cute.const_expr(walk == DIRECT) else walking_ctas(cfg, walk) or ctas,
-        accepted_spill_bytes=BOUNDED_SPILL if cute.const_expr(ctas or walk == DIRECT and cfg.padding) else 0)
+        accepted_spill_bytes=BOUNDED_SPILL if cute.const_expr(checked) else 0)
 
 
 @cute.jit
