@@ -208,9 +208,12 @@ std::string assembleWithNvJitLink(const NvJitLink &api, const std::string &ptx,
   for (const std::string &flag : flags) {
     if (flag.rfind("-arch=", 0) == 0 || flag.rfind("-O", 0) == 0 || flag == "-lineinfo")
       linkFlags.push_back(flag);
-    else if (flag == "-v")
+    else if (flag == "-v") {
+      // -verbose alone reports only the link's summary per kernel (registers, stack), not
+      // ptxas's spill counts, and -Xptxas=-v alone nothing (the GPU machine's nvJitLink).
       linkFlags.push_back("-verbose");
-    else
+      linkFlags.push_back("-Xptxas=-v");
+    } else
       linkFlags.push_back("-Xptxas=" + flag);
   }
   std::vector<const char *> argv;
@@ -261,12 +264,16 @@ std::string assembleCubin(const std::string &ptx, const CodegenOptions &options,
       std::string cubin = assembleWithNvJitLink(*api, ptx, options, report);
       // nvJitLink assembles relocatable code, which can cost a large kernel registers that
       // ptxas's whole-program mode keeps: when its cubin spills, `auto` takes ptxas's if that
-      // spills less (a few ms more, only for kernels that spill).
+      // spills less (a few ms more, only for kernels that spill). Where nvJitLink served a
+      // kernel with a stack frame from its own cache, its log gives no spill counts: `auto`
+      // takes ptxas's cubin and report then, so spills are known wherever ptxas runs.
       int spilled = totalSpillStores(report);
-      if (backend == "auto" && spilled > 0 && llvm::sys::fs::can_execute(ptxasPath(options))) {
+      bool unknown = spillsUnknown(report);
+      if (backend == "auto" && (spilled > 0 || unknown) &&
+          llvm::sys::fs::can_execute(ptxasPath(options))) {
         std::string ptxasReport;
         std::string whole = assembleWithPtxas(ptx, options, ptxasReport);
-        if (totalSpillStores(ptxasReport) < spilled) {
+        if (unknown || totalSpillStores(ptxasReport) < spilled) {
           backendUsed = "ptxas";
           report = ptxasReport;
           return whole;

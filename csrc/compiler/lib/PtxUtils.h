@@ -20,11 +20,18 @@ struct KernelResources {
   int staticSmem = 0;
 };
 
-/// Parses the "Compiling entry function 'k'" / "Used N registers" / "spill stores" lines.
+/// Parses ptxas's "Compiling entry function 'k'" / "Used N registers" / "spill stores" lines
+/// and nvJitLink's link summary ("Function properties for 'k':" / "used N registers, ..., S
+/// stack"). The summary alone (nvJitLink took the kernel from its own cache and ran no ptxas)
+/// gives no spill counts: a kernel without a stack frame is reported (it cannot spill), one with
+/// a stack frame is not (`stackFrame` set, its spills unknown).
 std::map<std::string, KernelResources> parsePtxasReport(const std::string &report);
 
 /// The bytes of spill stores over every kernel of a ptxas (or nvJitLink) -v report.
 int totalSpillStores(const std::string &report);
+
+/// Whether some kernel of the report has a stack frame whose spills the report does not give.
+bool spillsUnknown(const std::string &report);
 
 } // namespace cute_torch
 
