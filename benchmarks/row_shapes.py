@@ -119,7 +119,7 @@ class Case:
         """Replaces the library's shape function with one returning `shape` (None: restores it)."""
         self.check(shape)
         module, name = (cross_entropy, "forward_shape") if self.op == "cross_entropy" else \
-            (norms, "forward_shape" if self.direction == "fwd" else "backward_config")
+            (norms, "forward_shape" if self.direction == "fwd" else "backward_shape")
         library = _LIBRARY[(module.__name__, name)]
         if shape is None:
             setattr(module, name, library)
@@ -155,15 +155,15 @@ class Case:
                 (named, shape.walk, shape.ctas)
             return norms._forward.compile(*args, 1, cfg, self.rms, walk, ctas, options=options).kernels
         layer, part = not self.rms, dynamic_rows(torch.empty(1, n))
-        cfg = norms.backward_config(n, (x, self.w, x, x), layer) if named is None else named
         args = (rows, self.w, rows, stat, stat if layer else None, rows, part if self.w is not None else None,
                 part if self.b is not None else None, self.w, self.b)
+        cfg = norms.backward_shape(n, args, (x, self.w, x, x), layer, 0, options) if named is None else named
         return norms._backward.compile(*args, 1, cfg, options=options).kernels
 
 
 _LIBRARY = {(cross_entropy.__name__, "forward_shape"): cross_entropy.forward_shape,
             (norms.__name__, "forward_shape"): norms.forward_shape,
-            (norms.__name__, "backward_config"): norms.backward_config}
+            (norms.__name__, "backward_shape"): norms.backward_shape}
 
 
 def _tiles_exactly(n: int, cfg: RowConfig) -> bool:

@@ -4,11 +4,12 @@ measurements behind each rule. Host code only: norms.py's launches and entries a
 so do the C++ ops' builds (cute_torch/ops/row_build.py).
 
 Forward: forward_plan (values a thread and blocks of rows walked: FORWARD_WALKS, and on cards
-with fast memory FAST_MEMORY_WALKS), forward_config (the CTA shape for them), direct_shape
-(quack's one row per cluster), unwalked_ctas and walking_ctas (CTAs per SM ptxas is asked to
-fit), pipelined_forward. Backward: backward_config (PAIRED_LAYER_NORM: the widths LayerNorm's
-runs over pairs of CTAs; LAYER_NORM_CLUSTERS: its 128-thread clusters), backward_ring (the
-shared-memory ring), backward_ctas, pipelined_backward.
+with fast memory FAST_MEMORY_WALKS), forward_config (the CTA shape for them), forward_walk
+(both, with exceptions for LayerNorm's padded rows), direct_shape (quack's one row per
+cluster), unwalked_ctas and walking_ctas (CTAs per SM ptxas is asked to fit),
+pipelined_forward. Backward: backward_config (PAIRED_LAYER_NORM: the widths LayerNorm's runs
+over pairs of CTAs; LAYER_NORM_CLUSTERS: its 128-thread clusters), backward_ring (the
+shared-memory ring), backward_ctas, pipelined_backward (norms.backward_shape: where it spills).
 """
 
 from __future__ import annotations
@@ -295,6 +296,45 @@ def forward_config(n: int, tensors, values: int) -> RowConfig:
     return cfg
 
 
+def forward_walk(n: int, tensors, rms: bool, fast: bool = False) -> tuple[RowConfig, int, int]:
+    """(CTA shape, values per thread, blocks walked) of the forward that does not take direct_shape:
+    forward_plan's plan in forward_config's shape, but LayerNorm's padded 16-bit rows with a weight
+    (and bias), without a residual, planned at fewer than FORWARD_VALUES values a thread (32: on
+    fast memory at 32769-65535 columns, FAST_MEMORY_WALKS' 32768 entry over clusters of 4; on every
+    card from 65536, FORWARD_WALKS' over clusters of 8) walk at FORWARD_VALUES (over clusters of 2
+    and 4) where that shape pads the row too. Padded rows walk without pipelining
+    (pipelined_forward), and those entries were measured pipelined. bf16 fraction of copy
+    (2026-11-27, three runs each), weight and bias / weight, the plan's shape -> this:
+
+    | card | 36000 | 40000 | 50000 | 60000 |
+    |---|---|---|---|---|
+    | H200 | - / 0.71 | 0.46 / 0.77 | 0.49 / 0.53 | 0.75 / 0.77 |
+    | -> | - / 0.84 | 0.89 / 0.90 | 0.83 / 0.86 | 0.88 / 0.88 |
+
+    | card | 70000 | 80000 | 100000 | 120000 | 131000 |
+    |---|---|---|---|---|---|
+    | H200 | 0.40 / 0.42 | 0.44 / 0.46 | 0.47 / 0.52 | 0.55 / 0.57 | 0.75 / 0.78 |
+    | -> | 0.63 / 0.66 | 0.88 / 0.90 | 0.85 / 0.88 | 0.89 / 0.92 | 0.83 / 0.85 |
+    | H100 | 0.52 / 0.54 | - | 0.59 / 0.66 | 0.68 / - | - |
+    | -> | 0.79 / 0.82 | 0.95 / 0.96 | 0.93 / 0.95 | 0.94 / 0.94 | 0.90 / 0.90 |
+
+    (On the H200 with a weight up to about 49999 the shape before was direct_shape's.) Over 16
+    CTAs of 256 threads at 32 values (walking 8) they read less: H200 0.54-0.76 / 0.60-0.78, H100
+    0.65-0.87 / 0.71-0.88. Where FORWARD_VALUES cover the row exactly the walk pipelines and lost
+    (49152 / 57344 with weight and bias on the H200: 0.84 / 0.74 -> 0.60 / 0.51). Rows past
+    131072, which FORWARD_VALUES would hold only over clusters of 8, keep their plan."""
+    size = max(t.element_size() for t in tensors if t is not None)
+    residual, params = tensors[1] is not None, sum(t is not None for t in tensors[2:4])
+    values, walk = forward_plan(n, size, rms, residual, fast, params)
+    cfg = forward_config(n, tensors, values)
+    if rms or residual or not params or size != 2 or not cfg.padding or values >= FORWARD_VALUES:
+        return cfg, values, walk
+    wide = forward_config(n, tensors, FORWARD_VALUES)
+    if wide.padding and wide.cluster < MAX_CLUSTER:
+        return wide, FORWARD_VALUES, walk
+    return cfg, values, walk
+
+
 # Bytes a thread a kernel bounded to more CTAs per SM may spill (accepted_spill_bytes): the
 # unwalked forward bounded by unwalked_ctas (forward_shape drops a bound past it; LayerNorm's with
 # weight and bias at 14000 spills 24), the backward bounded by backward_ctas (RMSNorm's over
@@ -344,7 +384,7 @@ def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: 
     return None
 
 
-def direct_shape(n: int, tensors, rms: bool, fast: bool = False) -> RowConfig | None:
+def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     """quack's shape (row_reduce.direct_config) for the forward over 16-bit rows split over a
     cluster (past 16384 columns, up to 131072) without a residual, its weight and bias 16-bit too
     (norms._direct_row), LayerNorm's where its parameters times the cluster's CTAs are at most 4
@@ -365,14 +405,13 @@ def direct_shape(n: int, tensors, rms: bool, fast: bool = False) -> RowConfig | 
     0.93 -> 0.70 / 0.80: forward_plan's walks stage them once per CTA).
     LayerNorm's padded rows (some threads hold columns past N: each warp's count of columns
     travels with its (mean, M2), row_reduce.warp_mean_m2_counted) take it without parameters
-    over clusters of 8 (MAX_CLUSTER), and with a weight (no bias) over clusters of 4 on a card
-    with `fast` memory (row_reduce.fast_memory); elsewhere not measured (over clusters of 2) or
-    as a weight times the CTAs past 4. bf16, forward_plan's walks -> this (2026-11-27):
-    without parameters, 70000 / 100000 / 120000: H200 0.45 / 0.54 / 0.61 -> 0.62 / 0.75 / 0.87,
-    H100 0.57 / 0.67 / 0.75 -> 0.80 / 0.95 / 0.98 (40000 / 50000, clusters of 4: H200 0.90 / 0.88
-    -> 0.78 / 0.83, H100 the same); with a weight, 40000 / 50000: H200 0.49 / 0.53 -> 0.78 / 0.67,
-    H100 0.96 / 0.95 -> 0.96 / 0.71. norms.forward_shape keeps the walks where the kernel spills
-    past BOUNDED_SPILL (with a weight from about 50000: 84 bytes there, 128 at 60000)."""
+    over clusters of 8 (MAX_CLUSTER) only. bf16, forward_plan's walks -> this (2026-11-27):
+    70000 / 100000 / 120000: H200 0.45 / 0.54 / 0.61 -> 0.62 / 0.75 / 0.87, H100 0.57 / 0.67 /
+    0.75 -> 0.80 / 0.95 / 0.98; over clusters of 4 (40000 / 50000) H200 0.90 / 0.88 -> 0.78 /
+    0.83, H100 the same. With a weight (no bias) over clusters of 4, 36000 / 40000 / 50000 on the
+    H200: 0.71 / 0.77 / 0.67 (50000 spilling 84 bytes) against 0.84 / 0.90 / 0.86 walking
+    (forward_walk); on the H100 0.96 / 0.71 at 40000 / 50000 against 0.96 / 0.95. norms.forward_shape
+    keeps the walks where the kernel spills past BOUNDED_SPILL."""
     if tensors[1] is not None or any(t.element_size() != 2 for t in tensors if t is not None):
         return None
     parameters = sum(t is not None for t in tensors[2:4])
@@ -382,8 +421,7 @@ def direct_shape(n: int, tensors, rms: bool, fast: bool = False) -> RowConfig | 
         return cfg
     if not cfg.padding:
         return None if parameters * cfg.cluster > 4 else cfg
-    measured = cfg.cluster == MAX_CLUSTER if not parameters else fast and parameters == 1 and cfg.cluster == 4
-    return cfg if measured else None
+    return cfg if cfg.cluster == MAX_CLUSTER and not parameters else None
 
 
 def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) -> RowConfig:

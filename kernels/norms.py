@@ -54,6 +54,8 @@ runs out (backward). Which shape each row takes, and why, is kernels/norm_shapes
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 import cute_torch as cute
@@ -61,7 +63,7 @@ from cute_torch import Constexpr
 
 from .column_sums import launch_sum_partials
 from .norm_shapes import (BOUNDED_SPILL, DIRECT, backward_config, backward_ctas, backward_ring, config_for,
-                          direct_shape, forward_config, forward_plan, one_trip_statistics, pipelined_backward,
+                          direct_shape, forward_walk, one_trip_statistics, pipelined_backward,
                           pipelined_forward, unwalked_ctas, walking_ctas)
 from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
                          cluster_merge_mean_m2, cluster_peers, cluster_reduce_received, cluster_send, column_mask,
@@ -611,19 +613,17 @@ def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) ->
     """(the CTA shape, forward_plan's walk, unwalked_ctas's bound) of the forward over `tensors` (x, residual, weight,
     bias, y, residual_out; None where absent) whose kernel arguments are `args` (eps last): where
     direct_shape's first where it applies (walk DIRECT, no bound; LayerNorm's padded rows only where
-    its kernel spills at most BOUNDED_SPILL bytes, accepted: 4 at 120000 without parameters, 84 at
-    50000 with a weight is not); where a cluster of 8 would hold
-    more values a thread than planned (16-bit rows planned at 32 values past 131072 columns,
+    its kernel spills at most BOUNDED_SPILL bytes, accepted: 4 at 120000), else forward_walk's; where a
+    cluster of 8 would hold more values a thread than planned (16-bit rows planned at 32 values past 131072 columns,
     LayerNorm's or RMSNorm's with a residual; Float32 rows past 131072; up to 64 for 32) and
     ptxas spills it, 16 CTAs holding the planned number (row_reduce.unless_it_spills)."""
     n, size = tensors[0].shape[-1], max(t.element_size() for t in tensors if t is not None)
     fast, residual, params = fast_memory(device), tensors[1] is not None, sum(t is not None for t in tensors[2:4])
-    direct = direct_shape(n, tensors, rms, fast)
+    direct = direct_shape(n, tensors, rms)
     if direct is not None and not (direct.padding and not rms and spills(
             lambda: _forward.compile(*args, 1, direct, rms, DIRECT, options=options), BOUNDED_SPILL)):
         return direct, DIRECT, None
-    values, walk = forward_plan(n, size, rms, residual, fast, params)
-    cfg = forward_config(n, tensors, values)
+    cfg, values, walk = forward_walk(n, tensors, rms, fast)
     wider = None
     if cfg.cluster == MAX_CLUSTER and cfg.vectors * cfg.vec > values:
         wider = config_for(n, tensors, values, NON_PORTABLE_CLUSTER)
@@ -632,6 +632,23 @@ def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) ->
     if ctas and spills(lambda: _forward.compile(*args, 1, cfg, rms, walk, ctas, options=options), BOUNDED_SPILL):
         ctas = None
     return cfg, walk, ctas
+
+
+def backward_shape(n: int, args: tuple, tensors, layer: bool, device: int, options=None) -> RowConfig:
+    """The backward's CTA shape over `tensors` (x, weight, dy, dx) whose kernel arguments are `args`:
+    backward_config's, but where LayerNorm's over clusters of 8 512-thread CTAs spills (16-bit rows
+    with weight and bias gradients where 4 vectors a thread pad the row: 124 / 112 / 56 bytes at
+    100000 / 120000 / 131000 columns, 128 registers), 16 CTAs of 256 threads holding as much each
+    (168-231 registers, no spill). bf16 fraction of copy, H200 (2026-11-27, three runs each):
+    100000 / 120000 / 131000 0.51 / 0.50 / 0.58 -> 0.68 / 0.80 / 0.79. Where it did not spill the
+    16 CTAs lost (with weight and bias at 70000 / 131072 0.69 / 0.84 -> 0.62 / 0.81, with a weight
+    at 100000 0.77 -> 0.68)."""
+    cfg = backward_config(n, tensors, layer, fast_memory(device))
+    if layer and cfg.cluster == MAX_CLUSTER and cfg.threads == MAX_THREADS and spills(
+            lambda: _backward.compile(*args, 1, cfg, options=options)):
+        half = MAX_THREADS // 2
+        return replace(cfg, threads=half, threads_per_row=half, cluster=NON_PORTABLE_CLUSTER)
+    return cfg
 
 
 def norm_forward(x: torch.Tensor, weight=None, bias=None, residual=None, eps: float = 1e-6, rms: bool = True):
@@ -671,7 +688,6 @@ def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor,
     w = _vector(weight, n, "weight")
     m = x2.shape[0]
     dx = torch.empty_like(x2)
-    cfg = backward_config(n, (x2, dy2, w, dx), mean is not None, fast_memory(x.device.index))
     partial = (lambda rows: torch.empty(rows, n, dtype=torch.float32, device=x.device))
     want_dw, want_db = weight_grad and weight is not None, bias_grad
     param = weight.dtype if weight is not None else x.dtype
@@ -681,6 +697,7 @@ def norm_backward(x: torch.Tensor, weight, dy: torch.Tensor, rstd: torch.Tensor,
             dynamic_rows(partial(1)) if want_dw else None, dynamic_rows(partial(1)) if want_db else None, dw, db]
     groups = 1
     if m:
+        cfg = backward_shape(n, tuple(args), (x2, w, dy2, dx), mean is not None, x.device.index)
         compiled = _backward.compile(*args, 1, cfg)
         sizes = tuple(0 if t is None else t.element_size() for t in (x2, dy2, w))
         groups = persistent_groups(m, cfg, resident_groups(compiled, cfg, x.device.index,

@@ -322,3 +322,20 @@ def test_the_float32_layer_norm_forward_past_8192_columns_keeps_two_ctas_per_sm(
             if ctas:
                 fwd = norms._forward.compile(*args, 1, cfg, rms, walk, ctas, options={"arch": "sm_90a"})
                 assert all(k["spill_stores"] == 0 and ctas_per_sm(k) >= 2 for k in fwd.kernels), fwd.kernels
+
+
+def test_the_layer_norm_backward_spreads_over_16_ctas_where_8_spill():
+    """norms.backward_shape: LayerNorm's backward with weight and bias gradients over 16-bit rows
+    that 8 512-thread CTAs hold in 4 padded vectors a thread (100000, 131000 columns) spills there,
+    and runs over 16 CTAs of 256 threads, which do not spill; where 8 do not spill (70000, 131072,
+    a weight's gradient only) it keeps them."""
+    for n, bias, want in ((100000, True, (16, 256)), (131000, True, (16, 256)), (131072, True, (8, 512)),
+                          (70000, True, (8, 512)), (100000, False, (8, 512))):
+        x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
+        stat, part = dynamic_rows(torch.empty(4)), dynamic_rows(torch.empty(1, n))
+        args = (dynamic_rows(x), w, dynamic_rows(x), stat, stat, dynamic_rows(x), part, part if bias else None, w,
+                w if bias else None)
+        cfg = norms.backward_shape(n, args, (x, w, x, x), True, 0, {"arch": "sm_90a"})
+        assert (cfg.cluster, cfg.threads) == want, (n, bias, cfg)
+        compiled = norms._backward.compile(*args, 1, cfg, options={"arch": "sm_90a"})
+        assert all(k["spill_stores"] == 0 for k in compiled.kernels), (n, bias, compiled.kernels)

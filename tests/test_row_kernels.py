@@ -194,133 +194,56 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
     assert norm_shapes.direct_shape(16384, (short, None, None, None, short, None), True) is None       # (no weight)
     padded = torch.empty(4, 14000, dtype=torch.bfloat16)
     assert norm_shapes.direct_shape(14000, (padded, None, padded[0], None, padded, None), True) is None
-    # LayerNorm's padded rows: without parameters over 8 CTAs only; with a weight over 4 on fast memory only.
+    # LayerNorm's padded rows: without parameters over 8 CTAs only (with them they walk: forward_walk).
     for width, cluster in ((40000, None), (50000, None), (70000, 8), (100000, 8), (120000, 8)):
         rows = torch.empty(4, width, dtype=torch.bfloat16)
         got = norm_shapes.direct_shape(width, (rows, None, None, None, rows, None), False)
         assert (got and got.cluster) == cluster and (got is None or got.padding), (width, got)
-    for width, fast, cluster in ((40000, True, 4), (50000, True, 4), (40000, False, None), (100000, True, None),
-                                 (20000, True, None)):
-        rows = torch.empty(4, width, dtype=torch.bfloat16)
-        got = norm_shapes.direct_shape(width, (rows, None, rows[0], None, rows, None), False, fast)
-        assert (got and got.cluster) == cluster, (width, fast, got)
+        assert norm_shapes.direct_shape(width, (rows, None, rows[0], None, rows, None), False) is None, width
 
 
-@pytest.mark.parametrize("n,weight,fast,direct", [(40000, True, True, True), (50000, True, True, False),
-                                                  (40000, True, False, False), (120000, False, False, True)])
-def test_padded_layer_norm_rows_take_quacks_shape_unless_it_spills(n, weight, fast, direct, monkeypatch):
+@pytest.mark.parametrize("bound,direct", [(norm_shapes.BOUNDED_SPILL, True), (0, False)])
+def test_padded_layer_norm_rows_take_quacks_shape_unless_it_spills(bound, direct, monkeypatch):
     """norms.forward_shape: LayerNorm's padded rows that direct_shape gives quack's shape take it
     where its kernel spills at most BOUNDED_SPILL bytes a thread (120000 without parameters: 4,
-    accepted by its launch), and walk where it spills more (50000 with a weight on fast memory:
-    84)."""
-    monkeypatch.setattr(norms, "fast_memory", lambda device: fast)
+    accepted by its launch), and walk where it spills more (here: the bound lowered to none)."""
+    monkeypatch.setattr(norms, "BOUNDED_SPILL", bound)
+    n = 120000
     x, st = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(4)
-    w = torch.empty(n, dtype=torch.bfloat16) if weight else None
-    args = (dynamic_rows(x), None, w, None, dynamic_rows(x), None, dynamic_rows(st), dynamic_rows(st), 1e-5)
-    cfg, walk, _ = norms.forward_shape(args, (x, None, w, None, x, None), False, 0, {"arch": "sm_90a"})
+    args = (dynamic_rows(x), None, None, None, dynamic_rows(x), None, dynamic_rows(st), dynamic_rows(st), 1e-5)
+    cfg, walk, _ = norms.forward_shape(args, (x, None, None, None, x, None), False, 0, {"arch": "sm_90a"})
     assert (walk == norm_shapes.DIRECT) == direct and cfg.padding, (cfg, walk)
-    if direct:
-        kernels = norms._forward.compile(*args, 1, cfg, False, walk, options={"arch": "sm_90a"}).kernels
-        assert all(k["spill_stores"] <= norm_shapes.BOUNDED_SPILL for k in kernels), kernels
+    kernels = norms._forward.compile(*args, 1, cfg, False, walk, options={"arch": "sm_90a"}).kernels
+    assert all(k["spill_stores"] <= bound for k in kernels), kernels
 
 
-def test_softmax_direct_shape_only_where_measured():
-    """Float32 rows, rows one CTA holds, rows past 131072 and 16-bit rows without 16-byte vectors
-    keep the register path's other shapes."""
-    for dtype, n in ((torch.float32, 65536), (torch.bfloat16, 16384), (torch.bfloat16, 262144)):
-        x = torch.empty(2, n, dtype=dtype)
-        assert softmax.direct_shape((x, x)) is None, (dtype, n)
-    for dtype, n in ((torch.float32, 16384), (torch.bfloat16, 8192), (torch.bfloat16, 14000)):   # (unpadded only)
-        x = torch.empty(2, n, dtype=dtype)
-        assert softmax.direct_shape((x, x), short=True) is None, (dtype, n)
-    odd = torch.empty(2, 32776, dtype=torch.bfloat16)[:, :32772]      # rows 4 elements off 16 bytes
-    assert softmax.direct_shape((odd, odd)) is None
-
-
-@pytest.mark.parametrize("n", [40000, 65536, 131072])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-def test_softmax_backward_walks_cluster_rows_on_fast_memory_without_spilling(n, dtype):
-    """softmax.backward_walk: 16-bit rows over a cluster walk on fast memory only, the next
-    row's y and dy loading in 16 bits beside this row's, without spilling; Float32 rows do not
-    walk."""
-    x = torch.empty(8, n, dtype=dtype)
-    cfg, rows = softmax._config(x, x, x), dynamic_rows(x)
-    assert not softmax.backward_walk(cfg, 8 * x.element_size(), False)
-    walk = softmax.backward_walk(cfg, 8 * x.element_size(), True)
-    assert walk == (dtype != torch.float32)
-    for log in (False, True):
-        bwd = cute.compile(softmax._backward, rows, rows, rows, 1, cfg, log, walk, options={"arch": "sm_90a"})
-        assert all(k.get("spill_stores") == 0 for k in bwd.kernels), bwd.kernels
-
-
-@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
-def test_cluster_rows_pipeline_their_exchanges_within_the_register_budget(dtype):
-    """Over a cluster, 16-bit log_softmax and the norm backward trade one row ahead (four slot
-    sets and barriers) without spilling; fp32 log_softmax, whose two rows would spill, keeps
-    one row per CTA (two sets)."""
-    x, w, stat = torch.empty(8, 65536, dtype=dtype), torch.empty(65536, dtype=dtype), torch.empty(8)
-    rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
-    cfg = softmax._config(x, x)
-    walk = softmax.forward_walk(cfg, x.element_size() * 8, True, False)
-    fwd = cute.compile(softmax._forward, rows, rows, 1, cfg, True, walk, options=hopper)
-    assert (walk is not None) == (dtype == torch.float16)
-    assert fwd.__ptx__.count("mbarrier.init") == (4 if dtype == torch.float16 else 2)
-    bwd_cfg = norm_shapes.backward_config(65536, (x, x, w, x))
-    stages, _ = norm_shapes.backward_ring(bwd_cfg, x.element_size(), x.element_size(), w.element_size())
-    assert norm_shapes.pipelined_backward(bwd_cfg, stages)
-    part = dynamic_rows(torch.empty(4, 65536))
-    bwd = cute.compile(norms._backward, rows, w, rows, dynamic_rows(stat), dynamic_rows(stat), rows, part, part, w, w,
-                       1, bwd_cfg, options=hopper)
-    assert bwd.__ptx__.count("mbarrier.init") == 4
-    assert all(k.get("spill_stores") == 0 for k in fwd.kernels + bwd.kernels)
-
-
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
-    x = torch.empty(96, 4096, dtype=dtype)
-    cfg = softmax._config(x, x)
-    vec = "v4.b32" if dtype == torch.bfloat16 else "v4.f32"
-    ptx = cute.compile(softmax._forward, dynamic_rows(x), dynamic_rows(x), 1, cfg, False, None).__ptx__
-    assert {f"ld.global.{vec}", f"st.global.{vec}"} == {a for a in _accesses(ptx) if ".v" in a}
-    assert "ex2.approx" in ptx and "max.f32" in ptx and "shfl.sync.bfly" in ptx
-    w, rstd = torch.empty(4096, dtype=dtype), torch.empty(96)
-    ptx = cute.compile(norms._forward, dynamic_rows(x), None, w, None, dynamic_rows(x), None, dynamic_rows(rstd),
-                       None, 1e-6, 1, norm_shapes.config_for(4096, (x, w), norm_shapes.FORWARD_VALUES), True, 1).__ptx__
-    assert f"ld.global.{vec}" in _accesses(ptx) and "rsqrt.approx" in ptx
-
-
-@pytest.mark.parametrize("residual", [False, True])
-def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
-    """16384-column rows: LayerNorm's bf16 forward with a residual walks blocks of rows, each
-    thread loading its part of the next row and residual into registers before the current
-    row's reductions, so its rows are loaded twice in the code (before the loop and in it) and
-    nothing goes through shared memory; without one it reads one row per CTA, its statistics in
-    one trip (norm_shapes.one_trip_statistics); the fp32 one with a residual copies rows into a shared-memory ring by
-    cp.async blocks ahead (forward_ring); the bf16 RMSNorm without a residual reads one row per
-    CTA (two CTAs per SM)."""
-    def compiled(dtype, rms):
-        x, w = torch.empty(64, 16384, dtype=dtype), torch.empty(16384, dtype=dtype)
-        stat = torch.empty(64)
-        res = dynamic_rows(x) if residual else None
-        values, walk = norm_shapes.forward_plan(16384, x.element_size(), rms, residual)
-        cfg = norm_shapes.config_for(16384, (x, w), values)
-        kernel = cute.compile(norms._forward, dynamic_rows(x), res, w, None if rms else w, dynamic_rows(x), res,
-                              dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, 1, cfg, rms, walk,
-                              options={"arch": "sm_90a"})
-        assert all(k.get("spill_stores") == 0 for k in kernel.kernels)
-        return cfg, walk, kernel.__ptx__
-    inputs = 2 if residual else 1
-    cfg, walk, ptx = compiled(torch.bfloat16, False)
-    if residual:
-        assert walk > 1 and "cp.async" not in ptx and "ld.shared.v4.b32" in ptx     # (the staged weight and bias)
-        # (the weight and bias are read once, into shared memory)
-        assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == (2 * inputs + 2) * cfg.vectors
-    else:   # one row per CTA, its mean and variance in one trip through shared memory: one barrier
-        assert walk == 1 and "cp.async" not in ptx and ptx.count("bar.sync") == 1
-        assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == 3 * cfg.vectors   # x, then weight and bias
-    cfg, walk, ptx = compiled(torch.bfloat16, True)
-    assert (walk > 1) == residual and "cp.async" not in ptx
-    assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == ((2 if residual else 1) * inputs + 1) * cfg.vectors
+def test_padded_layer_norm_rows_with_parameters_walk_in_their_measured_shapes():
+    """norm_shapes.forward_walk: LayerNorm's padded 16-bit rows with a weight (and bias) planned
+    at 32 values a thread (on fast memory at 32769-65535 columns over clusters of 4; from 65536 on
+    every card over 8) walk at 64 where that shape pads the row too (over clusters of 2 and 4).
+    Rows 64 values cover exactly, RMSNorm's, a residual, rows without parameters and rows past
+    131072 keep forward_plan's."""
+    def walk(n, params=2, fast=True, rms=False, residual=False):
+        x = torch.empty(4, n, dtype=torch.bfloat16)
+        w = x[0]
+        tensors = (x, x if residual else None, w if params else None, w if params == 2 and not rms else None, x,
+                   x if residual else None)
+        cfg, values, blocks = norm_shapes.forward_walk(n, tensors, rms, fast)
+        return (cfg.cluster, cfg.threads, values, blocks)
+    for n in (36000, 40000, 50000, 60000):
+        for params in (1, 2):
+            for fast in (True, False):
+                assert walk(n, params, fast) == (2, 512, 64, 8), (n, params, fast)
+    assert walk(40960) == walk(49152) == walk(57344) == (4, 512, 32, 8)    # 64 values cover them: pipelined
+    assert walk(40000, 0) == (2, 512, 64, 8)                               # (forward_plan's without parameters)
+    for n in (70000, 80000, 100000, 120000, 131000):
+        for params, fast in ((1, True), (2, True), (2, False), (1, False)):
+            assert walk(n, params, fast) == (4, 512, 64, 8), (n, params, fast)
+        assert walk(n, 0) == walk(n, residual=True) == (8, 512, 32, 8), n
+        assert walk(n, 1, rms=True) == (4, 512, 64, 8), n                  # (RMSNorm's own plan)
+    assert walk(131072) == walk(98304) == (8, 512, 32, 8)                  # unpadded: pipelined over 8
+    assert walk(200000) == (8, 512, 32, 8)                                 # (64 values would need 8 too)
+    assert walk(20000) == (1, 512, 64, 4)                                   # one CTA a row: unchanged
 
 
 @pytest.mark.parametrize("key", sorted(set(norm_shapes.FORWARD_WALKS) | {k[:3] for k in norm_shapes.FAST_MEMORY_WALKS}),
@@ -634,21 +557,26 @@ def test_layer_norm_statistics_in_one_trip_keep_rows_far_from_zero_exact(n):
 
 
 @needs_gpu
-@pytest.mark.parametrize("n,weight", [(34000, True), (40000, True), (70000, False), (100000, False), (120000, False)])
-def test_layer_norm_padded_rows_in_the_direct_shape(n, weight):
-    """norm_shapes.direct_shape over rows some threads hold padding of (a weight over clusters
-    of 4 on fast memory, 34000's fourth CTA none of the row; no parameters over 8): each warp's
-    count of columns travels with its (mean, M2); y, mean and rstd against float64, rows offset
-    from zero. (A card without fast memory walks the weighted rows: then this is a test of the
-    walk.)"""
+@pytest.mark.parametrize("n,params,fast", [(70000, 0, None), (100000, 0, None), (120000, 0, None), (34000, 1, True),
+                                          (40000, 2, True), (50000, 2, False), (80000, 1, None), (100000, 2, None)])
+def test_layer_norm_padded_rows(n, params, fast, monkeypatch):
+    """LayerNorm's forward over rows some threads hold padding of: without parameters in quack's
+    shape (norm_shapes.direct_shape, clusters of 8: each warp's count of columns travels with its
+    (mean, M2)); with a weight (and bias) walking (norm_shapes.forward_walk: 64 values a thread
+    over clusters of 2 on fast memory or not, 34000's last vectors mostly past N; past 65536 over
+    clusters of 4), 33 rows: a walk's last group short. y, mean and rstd against float64, rows
+    offset from zero."""
+    if fast is not None:
+        monkeypatch.setattr(norms, "fast_memory", lambda device: fast)
     x = rand_rows((33, n), n + 5, torch.bfloat16, scale=3.0) + 1.5
-    w = rand_rows((n,), n + 6, torch.bfloat16) if weight else None
-    cfg = norm_shapes.direct_shape(n, (x, None, w, None, x, None), False, fast=True)
-    assert cfg is not None and cfg.padding, cfg
+    w, b = (rand_rows((n,), n + 6 + i, torch.bfloat16) if params > i else None for i in range(2))
+    cfg = norm_shapes.direct_shape(n, (x, None, w, b, x, None), False)
+    assert bool(cfg is not None and cfg.padding) == (params == 0), cfg
     poison_allocator()
-    y, _, rstd, mean = norms.norm_forward(x, w, None, None, eps=1e-5, rms=False)
+    y, _, rstd, mean = norms.norm_forward(x, w, b, None, eps=1e-5, rms=False)
     xd = x.double()
-    check_close(y, F.layer_norm(xd, (n,), None if w is None else w.double(), eps=1e-5), torch.bfloat16, "y")
+    wd, bd = (None if t is None else t.double() for t in (w, b))
+    check_close(y, F.layer_norm(xd, (n,), wd, bd, eps=1e-5), torch.bfloat16, "y")
     check_close(mean, xd.mean(-1), torch.float32, "mean")
     check_close(rstd, torch.rsqrt(xd.var(-1, unbiased=False) + 1e-5), torch.float32, "rstd")
 
@@ -724,7 +652,12 @@ def run_small():
     norms.norm_forward(rms_wide, None, None, eps=1e-5, rms=False)
     padded = rand_rows((5, 100000), 24, torch.bfloat16)        # LayerNorm's padded rows in quack's shape:
     norms.norm_forward(padded, None, None, eps=1e-5, rms=False)       # counts exchanged, clusters of 8
-    norms.norm_forward(padded[:, :40000], padded[0, :40000], None, eps=1e-5, rms=False)   # with a weight, 4
+    # With weight and bias they walk at 64 values a thread over clusters of 4 (forward_walk), and
+    # backward over 16 256-thread CTAs where 8 of 512 spill (norms.backward_shape); at 40000 with
+    # a weight over clusters of 2.
+    out, _, rstd, mean = norms.norm_forward(padded, padded[1], padded[2], eps=1e-5, rms=False)
+    norms.norm_backward(padded, padded[1], out, rstd, mean, weight_grad=True, bias_grad=True)
+    norms.norm_forward(padded[:, :40000], padded[0, :40000], None, eps=1e-5, rms=False)
     odd_long = rand_rows((6, 50257), 13, torch.bfloat16)        # long odd rows: softmax in peeled chunks
     softmax.softmax_backward(softmax.softmax(odd_long), odd_long)
     wide = rand_rows((20, 131072), 14, torch.bfloat16)          # clusters of 8 walking rows, exchanges pipelined

@@ -5,7 +5,7 @@ slow kernel on a GPU."""
 
 import pytest
 
-from cute_torch.kernels import norm_shapes, row_reduce
+from cute_torch.kernels import norm_shapes, norms, row_reduce
 from cute_torch.ops import row_build
 from row_checks import ctas_per_sm
 
@@ -43,8 +43,10 @@ def test_ctas_per_sm_counts_registers_as_the_hardware_allocates_them():
 # narrow vectors (2560), one CTA's registers (16384), clusters (32768, 131072; Float32 131072's
 # backwards over 16 CTAs), odd rows (50257), rows past 131072 over 16 CTAs (262144, Float32
 # 200000), models' widths (4096, 8192). Some shapes past 16384 still spill and are left out, not
-# passed (a local sweep, sm_90a): LayerNorm's backward over bf16 rows of 100000 / 200000 (108
-# bytes), 229376 (152), 256000 (80), 24576 / 98304 / 196608 (8) and Float32 ones of 262144 (64);
+# passed (a local sweep, sm_90a): LayerNorm's backward over bf16 rows of 200000 (124 bytes),
+# 229376 (144), 256000 (72; these three over 16 512-thread CTAs, remeasured 2026-11-27; at 100000
+# norms.backward_shape takes 16 of 256 threads where 8 of 512 spill), 24576 / 98304 / 196608 (8)
+# and Float32 ones of 262144 (64);
 # LayerNorm's forward over bf16 49152 (120), with a residual at 150000 / 151936 (64 / 60); and
 # where the card's memory is not fast (the H100: row_reduce.fast_memory), LayerNorm's backward
 # over bf16 rows past 12288 columns below 16384 (64 at the ten widths sampled from 12800 to 16000:
@@ -53,7 +55,7 @@ def test_ctas_per_sm_counts_registers_as_the_hardware_allocates_them():
 @pytest.mark.parametrize("dtype,n", [("bfloat16", 2048), ("bfloat16", 2560), ("bfloat16", 3072), ("bfloat16", 4096),
                                      ("bfloat16", 8192), ("float32", 4096),
                                      ("bfloat16", 16384), ("bfloat16", 32768), ("bfloat16", 50257),
-                                     ("bfloat16", 131072), ("float32", 1024), ("float32", 32768),
+                                     ("bfloat16", 100000), ("bfloat16", 131072), ("float32", 1024), ("float32", 32768),
                                      ("float32", 131072), ("bfloat16", 262144), ("float32", 200000)])
 def test_row_kernels_do_not_spill(dtype, n):
     spilled = []
@@ -115,6 +117,13 @@ def test_rms_norm_backward_over_short_rows_keeps_two_ctas_per_sm(dtype, n):
     assert (ctas_per_sm(kernel) >= 2) == (n != 768), kernel["registers"]
 
 
+def _memory(monkeypatch, fast: bool) -> None:
+    """Whether the device has fast memory, as the C++ ops' builds (row_reduce's) and the norms' shapes
+    (norms.backward_shape's) ask it."""
+    for module in (row_reduce, norms):
+        monkeypatch.setattr(module, "fast_memory", lambda device: fast)
+
+
 @pytest.mark.parametrize("fast", [False, True])
 @pytest.mark.parametrize("n", [28000, 32768])
 def test_norm_backwards_near_32768_columns_take_two_256_thread_ctas_per_sm(fast, n, monkeypatch):
@@ -122,7 +131,7 @@ def test_norm_backwards_near_32768_columns_take_two_256_thread_ctas_per_sm(fast,
     thread (up to 32768 columns) go over clusters of 8 256-thread CTAs at 16 values, two per SM by
     registers and shared memory (a ring of 4 blocks, 72 KB), no spills: LayerNorm's on either card,
     RMSNorm's on fast memory (an H200); elsewhere RMSNorm's keeps the pairs."""
-    monkeypatch.setattr(row_reduce, "fast_memory", lambda device: fast)
+    _memory(monkeypatch, fast)
     for op in ("LayerNorm backward", "RMSNorm backward"):
         kernel = row_build.build(*_cases("bfloat16", n)[op], 0, arch="sm_90a")[-1].metadata["kernels"][0]
         if op == "RMSNorm backward" and not fast:
@@ -170,7 +179,7 @@ def test_rms_norm_backward_over_float32_rows_keeps_two_ctas_per_sm(fast, n, monk
     512-thread CTA took 104-114 registers free (one CTA per SM); bounded to two, spilling at most
     BOUNDED_SPILL bytes (4 at 8192). On fast memory (an H200) rows up to 4096 take 256-thread CTAs
     instead (backward_config), two per SM unbounded. LayerNorm's stays free (it spilled bounded)."""
-    monkeypatch.setattr(row_reduce, "fast_memory", lambda device: fast)
+    _memory(monkeypatch, fast)
     kernel = row_build.build(*_cases("float32", n)["RMSNorm backward"], 0, arch="sm_90a")[-1].metadata["kernels"][0]
     assert kernel["block_dims"][0] == (256 if fast and n <= 4096 else 512), kernel
     assert kernel["spill_stores"] <= norm_shapes.BOUNDED_SPILL and ctas_per_sm(kernel) >= 2, kernel
@@ -183,7 +192,7 @@ def test_rms_norm_backward_past_12288_columns_on_fast_memory_takes_clusters_of_f
     """norm_shapes.backward_config: RMSNorm's backward over 16-bit rows of 12289-16384 columns (rows a
     multiple of 32 bytes) on fast memory, 16 values a thread in 256-thread CTAs over clusters of 4:
     two CTAs per SM by registers and shared memory, no spills."""
-    monkeypatch.setattr(row_reduce, "fast_memory", lambda device: True)
+    _memory(monkeypatch, True)
     kernel = row_build.build(*_cases("bfloat16", n)["RMSNorm backward"], 0, arch="sm_90a")[-1].metadata["kernels"][0]
     assert (kernel["block_dims"][0], kernel["cluster_dims"][0], kernel["spill_stores"]) == (256, 4, 0), kernel
     assert ctas_per_sm(kernel) >= 2, kernel["registers"]

@@ -116,8 +116,8 @@ def build(op: str, descriptions: str, flags: str, device: int, arch: str | None 
         if arch is None and pipelined:
             resident = resident_groups(compiled, cfg, device)
     elif op == "layer_norm_backward":   # x, weight, dy, rstd, mean, dx, dweight and dbias partials, dweight, dbias
-        cfg = norm_shapes.backward_config(ops[0].n, [ops[0], ops[1], ops[2], ops[5]], ops[4] is not None,
-                                          fast_memory(device))
+        cfg = norms.backward_shape(ops[0].n, tuple(args), (ops[0], ops[1], ops[2], ops[5]), ops[4] is not None, device,
+                                   options)
         compiled = norms._backward.compile(*args, 1, cfg, options=options)
         recipe = _recipe(ops, ints=1)
         if arch is None:    # (tests without a GPU name the arch: nothing to ask then)
