@@ -217,6 +217,105 @@ def test_padded_layer_norm_rows_take_quacks_shape_unless_it_spills(bound, direct
     assert all(k["spill_stores"] <= bound for k in kernels), kernels
 
 
+def test_softmax_direct_shape_only_where_measured():
+    """Float32 rows, rows one CTA holds, rows past 131072 and 16-bit rows without 16-byte vectors
+    keep the register path's other shapes."""
+    for dtype, n in ((torch.float32, 65536), (torch.bfloat16, 16384), (torch.bfloat16, 262144)):
+        x = torch.empty(2, n, dtype=dtype)
+        assert softmax.direct_shape((x, x)) is None, (dtype, n)
+    for dtype, n in ((torch.float32, 16384), (torch.bfloat16, 8192), (torch.bfloat16, 14000)):   # (unpadded only)
+        x = torch.empty(2, n, dtype=dtype)
+        assert softmax.direct_shape((x, x), short=True) is None, (dtype, n)
+    odd = torch.empty(2, 32776, dtype=torch.bfloat16)[:, :32772]      # rows 4 elements off 16 bytes
+    assert softmax.direct_shape((odd, odd)) is None
+
+
+@pytest.mark.parametrize("n", [40000, 65536, 131072])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_softmax_backward_walks_cluster_rows_on_fast_memory_without_spilling(n, dtype):
+    """softmax.backward_walk: 16-bit rows over a cluster walk on fast memory only, the next
+    row's y and dy loading in 16 bits beside this row's, without spilling; Float32 rows do not
+    walk."""
+    x = torch.empty(8, n, dtype=dtype)
+    cfg, rows = softmax._config(x, x, x), dynamic_rows(x)
+    assert not softmax.backward_walk(cfg, 8 * x.element_size(), False)
+    walk = softmax.backward_walk(cfg, 8 * x.element_size(), True)
+    assert walk == (dtype != torch.float32)
+    for log in (False, True):
+        bwd = cute.compile(softmax._backward, rows, rows, rows, 1, cfg, log, walk, options={"arch": "sm_90a"})
+        assert all(k.get("spill_stores") == 0 for k in bwd.kernels), bwd.kernels
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_cluster_rows_pipeline_their_exchanges_within_the_register_budget(dtype):
+    """Over a cluster, 16-bit log_softmax and the norm backward trade one row ahead (four slot
+    sets and barriers) without spilling; fp32 log_softmax, whose two rows would spill, keeps
+    one row per CTA (two sets)."""
+    x, w, stat = torch.empty(8, 65536, dtype=dtype), torch.empty(65536, dtype=dtype), torch.empty(8)
+    rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
+    cfg = softmax._config(x, x)
+    walk = softmax.forward_walk(cfg, x.element_size() * 8, True, False)
+    fwd = cute.compile(softmax._forward, rows, rows, 1, cfg, True, walk, options=hopper)
+    assert (walk is not None) == (dtype == torch.float16)
+    assert fwd.__ptx__.count("mbarrier.init") == (4 if dtype == torch.float16 else 2)
+    bwd_cfg = norm_shapes.backward_config(65536, (x, x, w, x))
+    stages, _ = norm_shapes.backward_ring(bwd_cfg, x.element_size(), x.element_size(), w.element_size())
+    assert norm_shapes.pipelined_backward(bwd_cfg, stages)
+    part = dynamic_rows(torch.empty(4, 65536))
+    bwd = cute.compile(norms._backward, rows, w, rows, dynamic_rows(stat), dynamic_rows(stat), rows, part, part, w, w,
+                       1, bwd_cfg, options=hopper)
+    assert bwd.__ptx__.count("mbarrier.init") == 4
+    assert all(k.get("spill_stores") == 0 for k in fwd.kernels + bwd.kernels)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_softmax_and_norms_read_and_write_16_bytes_at_a_time(dtype):
+    x = torch.empty(96, 4096, dtype=dtype)
+    cfg = softmax._config(x, x)
+    vec = "v4.b32" if dtype == torch.bfloat16 else "v4.f32"
+    ptx = cute.compile(softmax._forward, dynamic_rows(x), dynamic_rows(x), 1, cfg, False, None).__ptx__
+    assert {f"ld.global.{vec}", f"st.global.{vec}"} == {a for a in _accesses(ptx) if ".v" in a}
+    assert "ex2.approx" in ptx and "max.f32" in ptx and "shfl.sync.bfly" in ptx
+    w, rstd = torch.empty(4096, dtype=dtype), torch.empty(96)
+    ptx = cute.compile(norms._forward, dynamic_rows(x), None, w, None, dynamic_rows(x), None, dynamic_rows(rstd),
+                       None, 1e-6, 1, norm_shapes.config_for(4096, (x, w), norm_shapes.FORWARD_VALUES), True, 1).__ptx__
+    assert f"ld.global.{vec}" in _accesses(ptx) and "rsqrt.approx" in ptx
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_norm_forwards_at_16384_columns_fetch_rows_ahead(residual):
+    """16384-column rows: LayerNorm's bf16 forward with a residual walks blocks of rows, each
+    thread loading its part of the next row and residual into registers before the current
+    row's reductions, so its rows are loaded twice in the code (before the loop and in it) and
+    nothing goes through shared memory; without one it reads one row per CTA, its statistics in
+    one trip (norm_shapes.one_trip_statistics); the fp32 one with a residual copies rows into a shared-memory ring by
+    cp.async blocks ahead (forward_ring); the bf16 RMSNorm without a residual reads one row per
+    CTA (two CTAs per SM)."""
+    def compiled(dtype, rms):
+        x, w = torch.empty(64, 16384, dtype=dtype), torch.empty(16384, dtype=dtype)
+        stat = torch.empty(64)
+        res = dynamic_rows(x) if residual else None
+        values, walk = norm_shapes.forward_plan(16384, x.element_size(), rms, residual)
+        cfg = norm_shapes.config_for(16384, (x, w), values)
+        kernel = cute.compile(norms._forward, dynamic_rows(x), res, w, None if rms else w, dynamic_rows(x), res,
+                              dynamic_rows(stat), None if rms else dynamic_rows(stat), 1e-6, 1, cfg, rms, walk,
+                              options={"arch": "sm_90a"})
+        assert all(k.get("spill_stores") == 0 for k in kernel.kernels)
+        return cfg, walk, kernel.__ptx__
+    inputs = 2 if residual else 1
+    cfg, walk, ptx = compiled(torch.bfloat16, False)
+    if residual:
+        assert walk > 1 and "cp.async" not in ptx and "ld.shared.v4.b32" in ptx     # (the staged weight and bias)
+        # (the weight and bias are read once, into shared memory)
+        assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == (2 * inputs + 2) * cfg.vectors
+    else:   # one row per CTA, its mean and variance in one trip through shared memory: one barrier
+        assert walk == 1 and "cp.async" not in ptx and ptx.count("bar.sync") == 1
+        assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == 3 * cfg.vectors   # x, then weight and bias
+    cfg, walk, ptx = compiled(torch.bfloat16, True)
+    assert (walk > 1) == residual and "cp.async" not in ptx
+    assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == ((2 if residual else 1) * inputs + 1) * cfg.vectors
+
+
 def test_padded_layer_norm_rows_with_parameters_walk_in_their_measured_shapes():
     """norm_shapes.forward_walk: LayerNorm's padded 16-bit rows with a weight (and bias) planned
     at 32 values a thread (on fast memory at 32769-65535 columns over clusters of 4; from 65536 on
