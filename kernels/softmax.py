@@ -61,6 +61,21 @@ def values_per_thread(n: int) -> int:
     return 64 if n <= MAX_N // 2 else 32
 
 
+# Bytes a thread the register path's forward and backward may spill where row_reduce.unless_it_spills
+# keeps 8 CTAs holding more values a thread than values_per_thread because 16 would pad the row past a
+# quarter (16-bit rows of about 196609-209715 columns), measured the faster of the two there (its
+# docstring: 200000 columns). The launch accepts them (no SpillWarning for a shape measured and kept).
+# ptxas, sm_90a, bf16 and fp16 at 140000-262144 columns (2026-11-27): log_softmax's forward 60-68 bytes
+# and softmax's backward 28-32, both only there; no other kernel of these spills.
+KEPT_SPILL = 72
+
+
+def kept_spilling(cfg: RowConfig) -> bool:
+    """Whether `cfg` is a cluster of 8 holding more values a thread than planned, the shape
+    unless_it_spills keeps where 16 CTAs would pad too much (its spill, up to KEPT_SPILL, accepted)."""
+    return cfg.cluster == MAX_CLUSTER and cfg.vectors * cfg.vec > values_per_thread(cfg.n)
+
+
 @cute.kernel
 def _forward_kernel(mX: cute.Tensor, mY: cute.Tensor, cfg: Constexpr, log: Constexpr, walk: Constexpr):
     row, lane, row_in_cta = thread_place(cfg)
@@ -327,8 +342,10 @@ def _forward(x: cute.Tensor, y: cute.Tensor, groups: cute.Int32, cfg: Constexpr,
     grid = launch_grid(x.shape[0], cfg, CLUSTER_WALK if cute.const_expr(walk == "groups") else 1)
     if cute.const_expr(walk == "persistent"):
         grid = (groups * cfg.cluster, 1, 1)
+    kept = KEPT_SPILL if cute.const_expr(kept_spilling(cfg)) else 0
     _forward_kernel(x, y, cfg, log, walk).launch(grid=grid, block=(cfg.threads, 1, 1), cluster=launch_cluster(cfg),
-                                                 min_blocks_per_mp=resident_ctas(cfg, log, walk))
+                                                 min_blocks_per_mp=resident_ctas(cfg, log, walk),
+                                                 accepted_spill_bytes=kept)
 
 
 def resident_ctas(cfg: RowConfig, log: bool, walk: str | None):
@@ -355,8 +372,10 @@ def _backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, groups: cute.Int
     unused without the walk."""
     grid = (groups * cfg.cluster, 1, 1) if cute.const_expr(walk) else launch_grid(y.shape[0], cfg)
     resident = None if cute.const_expr(walk) else backward_resident_ctas(cfg, log, y.element_type.width)
+    kept = KEPT_SPILL if cute.const_expr(kept_spilling(cfg)) else 0
     _backward_kernel(y, dy, dx, cfg, log, walk).launch(grid=grid, block=(cfg.threads, 1, 1),
-                                                       cluster=launch_cluster(cfg), min_blocks_per_mp=resident)
+                                                       cluster=launch_cluster(cfg), min_blocks_per_mp=resident,
+                                                       accepted_spill_bytes=kept)
 
 
 def backward_walk(cfg: RowConfig, bits: int, fast: bool) -> bool:

@@ -4,8 +4,11 @@ were tuned on spills to local memory. A shape rule that makes ptxas spill fails 
 slow kernel on a GPU."""
 
 import pytest
+import torch
 
+import cute_torch as cute
 from cute_torch.kernels import norm_shapes, norms, row_reduce
+from cute_torch.kernels.row_reduce import dynamic_rows
 from cute_torch.ops import row_build
 from row_checks import ctas_per_sm
 
@@ -196,3 +199,22 @@ def test_rms_norm_backward_past_12288_columns_on_fast_memory_takes_clusters_of_f
     kernel = row_build.build(*_cases("bfloat16", n)["RMSNorm backward"], 0, arch="sm_90a")[-1].metadata["kernels"][0]
     assert (kernel["block_dims"][0], kernel["cluster_dims"][0], kernel["spill_stores"]) == (256, 4, 0), kernel
     assert ctas_per_sm(kernel) >= 2, kernel["registers"]
+
+
+@pytest.mark.parametrize("n,log,direction", [(200000, True, "fwd"), (205000, False, "bwd")])
+def test_softmax_spills_kept_where_measured_raise_no_warning(n, log, direction, recwarn, monkeypatch):
+    """softmax.KEPT_SPILL: where unless_it_spills keeps 8 CTAs holding more values than planned
+    (16 would pad a bf16 row of 196609-209715 columns past a quarter), the kernel spills (log_softmax's
+    forward, softmax's backward) within KEPT_SPILL, which its launch accepts: no SpillWarning."""
+    from cute_torch.kernels import softmax
+    monkeypatch.setenv("CUTE_TORCH_NO_CACHE", "1")         # (compiles with options skip the memory cache)
+    x = torch.empty(4, n, dtype=torch.bfloat16)
+    count = 2 if direction == "fwd" else 3
+    args, tensors = (dynamic_rows(x),) * count, (x,) * count
+    shape, host = (softmax.forward_shape, softmax._forward) if direction == "fwd" else \
+        (softmax.backward_shape, softmax._backward)
+    cfg, walk = shape(args, tensors, log, 0, {"arch": "sm_90a"})
+    assert softmax.kept_spilling(cfg), cfg
+    kernel = host.compile(*args, 1, cfg, log, walk, options={"arch": "sm_90a"}).kernels[0]
+    assert 0 < kernel["spill_stores"] <= softmax.KEPT_SPILL, kernel
+    assert not [w for w in recwarn if issubclass(w.category, cute.SpillWarning)]
