@@ -610,13 +610,14 @@ def _vector(t: torch.Tensor | None, n: int, name: str) -> torch.Tensor | None:
 
 
 def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) -> tuple[RowConfig, int, int | None]:
-    """(the CTA shape, forward_plan's walk, unwalked_ctas's bound) of the forward over `tensors` (x, residual, weight,
-    bias, y, residual_out; None where absent) whose kernel arguments are `args` (eps last): where
-    direct_shape's first where it applies (walk DIRECT, no bound; LayerNorm's padded rows only where
-    its kernel spills at most BOUNDED_SPILL bytes, accepted: 4 at 120000), else forward_walk's; where a
-    cluster of 8 would hold more values a thread than planned (16-bit rows planned at 32 values past 131072 columns,
-    LayerNorm's or RMSNorm's with a residual; Float32 rows past 131072; up to 64 for 32) and
-    ptxas spills it, 16 CTAs holding the planned number (row_reduce.unless_it_spills)."""
+    """(the CTA shape, forward_plan's walk, unwalked_ctas's bound) of the forward over `tensors` (x,
+    residual, weight, bias, y, residual_out; None where absent) whose kernel arguments are `args`
+    (eps last): direct_shape's where it applies (walk DIRECT, no bound; LayerNorm's padded rows
+    only where its kernel spills at most BOUNDED_SPILL bytes, accepted: 4 at 120000), else
+    forward_walk's; where a cluster of 8 would hold more values a thread than planned (16-bit rows
+    planned at 32 values past 131072 columns, LayerNorm's or RMSNorm's with a residual; Float32
+    rows past 131072; up to 64 for 32) and ptxas spills it, 16 CTAs holding the planned number
+    (row_reduce.unless_it_spills)."""
     n, size = tensors[0].shape[-1], max(t.element_size() for t in tensors if t is not None)
     fast, residual, params = fast_memory(device), tensors[1] is not None, sum(t is not None for t in tensors[2:4])
     direct = direct_shape(n, tensors, rms)
