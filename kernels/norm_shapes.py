@@ -322,12 +322,14 @@ def forward_walk(n: int, tensors, rms: bool, fast: bool = False) -> tuple[RowCon
     CTAs of 256 threads at 32 values (walking 8) they read less: H200 0.54-0.76 / 0.60-0.78, H100
     0.65-0.87 / 0.71-0.88. Where FORWARD_VALUES cover the row exactly the walk pipelines and lost
     (49152 / 57344 with weight and bias on the H200: 0.84 / 0.74 -> 0.60 / 0.51). Rows past
-    131072, which FORWARD_VALUES would hold only over clusters of 8, keep their plan."""
+    131072, which FORWARD_VALUES would hold only over clusters of 8, keep their plan, and so do rows
+    in narrower vectors (not measured). Measured in bf16; fp16 rows take it too, not timed."""
     size = max(t.element_size() for t in tensors if t is not None)
     residual, params = tensors[1] is not None, sum(t is not None for t in tensors[2:4])
     values, walk = forward_plan(n, size, rms, residual, fast, params)
     cfg = forward_config(n, tensors, values)
-    if rms or residual or not params or size != 2 or not cfg.padding or values >= FORWARD_VALUES:
+    if rms or residual or not params or size != 2 or cfg.vec * size != 16 or not cfg.padding \
+            or values >= FORWARD_VALUES:
         return cfg, values, walk
     wide = forward_config(n, tensors, FORWARD_VALUES)
     if wide.padding and wide.cluster < MAX_CLUSTER:

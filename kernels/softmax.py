@@ -63,10 +63,10 @@ def values_per_thread(n: int) -> int:
 
 # Bytes a thread the register path's forward and backward may spill where row_reduce.unless_it_spills
 # keeps 8 CTAs holding more values a thread than values_per_thread because 16 would pad the row past a
-# quarter (16-bit rows of about 196609-209715 columns), measured the faster of the two there (its
-# docstring: 200000 columns). The launch accepts them (no SpillWarning for a shape measured and kept).
-# ptxas, sm_90a, bf16 and fp16 at 140000-262144 columns (2026-11-27): log_softmax's forward 60-68 bytes
-# and softmax's backward 28-32, both only there; no other kernel of these spills.
+# quarter (16-bit rows of about 131073-157286 and 196609-209715 columns), measured the faster of the two
+# at 200000 (its docstring). The launch accepts them: no SpillWarning for a shape measured and kept.
+# ptxas, sm_90a, bf16 and fp16 (2026-11-27): at 200000-209000 log_softmax's forward spills 60-68 bytes
+# and softmax's backward 28-32; nothing else spills at 133000-262144 (13 widths).
 KEPT_SPILL = 72
 
 

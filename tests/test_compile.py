@@ -159,13 +159,15 @@ def _spilling_kernel_mlir() -> str:
 
 
 @pytest.mark.skipif("nvjitlink" not in BACKENDS, reason="nvJitLink not installed")
-def test_auto_knows_the_spills_of_kernels_nvjitlink_serves_from_its_own_cache():
-    """nvJitLink's log gives ptxas's spill counts only when ptxas runs in it; a kernel it serves
-    from its own cache gets a summary without them (its stack frame only). `auto` then takes
-    ptxas's cubin and report: every compile of a spilling kernel reports its spills."""
+def test_auto_reports_the_spills_of_a_spilling_kernel_on_every_compile():
+    """Where nvJitLink assembles, its log gives ptxas's spill counts only with -Xptxas=-v, and
+    none for a kernel it serves without running ptxas (then only a summary with its stack frame;
+    seen on the GPU machine). `auto` then takes ptxas's cubin and report: every compile of a
+    spilling kernel reports its spills. (Which of the two compiles below runs ptxas inside
+    nvJitLink is its business; csrc/unittests/PtxUtilsTest.cpp covers both logs.)"""
     mlir = _spilling_kernel_mlir()
-    for _ in range(2):                  # (the second is served from nvJitLink's cache, if it keeps one)
-        module = cute_torch.compile_mlir(mlir, arch="sm_90a")
+    for _ in range(2):
+        module = cute_torch.compile_mlir(mlir, arch="sm_90a", cubin_backend="auto")
         assert all(isinstance(k["spill_stores"], int) for k in module.kernels), module.kernels
         assert max(k["spill_stores"] for k in module.kernels) > 0, module.kernels
 

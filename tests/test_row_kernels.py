@@ -342,6 +342,7 @@ def test_padded_layer_norm_rows_with_parameters_walk_in_their_measured_shapes():
         assert walk(n, 1, rms=True) == (4, 512, 64, 8), n                  # (RMSNorm's own plan)
     assert walk(131072) == walk(98304) == (8, 512, 32, 8)                  # unpadded: pipelined over 8
     assert walk(200000) == (8, 512, 32, 8)                                 # (64 values would need 8 too)
+    assert walk(100001)[2:] == (32, 8)                                     # odd rows, narrower vectors: not measured
     assert walk(20000) == (1, 512, 64, 4)                                   # one CTA a row: unchanged
 
 

@@ -77,3 +77,22 @@ TEST(PtxasReport, NvJitLinksSummaryAloneLeavesSpillsUnknownWhereThereIsAStack) {
                     "ptxas         .     8 bytes stack frame, 8 bytes spill stores, 8 bytes "
                     "spill loads\n"));
 }
+
+TEST(PtxasReport, ASummaryWithoutAStackOrBeforePtxasLines) {
+  // A summary header whose line gives no stack leaves the spills unknown; ptxas lines for the
+  // same kernel, before or after its summary, make them known.
+  std::string bare = "info    : Function properties for 'k':\n"
+                     "info    : used 40 registers\n";
+  EXPECT_FALSE(parsePtxasReport(bare)["k"].reported);
+  EXPECT_TRUE(spillsUnknown(bare));
+  std::string ptxas = "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
+                      "ptxas info    : Function properties for k\n"
+                      "ptxas         .     8 bytes stack frame, 4 bytes spill stores, 4 bytes "
+                      "spill loads\n";
+  for (const std::string &report : {bare + ptxas, ptxas + bare}) {
+    auto kernels = parsePtxasReport(report);
+    EXPECT_TRUE(kernels["k"].reported);
+    EXPECT_EQ(kernels["k"].spillStores, 4);
+    EXPECT_FALSE(spillsUnknown(report));
+  }
+}

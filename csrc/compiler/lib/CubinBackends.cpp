@@ -264,15 +264,21 @@ std::string assembleCubin(const std::string &ptx, const CodegenOptions &options,
       std::string cubin = assembleWithNvJitLink(*api, ptx, options, report);
       // nvJitLink assembles relocatable code, which can cost a large kernel registers that
       // ptxas's whole-program mode keeps: when its cubin spills, `auto` takes ptxas's if that
-      // spills less (a few ms more, only for kernels that spill). Where nvJitLink served a
-      // kernel with a stack frame from its own cache, its log gives no spill counts: `auto`
-      // takes ptxas's cubin and report then, so spills are known wherever ptxas runs.
+      // spills less (a few ms more, only for kernels that spill). Where nvJitLink's log gives
+      // no spill counts for a kernel that may spill (no ptxas lines: seen for kernels it
+      // served quickly, 6 ms against ptxas's 134), `auto` takes ptxas's cubin and report, so
+      // spills are known wherever ptxas runs. A ptxas that fails there (older than the PTX)
+      // leaves nvJitLink's cubin.
       int spilled = totalSpillStores(report);
       bool unknown = spillsUnknown(report);
       if (backend == "auto" && (spilled > 0 || unknown) &&
           llvm::sys::fs::can_execute(ptxasPath(options))) {
-        std::string ptxasReport;
-        std::string whole = assembleWithPtxas(ptx, options, ptxasReport);
+        std::string ptxasReport, whole;
+        try {
+          whole = assembleWithPtxas(ptx, options, ptxasReport);
+        } catch (const CompileFailure &) {
+          return cubin;
+        }
         if (unknown || totalSpillStores(ptxasReport) < spilled) {
           backendUsed = "ptxas";
           report = ptxasReport;

@@ -27,22 +27,25 @@ std::map<std::string, KernelResources> parsePtxasReport(const std::string &repor
     if (std::regex_search(line, match, linked)) {
       current = match[1];
       inSummary = true;
-      kernels[current];
+      KernelResources &info = kernels[current];
+      info.summarizedOnly = !info.reported;
       continue;
     }
     if (std::regex_search(line, match, function) || std::regex_search(line, match, properties)) {
       current = match[1];
       inSummary = false;
       kernels[current].reported = true;
+      kernels[current].summarizedOnly = false;
       continue;
     }
     if (current.empty())
       continue;
     KernelResources &info = kernels[current];
     if (inSummary) {
-      if (!info.reported && std::regex_search(line, match, summary)) {
+      if (info.summarizedOnly && std::regex_search(line, match, summary)) {
         info.stackFrame = std::stoi(match[2]);
         info.reported = info.stackFrame == 0;
+        info.summarizedOnly = !info.reported;
       }
       continue;
     }
@@ -69,7 +72,7 @@ int totalSpillStores(const std::string &report) {
 
 bool spillsUnknown(const std::string &report) {
   for (const auto &[name, info] : parsePtxasReport(report))
-    if (!info.reported && info.stackFrame > 0)
+    if (info.summarizedOnly)
       return true;
   return false;
 }

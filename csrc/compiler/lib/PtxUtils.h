@@ -14,7 +14,9 @@ namespace cute_torch {
 
 /// Per-kernel resource usage read off `ptxas -v` (or nvJitLink's info log).
 struct KernelResources {
-  bool reported = false; // the assembler's report named this kernel (spills are known)
+  bool reported = false;       // the assembler's report named this kernel (spills are known)
+  bool summarizedOnly = false; // only nvJitLink's link summary named it (spills unknown unless
+                               // it gave a stack frame of 0)
   int registers = -1;
   int spillStores = 0, spillLoads = 0, stackFrame = 0;
   int staticSmem = 0;
@@ -22,15 +24,15 @@ struct KernelResources {
 
 /// Parses ptxas's "Compiling entry function 'k'" / "Used N registers" / "spill stores" lines
 /// and nvJitLink's link summary ("Function properties for 'k':" / "used N registers, ..., S
-/// stack"). The summary alone (nvJitLink took the kernel from its own cache and ran no ptxas)
-/// gives no spill counts: a kernel without a stack frame is reported (it cannot spill), one with
-/// a stack frame is not (`stackFrame` set, its spills unknown).
+/// stack"). The summary alone (no ptxas lines for the kernel) gives no spill counts: a kernel
+/// whose summary gives a stack frame of 0 is reported (it cannot spill), any other is not.
 std::map<std::string, KernelResources> parsePtxasReport(const std::string &report);
 
 /// The bytes of spill stores over every kernel of a ptxas (or nvJitLink) -v report.
 int totalSpillStores(const std::string &report);
 
-/// Whether some kernel of the report has a stack frame whose spills the report does not give.
+/// Whether some kernel of the report may spill and the report does not say how much (named by
+/// nvJitLink's summary only, with a stack frame or none given).
 bool spillsUnknown(const std::string &report);
 
 } // namespace cute_torch
