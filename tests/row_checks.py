@@ -1,6 +1,6 @@
 """Checks the row-kernel tests share: poisoned outputs, seeded inputs, element-wise comparison
 against a float64 reference with a tolerance per dtype (GPU tier); how many CTAs of a compiled
-kernel an SM's registers fit (CPU tier)."""
+kernel an SM's registers fit (CPU tier); the norm backward's kernel arguments (CPU tier)."""
 
 import torch
 
@@ -34,3 +34,14 @@ def ctas_per_sm(kernel: dict) -> int:
     registers a thread in 256-thread CTAs fit two, not three."""
     threads = kernel["block_dims"][0] * kernel["block_dims"][1] * kernel["block_dims"][2]
     return 65536 // (-(-kernel["registers"] // 8) * 8 * threads)
+
+
+def norm_backward_args(x, w, layer: bool, bias: bool) -> tuple:
+    """norms._backward's arguments over rows like `x` with weight `w` (rstd, mean and the
+    gradients' partial rows placeholders, as norms.norm_backward passes them): the weight's
+    gradient, the bias's where `bias`, the mean where `layer`."""
+    from cute_torch.kernels.row_reduce import dynamic_rows
+    n = x.shape[1]
+    stat, part = dynamic_rows(torch.empty(x.shape[0])), dynamic_rows(torch.empty(1, n))
+    return (dynamic_rows(x), w, dynamic_rows(x), stat, stat if layer else None, dynamic_rows(x), part,
+            part if bias else None, w, w if bias else None)

@@ -149,12 +149,13 @@ def _spilling_kernel_mlir() -> str:
     over 8 512-thread CTAs at 100000 columns: 124 bytes, sm_90a)."""
     import torch
 
+    from row_checks import norm_backward_args
+
     from cute_torch.kernels import norms
-    from cute_torch.kernels.row_reduce import RowConfig, dynamic_rows
+    from cute_torch.kernels.row_reduce import RowConfig
     n = 100000
     x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
-    stat, part = dynamic_rows(torch.empty(4)), dynamic_rows(torch.empty(1, n))
-    args = (dynamic_rows(x), w, dynamic_rows(x), stat, stat, dynamic_rows(x), part, part, w, w)
+    args = norm_backward_args(x, w, True, True)
     return norms._backward.compile(*args, 1, RowConfig(n, 8, 512, 512, 8), options={"arch": "sm_90a"}).__mlir__
 
 

@@ -9,16 +9,12 @@ import torch
 
 from cute_torch.kernels import norm_shapes, norms
 from cute_torch.kernels.row_reduce import dynamic_rows
-from row_checks import ctas_per_sm
+from row_checks import ctas_per_sm, norm_backward_args
 
 
 def _compile_backward(x, w, cfg, layer: bool):
     """The norm backward over rows like `x` (weight `w`) in shape `cfg`, compiled for sm_90a."""
-    n = x.shape[1]
-    stat, part = dynamic_rows(torch.empty(4)), dynamic_rows(torch.empty(1, n))
-    args = (dynamic_rows(x), w, dynamic_rows(x), stat, stat if layer else None, dynamic_rows(x), part,
-            part if layer else None, w, w if layer else None)
-    return norms._backward.compile(*args, 1, cfg, options={"arch": "sm_90a"})
+    return norms._backward.compile(*norm_backward_args(x, w, layer, layer), 1, cfg, options={"arch": "sm_90a"})
 
 
 def test_the_norm_backward_halves_its_ctas_where_that_measured_faster():
@@ -332,9 +328,7 @@ def test_the_layer_norm_backward_spreads_over_16_ctas_where_8_spill():
     for n, bias, want in ((100000, True, (16, 256)), (131000, True, (16, 256)), (131072, True, (8, 512)),
                           (70000, True, (8, 512)), (100000, False, (8, 512))):
         x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
-        stat, part = dynamic_rows(torch.empty(4)), dynamic_rows(torch.empty(1, n))
-        args = (dynamic_rows(x), w, dynamic_rows(x), stat, stat, dynamic_rows(x), part, part if bias else None, w,
-                w if bias else None)
+        args = norm_backward_args(x, w, True, bias)
         cfg = norms.backward_shape(n, args, (x, w, x, x), True, 0, {"arch": "sm_90a"})
         assert (cfg.cluster, cfg.threads) == want, (n, bias, cfg)
         compiled = norms._backward.compile(*args, 1, cfg, options={"arch": "sm_90a"})
