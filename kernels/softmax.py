@@ -71,8 +71,9 @@ KEPT_SPILL = 72
 
 
 def kept_spilling(cfg: RowConfig) -> bool:
-    """Whether `cfg` is a cluster of 8 holding more values a thread than planned, the shape
-    unless_it_spills keeps where 16 CTAs would pad too much (its spill, up to KEPT_SPILL, accepted)."""
+    """Whether `cfg` is a cluster of 8 holding more values a thread than planned: the shape _wider
+    offers 16 CTAs for, and unless_it_spills keeps where 16 would pad too much (its spill, up to
+    KEPT_SPILL, accepted)."""
     return cfg.cluster == MAX_CLUSTER and cfg.vectors * cfg.vec > values_per_thread(cfg.n)
 
 
@@ -423,7 +424,7 @@ def _wider(cfg: RowConfig, *tensors) -> RowConfig | None:
     """The shape over a non-portable cluster where `cfg`'s cluster of 8 holds more values a thread
     than values_per_thread (rows past 131072 columns: 64 where 16 CTAs hold 32), else None; the
     kernel takes it where ptxas spills `cfg`'s (row_reduce.unless_it_spills)."""
-    if cfg.cluster < MAX_CLUSTER or cfg.vectors * cfg.vec <= values_per_thread(cfg.n):
+    if not kept_spilling(cfg):
         return None
     return _config(*tensors, max_cluster=NON_PORTABLE_CLUSTER)
 
