@@ -5,15 +5,18 @@ measured is what a rule in kernels/norm_shapes.py or kernels/cross_entropy.py wo
     python benchmarks/row_shapes.py layer_norm bwd --ns 10240 12288 --shapes lib c4t128v4 c8t128v4
     python benchmarks/row_shapes.py layer_norm fwd --params wb --ns 3072 --shapes lib c1t128v8 c1t128r64v8
     python benchmarks/row_shapes.py cross_entropy fwd --dtype float32 --ns 256 --shapes lib c1t128r16v4
+    python benchmarks/row_shapes.py softmax bwd --ns 100000 --shapes lib c8t256v8 c16t256v8
     python benchmarks/row_shapes.py layer_norm bwd --ns 10240 --shapes lib c4t128v4 --cpu   # registers only
 
 A shape is `c<CTAs a cluster>t<threads a CTA>[r<threads a row>]v<vector elements>[w<rows walked>][b<CTAs per SM>]`
 (`r` defaults to the CTA's threads: one row a CTA; `w` and `b` only for the norm forwards, whose
 shape function also returns the walk and the bound; `w0` is quack's shape, norm_shapes.DIRECT,
-bounded to three CTAs per SM unless `b` says otherwise). Each cell: the fraction of the fastest copy
-of the same tensor in the same process (CUPTI medians), per run; the bytes counted are those the
-op must move (forward: x read, y written, and the residual's two; backward: x and dy read, dx
-written; cross-entropy's forward: the logits read once). `d`: the largest difference of the
+bounded to three CTAs per SM unless `b` says otherwise; softmax's and log_softmax's shapes walk
+as the library's walk functions say for them, but `w0` names the forward's "direct" kernel).
+Each cell: the fraction of the fastest copy of the same tensor in the same process (CUPTI
+medians), per run; the bytes counted are those the op must move (forward: x read, y written,
+and the residual's two; backward: x (softmax's y) and dy read, dx written; cross-entropy's
+forward: the logits read once). `d`: the largest difference of the
 outputs from the library's, relative to their largest magnitude. `--cpu` compiles each shape for
 sm_90a and prints its registers and spilled bytes a thread, no GPU needed.
 """
@@ -26,8 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
-from cute_torch.kernels import cross_entropy, norms
-from cute_torch.kernels.row_reduce import RowConfig, dynamic_rows
+from cute_torch.kernels import cross_entropy, norms, softmax
+from cute_torch.kernels.row_reduce import RowConfig, dynamic_rows, fast_memory
 
 _SHAPE = re.compile(r"c(\d+)t(\d+)(?:r(\d+))?v(\d+)(?:w(\d+))?(?:b(\d+))?")
 
@@ -72,6 +75,7 @@ class Case:
         if op == "rms_norm" and params == "wb":
             raise ValueError("rms_norm has no bias: --params none or w")
         self.op, self.direction, self.n = op, direction, n
+        self.fast_memory = False       # (softmax's named shapes: walk as on a card with fast memory)
         g = torch.Generator(device=device).manual_seed(seed)
         m = max(1, (1 << 27) // n // (2 if op == "cross_entropy" and dtype.itemsize == 2 else 1))
         if device == "cpu":
@@ -83,6 +87,14 @@ class Case:
             self.target = torch.randint(0, n, (m,), device=device, generator=g) if device != "cpu" else \
                 torch.zeros(m, dtype=torch.int64)
             self.moved = 0.5
+            return
+        self.log = op == "log_softmax"
+        if op in SOFTMAXES:
+            self.moved = 1.0
+            if direction == "bwd":
+                self.y = softmax.softmax(self.x, log=self.log) if device != "cpu" else self.x
+                self.dy = rand(m, n).to(dtype)
+                self.moved = 1.5
             return
         self.rms = op == "rms_norm"
         self.w = rand(n).to(dtype) if params in ("w", "wb") else None
@@ -101,6 +113,9 @@ class Case:
     def call(self):
         if self.op == "cross_entropy":
             return cross_entropy.cross_entropy_forward(self.x, self.target)
+        if self.op in SOFTMAXES:
+            return softmax.softmax(self.x, log=self.log) if self.direction == "fwd" else \
+                softmax.softmax_backward(self.y, self.dy, log=self.log)
         if self.direction == "fwd":
             return norms.norm_forward(self.x, self.w, self.b, residual=self.residual, eps=1e-5, rms=self.rms)
         return norms.norm_backward(self.x, self.w, self.dy, self.rstd, self.mean, weight_grad=self.w is not None,
@@ -111,21 +126,29 @@ class Case:
     def check(self, shape: Shape | None) -> None:
         """Refuses a walk or bound where the shape function does not return one (they are chosen
         inside the traced kernel there, which no cache key would tell apart)."""
-        if shape is not None and (shape.walk != 1 or shape.ctas) and (self.op == "cross_entropy"
-                                                                      or self.direction == "bwd"):
+        if shape is None:
+            return
+        if self.op in SOFTMAXES and (shape.walk not in (0, 1) or shape.ctas or (shape.walk == 0 and self.direction
+                                                                                == "bwd")):
+            raise ValueError("softmax's shapes take only w0, the forward's direct kernel")
+        if self.op not in SOFTMAXES and (shape.walk != 1 or shape.ctas) and (self.op == "cross_entropy"
+                                                                           or self.direction == "bwd"):
             raise ValueError("w<walk> and b<ctas> name a norm forward's walk and bound only")
 
     def use(self, shape: Shape | None):
         """Replaces the library's shape function with one returning `shape` (None: restores it)."""
         self.check(shape)
-        module, name = (cross_entropy, "forward_shape") if self.op == "cross_entropy" else \
-            (norms, "forward_shape" if self.direction == "fwd" else "backward_shape")
+        module = {"cross_entropy": cross_entropy, "softmax": softmax, "log_softmax": softmax}.get(self.op, norms)
+        name = "forward_shape" if self.direction == "fwd" else "backward_shape"
         library = _LIBRARY[(module.__name__, name)]
         if shape is None:
             setattr(module, name, library)
             return
         cfg = shape.config(self.n)
-        if self.op == "cross_entropy":
+        if self.op in SOFTMAXES:
+            setattr(module, name, lambda args, tensors, log, device, options=None:
+                    (cfg, self.softmax_walk(shape, cfg, self.fast_memory or fast_memory(device))))
+        elif self.op == "cross_entropy":
             exact = _tiles_exactly(self.n, cfg)
             setattr(module, name, lambda logits, smooth, fast=False: (cfg, exact, False))
         elif self.direction == "fwd":
@@ -141,6 +164,13 @@ class Case:
         x, n = self.x, self.n
         named = shape.config(n) if shape is not None else None
         rows, stat = dynamic_rows(x), dynamic_rows(torch.empty(x.shape[0]))
+        if self.op in SOFTMAXES:
+            fwd = self.direction == "fwd"
+            host, args = (softmax._forward, (rows, rows)) if fwd else (softmax._backward, (rows, rows, rows))
+            cfg, walk = (softmax.forward_shape if fwd else softmax.backward_shape)(
+                args, (x,) * len(args), self.log, -1, options) if named is None else \
+                (named, self.softmax_walk(shape, named, False))
+            return host.compile(*args, 1, cfg, self.log, walk, options=options).kernels
         if self.op == "cross_entropy":
             cfg, exact, direct = cross_entropy.forward_shape(x, False) if named is None else \
                 (named, _tiles_exactly(n, named), False)
@@ -161,9 +191,17 @@ class Case:
         return norms._backward.compile(*args, 1, cfg, options=options).kernels
 
 
-_LIBRARY = {(cross_entropy.__name__, "forward_shape"): cross_entropy.forward_shape,
-            (norms.__name__, "forward_shape"): norms.forward_shape,
-            (norms.__name__, "backward_shape"): norms.backward_shape}
+    def softmax_walk(self, shape: Shape, cfg: RowConfig, fast: bool):
+        """softmax's walk for `cfg` (the library's walk functions), "direct" for `w0`."""
+        bits = 8 * self.x.element_size()
+        if self.direction == "bwd":
+            return softmax.backward_walk(cfg, bits, fast)
+        return "direct" if shape.walk == 0 else softmax.forward_walk(cfg, bits, self.log, fast)
+
+
+SOFTMAXES = ("softmax", "log_softmax")
+_LIBRARY = {(m.__name__, name): getattr(m, name) for m in (cross_entropy, norms, softmax)
+            for name in ("forward_shape", "backward_shape") if hasattr(m, name)}
 
 
 def _tiles_exactly(n: int, cfg: RowConfig) -> bool:
@@ -178,7 +216,7 @@ def _largest_difference(got, ref) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("op", choices=["rms_norm", "layer_norm", "cross_entropy"])
+    parser.add_argument("op", choices=["rms_norm", "layer_norm", "cross_entropy", *SOFTMAXES])
     parser.add_argument("direction", choices=["fwd", "bwd"])
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--ns", nargs="+", type=int, required=True)
@@ -188,6 +226,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--cpu", action="store_true", help="compile each shape for sm_90a: registers and spills")
+    parser.add_argument("--fast-memory", action="store_true",
+                        help="softmax's named shapes walk as on a card with fast memory (row_reduce.fast_memory)")
     args = parser.parse_args()
     params = "w" if args.op == "rms_norm" and args.params == "wb" else args.params
     shapes = {text: parse_shape(text) for text in args.shapes}
@@ -205,6 +245,7 @@ def main() -> None:
           f"{', residual' if args.residual else ''}), M x N = 2^27: fraction of copy per run")
     for n in args.ns:
         case = Case(args.op, args.direction, dtype, n, params, args.residual, "cuda", seed=n)
+        case.fast_memory = args.fast_memory
         out = torch.empty_like(case.x)
         copy = min(kernel_ms(lambda: out.copy_(case.x), args.repeats, copies=True) for _ in range(args.runs))
         reference, line = None, f"{n:>7}"

@@ -24,8 +24,8 @@ cp.async, one exchange, three CTAs per SM). Where direct_shape does not apply (r
 columns, narrower vectors), 16-bit log_softmax (and softmax over clusters of 8, or any such row
 on a card with fast memory) walks several rows per cluster with that trip pipelined
 (_walk_cluster_rows): on a persistent grid of as many clusters as run at once, or CLUSTER_WALK
-rows a cluster (forward_walk). On fast memory the backward over 16-bit clusters walks too
-(backward_walk).
+rows a cluster (forward_walk). On fast memory the backward over 16-bit clusters walks too, and
+on slow memory where the CTAs an SM runs would hold too little of their rows (backward_walk).
 Longer rows (and 16-bit rows past MAX_N whose length or stride would make the register path
 read them in vectors narrower than 16 bytes: takes_chunks) are read in chunks (kernels/row_chunks.py), the
 forward's log-sum-exp online in one pass and the output in a second (two reads and one write),
@@ -52,6 +52,8 @@ from .row_reduce import (MAX_CLUSTER, MAX_N, NON_PORTABLE_CLUSTER, RowConfig, cl
 REGISTER_N = MAX_N * MAX_CLUSTER
 # Rows each cluster walks forward where forward_walk says "groups" (clusters of 2 on an H100).
 CLUSTER_WALK = 8
+# An SM's registers and threads (held_bytes).
+MAX_REGISTERS, MAX_SM_THREADS = 65536, 2048
 
 
 def values_per_thread(n: int) -> int:
@@ -379,15 +381,49 @@ def _backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, groups: cute.Int
                                                        accepted_spill_bytes=kept)
 
 
-def backward_walk(cfg: RowConfig, bits: int, fast: bool) -> bool:
+# Bytes of y and dy an SM's CTAs hold at once, one row per cluster, below which the backward
+# walks on slow memory too (backward_walk): between the 49 KB of rows that lost and the 59 of
+# rows that won, H100.
+WALK_BELOW_BYTES = 56 * 1024
+
+
+def backward_walk(cfg: RowConfig, bits: int, fast: bool, held: int | None = None) -> bool:
     """Whether the backward walks rows split over a cluster on a persistent grid, the next row
     loading through each row's exchange (_walk_cluster_rows_backward): 16-bit rows whose
-    threads hold up to 32 values, on a card with fast memory (row_reduce.fast_memory). bf16
-    fraction of copy, softmax / log_softmax, one row per cluster -> walking (2026-11-26):
+    threads hold up to 32 values, on a card with fast memory (row_reduce.fast_memory), or where
+    the CTAs an SM runs one row per cluster hold fewer than WALK_BELOW_BYTES of y and dy
+    (`held`: held_bytes; None where not known).
+
+    bf16 fraction of copy, softmax / log_softmax, one row per cluster -> walking (2026-11-26):
     H200 32768 0.92 / 0.92 -> 0.98 / 0.96, 65536 0.86 / 0.84 -> 0.99 / 1.00, 131072 0.84 /
-    0.80 -> 1.01 / 1.01; the H100 lost (0.99 / 0.99 -> 0.93 / 0.93 at 65536, 1.02 -> 0.96 at
-    32768), so it keeps one row per cluster."""
-    return fast and cfg.cluster > 1 and cfg.vectors * cfg.vec <= 32 and bits <= 16
+    0.80 -> 1.01 / 1.01. On the H100 (slow memory) it lost over whole rows (0.99 / 0.99 -> 0.93
+    / 0.93 at 65536, 1.02 -> 0.96 at 32768) and won over padded ones, whose threads hold less
+    than their registers could: one row per cluster, a thread holds 3 or 4 vectors whatever its
+    share of the row, and one 512-thread CTA runs per SM at 72-92 registers (log_softmax's 3
+    vectors take 62: two). H100, 2026-11-27, KB held -> fraction of copy, one row per cluster
+    -> walking:
+
+    | op | N | KB held | one row | walking |
+    |---|---:|---:|---:|---:|
+    | softmax | 20000 / 40000 | 39 | 0.92 / 0.83 | 0.95 / 0.98 |
+    | softmax | 70000 / 90000 | 34 / 44 | 0.72 / 0.87 | 1.00 / 0.98 |
+    | softmax | 50000 / 100000 | 49 | 0.90 / 0.86 | 0.95 / 0.97 |
+    | log_softmax | 50000 / 100000 | 49 | 0.90 / 0.87 | 0.95 / 0.97 |
+    | softmax | 30000 / 60000 / 120000 | 59 | 1.02 / 0.99 / 0.96 | 0.96 / 0.95 / 0.98 |
+    | softmax | 131000 | 64 | 0.98 | 0.96 |
+    | log_softmax | 120000 | 59 | 0.96 | 0.98 |
+    | log_softmax | 20000 / 70000 | 78 / 68 | 1.03 / 1.03 | 0.95 / 0.98 |
+    """
+    if not (cfg.cluster > 1 and cfg.vectors * cfg.vec <= 32 and bits <= 16):
+        return False
+    return fast or (held is not None and held < WALK_BELOW_BYTES)
+
+
+def held_bytes(cfg: RowConfig, bits: int, registers: int) -> int:
+    """Bytes of y and dy (`bits` each) the CTAs an SM runs of a kernel of `registers` a thread
+    hold, one row per cluster: each its share of the row (padding holds nothing)."""
+    ctas = min(MAX_REGISTERS // (cfg.threads * -(-registers // 8) * 8), MAX_SM_THREADS // cfg.threads)
+    return ctas * cfg.n // cfg.cluster * 2 * bits // 8
 
 
 def backward_resident_ctas(cfg: RowConfig, log: bool, bits: int):
@@ -475,9 +511,16 @@ def forward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=N
 
 def backward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=None) -> tuple[RowConfig, bool]:
     """(the CTA shape, backward_walk's walk) of the register path's backward over `tensors` (y,
-    dy, dx) whose kernel arguments are `args`."""
+    dy, dx) whose kernel arguments are `args`; on slow memory the kernel that does not walk is
+    compiled (a memory-cache hit after the first call) for the bytes its CTAs hold."""
     fast = fast_memory(device)
-    return _shape(_backward, lambda cfg, width: backward_walk(cfg, width, fast), args, tensors, log, options)
+
+    def walk_of(cfg: RowConfig, width: int) -> bool:
+        if fast or not backward_walk(cfg, width, True):
+            return backward_walk(cfg, width, fast)
+        kernel = _backward.compile(*args, 1, cfg, log, False, options=options).kernels[0]
+        return backward_walk(cfg, width, fast, held_bytes(cfg, width, kernel["registers"]))
+    return _shape(_backward, walk_of, args, tensors, log, options)
 
 
 def _shape(host, walk_of, args: tuple, tensors: tuple, log: bool, options, walking_gains: bool = False):

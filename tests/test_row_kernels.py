@@ -246,6 +246,27 @@ def test_softmax_backward_walks_cluster_rows_on_fast_memory_without_spilling(n, 
         assert all(k.get("spill_stores") == 0 for k in bwd.kernels), bwd.kernels
 
 
+def test_softmax_backward_walks_on_slow_memory_where_its_ctas_hold_too_little():
+    """softmax.backward_shape off fast memory (no device: compiled for sm_90a): one row per
+    cluster where the CTAs an SM runs hold at least WALK_BELOW_BYTES of y and dy, else the walk;
+    the widths measured on the H100 (backward_walk's table). 16-bit rows only."""
+    hopper = {"arch": "sm_90a"}
+    walks = {(False, 20000): True, (False, 40000): True, (False, 70000): True, (False, 100000): True,
+             (False, 30000): False, (False, 60000): False, (False, 120000): False, (False, 131072): False,
+             (True, 50000): True, (True, 100000): True, (True, 20000): False, (True, 70000): False}
+    for (log, n), walk in walks.items():
+        for dtype in (torch.bfloat16, torch.float32):
+            x = torch.empty(4, n, dtype=dtype)
+            args = (dynamic_rows(x),) * 3
+            cfg, got = softmax.backward_shape(args, (x, x, x), log, -1, hopper)
+            assert got == (walk and dtype == torch.bfloat16), (log, n, dtype)
+    cfg = softmax._config(*(torch.empty(4, 100000, dtype=torch.bfloat16),) * 3)
+    assert (cfg.cluster, cfg.threads) == (8, 512)
+    assert softmax.held_bytes(cfg, 16, 92) == 50000           # one CTA an SM at 96 registers a thread
+    assert softmax.held_bytes(cfg, 16, 64) == 100000          # two at 64
+    assert softmax.held_bytes(cfg, 16, 32) == 200000          # four: 2048 threads an SM
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_cluster_rows_pipeline_their_exchanges_within_the_register_budget(dtype):
     """Over a cluster, 16-bit log_softmax and the norm backward trade one row ahead (four slot

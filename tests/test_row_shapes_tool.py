@@ -55,3 +55,18 @@ def test_w0_names_quacks_shape_and_b_its_bound():
     assert row_shapes.parse_shape("c8t256v8w0b2") == row_shapes.Shape(8, 256, 256, 8, norm_shapes.DIRECT, 2)
     assert three["registers"] <= 80 < two["registers"] <= 128 and two["spill_stores"] == 0
     assert three["cluster_dims"] == two["cluster_dims"] == [8, 1, 1]
+
+
+def test_softmax_shapes_walk_as_the_library_says_and_w0_names_the_direct_forward():
+    """softmax's and log_softmax's shapes: a named backward walks where softmax.backward_walk says
+    (off fast memory: never without --fast-memory), `w0` names the forward's direct kernel and a
+    backward refuses it."""
+    case = row_shapes.Case("softmax", "bwd", torch.bfloat16, 100000, "wb", False, "cpu")
+    kernels = case.compiled(row_shapes.parse_shape("c16t256v8"))
+    assert kernels[0]["block_dims"][0] == 256 and kernels[0]["cluster_dims"] == [16, 1, 1]
+    assert case.softmax_walk(row_shapes.parse_shape("c8t512v8"), RowConfig(100000, 8, 512, 512, 8), True)
+    with pytest.raises(ValueError, match="w0"):
+        case.compiled(row_shapes.parse_shape("c8t256v8w0"))
+    forward = row_shapes.Case("log_softmax", "fwd", torch.bfloat16, 100000, "wb", False, "cpu")
+    direct = forward.compiled(row_shapes.parse_shape("c8t256v8w0"))
+    assert direct[0]["block_dims"][0] == 256 and direct[0]["cluster_dims"] == [8, 1, 1]
