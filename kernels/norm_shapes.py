@@ -6,7 +6,7 @@ so do the C++ ops' builds (cute_torch/ops/row_build.py).
 Forward: forward_plan (values a thread and blocks of rows walked: FORWARD_WALKS, and on cards
 with fast memory FAST_MEMORY_WALKS), forward_config (the CTA shape for them), forward_walk
 (both, with exceptions for LayerNorm's padded rows), direct_shape (quack's one row per
-cluster), unwalked_ctas and walking_ctas (CTAs per SM ptxas is asked to fit),
+cluster; float32_direct_shape for Float32 rows), unwalked_ctas and walking_ctas (CTAs per SM ptxas is asked to fit),
 pipelined_forward. Backward: backward_config (PAIRED_LAYER_NORM: the widths LayerNorm's runs
 over pairs of CTAs; LAYER_NORM_CLUSTERS: its 128-thread clusters), backward_ring (the
 shared-memory ring), backward_ctas, pipelined_backward (norms.backward_shape: where it spills).
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .row_reduce import MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, direct_config, row_config
+from .row_reduce import (DIRECT_THREADS, MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, direct_config,
+                         row_config)
 
 # Row values a thread plans at most forward (forward_config may narrow a padded shape to NARROW_VALUES).
 FORWARD_VALUES = 64
@@ -413,10 +414,13 @@ def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     0.83, H100 the same. With a weight (no bias) over clusters of 4, 36000 / 40000 / 50000 on the
     H200: 0.71 / 0.77 / 0.67 (50000 spilling 84 bytes) against 0.84 / 0.90 / 0.86 walking
     (forward_walk); on the H100 0.96 / 0.71 at 40000 / 50000 against 0.96 / 0.95. norms.forward_shape
-    keeps the walks where the kernel spills past BOUNDED_SPILL."""
-    if tensors[1] is not None or any(t.element_size() != 2 for t in tensors if t is not None):
+    keeps the walks where the kernel spills past BOUNDED_SPILL. Float32 rows: float32_direct_shape."""
+    sizes = {t.element_size() for t in tensors if t is not None}
+    if tensors[1] is not None or sizes not in ({2}, {4}):
         return None
     parameters = sum(t is not None for t in tensors[2:4])
+    if sizes == {4}:
+        return float32_direct_shape(n, tensors, rms, parameters)
     short = parameters == 1 if rms else parameters == 0          # (as measured: RMSNorm's with a weight)
     cfg = direct_config(n, forward_config(n, tensors, FORWARD_VALUES).vec, short)
     if cfg is None or rms:
@@ -424,6 +428,48 @@ def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     if not cfg.padding:
         return None if parameters * cfg.cluster > 4 else cfg
     return cfg if cfg.cluster == MAX_CLUSTER and not parameters else None
+
+
+# Float32 rows in quack's shape (float32_direct_shape): 32 values a thread, its 16-bit rows' 128 bytes.
+FLOAT32_DIRECT_VALUES = 32
+
+
+def float32_direct_shape(n: int, tensors, rms: bool, parameters: int) -> RowConfig | None:
+    """quack's shape (norms._direct_row) for the forward over Float32 rows of 16385-131072 columns
+    without a residual, every tensor Float32: one row per cluster of 4, 8 or 16 (NON_PORTABLE_CLUSTER)
+    256-thread CTAs holding up to FLOAT32_DIRECT_VALUES values each in 16-byte vectors, staged by
+    cp.async, three CTAs per SM; None elsewhere. LayerNorm's with a weight over unpadded rows only,
+    with weight and bias also over 8 CTAs at most. Past 16384 columns the forward had walked
+    Float32 rows over clusters of 512-thread CTAs at 32 values a thread, one CTA per SM; here
+    three 256-thread CTAs an SM hold as many each. Fraction of copy (2026-11-27), that walk ->
+    this:
+    - H100, RMSNorm with a weight: 20000 1.00 -> 1.01, 32768 0.99 -> 0.99, 65536 0.96 -> 1.00,
+      100000 0.95 -> 1.00, 131072 0.96 -> 1.00; without: 17000 0.99 -> 1.00, 100000 0.97 -> 1.00.
+    - H100, LayerNorm without parameters: 17000 0.96 -> 1.01, 32768 0.96 -> 1.00, 50000 0.96 ->
+      1.00, 65536 0.96 -> 1.00, 100000 0.95 -> 1.01, 131072 0.96 -> 1.00; with a weight: 32768
+      0.96 -> 1.00, 65536 0.96 -> 1.00, 131072 0.95 -> 1.01 (padded, not taken: 50000 0.94 ->
+      0.98, 100000 0.94 -> 0.90); with both: 32768 0.96 -> 1.00, 65536 0.96 -> 0.99 (padded,
+      not taken: 17000 0.92 -> 0.94, 50000 0.93 -> 0.77).
+    - H200, RMSNorm with a weight: 20000 0.99 -> 0.99, 32768 0.98 -> 0.99, 65536 0.95 -> 0.99,
+      100000 0.89 -> 0.98, 131072 0.93 -> 0.98; without: 65536 0.96 -> 0.98, 131072 0.95 -> 0.98.
+    - H200, LayerNorm without parameters: 32768 0.95 -> 0.98, 65536 0.95 -> 0.98, 131072 0.93 ->
+      0.99; with a weight: 32768 0.94 -> 0.99, 65536 0.94 -> 1.00, 131072 0.91 -> 0.95; with
+      both: 32768 0.95 -> 0.98, 65536 0.90 -> 0.95 (not taken: 100000 0.79 -> 0.56, 131072 0.88
+      -> 0.78 over 16 CTAs).
+    Clusters holding more a thread lost (8 CTAs at 131072, 64 values: RMSNorm 0.93 / 0.86,
+    LayerNorm with a weight 0.94 / 0.85), fewer too (16 CTAs at 17000-32768: 0.35-0.81).
+    Padded LayerNorm rows without parameters were measured on the H100 only."""
+    vec = forward_config(n, tensors, FORWARD_VALUES).vec
+    per_cta = DIRECT_THREADS * FLOAT32_DIRECT_VALUES
+    if vec != 4 or not 2 * per_cta < n <= per_cta * NON_PORTABLE_CLUSTER:
+        return None
+    cluster = 4
+    while cluster * per_cta < n:
+        cluster *= 2
+    cfg = RowConfig(n, vec, DIRECT_THREADS, DIRECT_THREADS, cluster)
+    if not rms and parameters and (cfg.padding or parameters == 2 and cluster > MAX_CLUSTER):
+        return None
+    return cfg
 
 
 def backward_config(n: int, tensors, layer: bool = False, fast: bool = False) -> RowConfig:

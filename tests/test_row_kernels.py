@@ -171,7 +171,7 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
     rows as measured, and with weight and bias only over two CTAs), three CTAs per SM without spilling,
     from 8192 columns, unpadded, for RMSNorm with a weight and LayerNorm without parameters; a
     residual, LayerNorm's padded rows over clusters of 4, its weight and bias over more CTAs or over rows one CTA
-    holds, Float32 and rows up to 8192 keep their plans."""
+    holds, and rows up to 8192 keep their plans (Float32 rows: the next test)."""
     x, w, st = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16), torch.empty(4)
     mean = None if rms else dynamic_rows(st)
     wb = (w if rms or bias else None, w if bias else None)      # (LayerNorm past 16384 columns w/o bias: neither)
@@ -181,10 +181,10 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
     fwd = norms._forward.compile(*args, 1, cfg, rms, walk, options={"arch": "sm_90a"})
     assert fwd.__ptx__.count("cp.async.ca.shared.global") == cfg.vectors
     assert all(k["spill_stores"] == 0 and ctas_per_sm(k) >= 3 for k in fwd.kernels), fwd.kernels
-    f32, odd = torch.empty(4, n), torch.empty(4, 40000, dtype=torch.bfloat16)
+    odd, mixed = torch.empty(4, 40000, dtype=torch.bfloat16), torch.empty(4, n)
     wide = torch.empty(4, 65536, dtype=torch.bfloat16)
     for tensors, rms in (((x, x, w, None, x, x), True), ((x, x, w, w, x, x), False),
-                         ((f32, None, None, None, f32, None), True), ((odd, None, None, None, odd, None), False),
+                         ((mixed, None, w, None, mixed, None), True), ((odd, None, None, None, odd, None), False),
                          ((wide, None, wide[0], wide[0], wide, None), False)):
         assert norm_shapes.direct_shape(tensors[0].shape[1], tensors, rms) is None
     short, shorter = torch.empty(4, 16384, dtype=torch.bfloat16), torch.empty(4, 8192, dtype=torch.bfloat16)
@@ -228,6 +228,37 @@ def test_softmax_direct_shape_only_where_measured():
         assert softmax.direct_shape((x, x), short=True) is None, (dtype, n)
     odd = torch.empty(2, 32776, dtype=torch.bfloat16)[:, :32772]      # rows 4 elements off 16 bytes
     assert softmax.direct_shape((odd, odd)) is None
+
+
+def test_float32_norm_forward_takes_quacks_shape_at_32_values_a_thread():
+    """norm_shapes.float32_direct_shape: Float32 rows of 16385-131072 columns over 4, 8 or 16
+    256-thread CTAs holding up to 32 values each, three CTAs per SM without spilling; LayerNorm's
+    padded rows with parameters, and its weight and bias over 16 CTAs, a residual, rows up to 16384
+    and narrower vectors keep their plans."""
+    hopper, st = {"arch": "sm_90a"}, torch.empty(4)
+    expected = {  # n: clusters for RMSNorm, RMSNorm with a weight, LayerNorm, with a weight, with both
+        16384: (None,) * 5, 17000: (4, 4, 4, None, None), 32768: (4,) * 5, 50000: (8, 8, 8, None, None),
+        65536: (8,) * 5, 100000: (16, 16, 16, None, None), 131072: (16, 16, 16, 16, None), 131080: (None,) * 5}
+    for n, clusters in expected.items():
+        x, w = torch.empty(4, n), torch.empty(n)
+        for (rms, params), cluster in zip(((True, 0), (True, 1), (False, 0), (False, 1), (False, 2)), clusters):
+            tensors = (x, None, w if params else None, w if params == 2 else None, x, None)
+            cfg = norm_shapes.direct_shape(n, tensors, rms)
+            assert (cfg and cfg.cluster) == cluster, (n, rms, params)
+            if cfg is None or n not in (17000, 131072):
+                continue
+            assert (cfg.threads, cfg.vec) == (256, 4) and cfg.vectors * cfg.vec <= 32
+            args = (dynamic_rows(x), None, *tensors[2:4], dynamic_rows(x), None, dynamic_rows(st),
+                    None if rms else dynamic_rows(st), 1e-5)
+            got, walk, ctas = norms.forward_shape(args, tensors, rms, 0, hopper)
+            assert (got, walk, ctas) == (cfg, norm_shapes.DIRECT, None)
+            fwd = norms._forward.compile(*args, 1, cfg, rms, walk, options=hopper)
+            assert fwd.__ptx__.count("cp.async.ca.shared.global") == cfg.vectors
+            assert all(k["spill_stores"] == 0 and ctas_per_sm(k) >= 3 for k in fwd.kernels), fwd.kernels
+    x, w = torch.empty(4, 65536), torch.empty(65536)
+    assert norm_shapes.direct_shape(65536, (x, x, w, None, x, x), True) is None                       # residual
+    odd = torch.empty(4, 65540)[:, :65538]                                                             # 8-byte rows
+    assert norm_shapes.direct_shape(65538, (odd, None, None, None, odd, None), True) is None
 
 
 @pytest.mark.parametrize("n", [40000, 65536, 131072])
@@ -761,6 +792,9 @@ def run_small():
     widest = rand_rows((3, 262144), 17, torch.bfloat16)         # forwards over clusters of 16 too
     softmax.softmax_backward(softmax.softmax(widest, log=True), widest, log=True)
     norms.norm_forward(widest, widest[0], widest[1], eps=1e-5, rms=False)
+    # Float32 forwards in quack's shape over 16 CTAs, padded (LayerNorm without parameters) and not
+    # (RMSNorm with a weight, below)
+    norms.norm_forward(rand_rows((3, 100000), 19, torch.float32), None, None, eps=1e-5, rms=False)
     f32_wide = rand_rows((3, 131072), 16, torch.float32)        # backwards over non-portable clusters of 16
     for rms in (True, False):
         out, _, rstd, mean = norms.norm_forward(f32_wide, f32_wide[0], None if rms else f32_wide[1], eps=1e-5, rms=rms)
