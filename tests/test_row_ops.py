@@ -121,6 +121,24 @@ def test_norm_op_with_residual_gradients_opcheck_and_compile(rms):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("n", [32768, 100000, 131072])
+def test_float32_norm_ops_in_quacks_shape_match_the_kernels(n):
+    """Float32 rows over clusters of 4 and 16 in quack's shape (norm_shapes.float32_direct_shape;
+    100000 padded, LayerNorm without parameters there): the C++ op launches the Python entry's
+    kernel (bit-equal outputs) and both match float64."""
+    from cute_torch.kernels import norms
+    x, w = _rand((5, n), 31, torch.float32, scale=2.0) + 0.5, _rand((n,), 32, torch.float32)
+    for rms in (True, False):
+        weight = w if rms or n != 100000 else None
+        got = cops.rms_norm(x, weight) if rms else cops.layer_norm(x, weight, None)
+        want, _, _, _ = norms.norm_forward(x, weight, None, eps=1e-6 if rms else 1e-5, rms=rms)
+        assert torch.equal(got, want)
+        xd, wd = x.double(), None if weight is None else weight.double()
+        ref = F.rms_norm(xd, (n,), wd, 1e-6) if rms else F.layer_norm(xd, (n,), wd, None, 1e-5)
+        torch.testing.assert_close(got.double(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("reduction,smoothing", [("mean", 0.0), ("sum", 0.0), ("none", 0.0), ("mean", 0.2)])
 def test_cross_entropy_loss_gradients_opcheck_and_compile(reduction, smoothing):
     logits = _rand((64, 32000), 21, scale=3.0)
