@@ -128,11 +128,10 @@ class Case:
         inside the traced kernel there, which no cache key would tell apart)."""
         if shape is None:
             return
-        if self.op in SOFTMAXES and (shape.walk not in (0, 1) or shape.ctas or (shape.walk == 0 and self.direction
-                                                                                == "bwd")):
-            raise ValueError("softmax's shapes take only w0, the forward's direct kernel")
-        if self.op not in SOFTMAXES and (shape.walk != 1 or shape.ctas) and (self.op == "cross_entropy"
-                                                                           or self.direction == "bwd"):
+        if self.op in SOFTMAXES:
+            if shape.ctas or shape.walk not in (0, 1) or (shape.walk == 0 and self.direction == "bwd"):
+                raise ValueError("softmax's shapes take only w0, the forward's direct kernel")
+        elif (shape.walk != 1 or shape.ctas) and (self.op == "cross_entropy" or self.direction == "bwd"):
             raise ValueError("w<walk> and b<ctas> name a norm forward's walk and bound only")
 
     def use(self, shape: Shape | None):

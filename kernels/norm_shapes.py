@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .row_reduce import (DIRECT_THREADS, MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, direct_config,
-                         row_config)
+from .row_reduce import (DIRECT_THREADS, MAX_CLUSTER, MAX_REGISTERS, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig,
+                         direct_config, row_config)
 
 # Row values a thread plans at most forward (forward_config may narrow a padded shape to NARROW_VALUES).
 FORWARD_VALUES = 64
-# Registers of an SM, and those LayerNorm's forward with weight and bias takes a thread (unwalked_ctas).
-MAX_REGISTERS, LAYER_NORM_REGISTERS = 65536, 128
+# Registers LayerNorm's forward with weight and bias takes a thread (unwalked_ctas).
+LAYER_NORM_REGISTERS = 128
 # forward_shape's walk for direct_shape's forwards: one row per cluster in quack's shape.
 DIRECT = 0
 # Backward: bytes of each staged tensor (x, dy) per thread (32 16-bit values, 16 Float32), in

@@ -46,6 +46,8 @@ MAX_CLUSTER = 8
 # Hopper runs clusters of up to 16 CTAs where a kernel allows it (the runtime does so for any
 # launch over 8): fewer fit at once (one per GPC), so only kernels that gain take them.
 NON_PORTABLE_CLUSTER = 16
+# An SM's registers and threads (what the shape rules count CTAs per SM from).
+MAX_REGISTERS, MAX_SM_THREADS = 65536, 2048
 # Threads per CTA at most: 128 registers each (1024 threads would leave 64, and the backward
 # kernels spilled there).
 MAX_THREADS = 512

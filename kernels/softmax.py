@@ -43,17 +43,15 @@ from cute_torch import Constexpr
 
 from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, merge_max_sum_pairs,
                          online_logsumexp, rescale, scaled, store_chunk, store_edge)
-from .row_reduce import (MAX_CLUSTER, MAX_N, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, cluster_peers, cluster_receive,
-                         cluster_send, cta_group, direct_config, direct_exchange, direct_fold, dynamic_rows,
-                         fast_memory, fetch_row, fold, launch_cluster, launch_grid, load_row, load_row_staged,
-                         open_direct, row_config, row_reduce, store_row, thread_place, unless_it_spills,
-                         walk_cluster_rows, walking_groups)
+from .row_reduce import (MAX_CLUSTER, MAX_N, MAX_REGISTERS, MAX_SM_THREADS, NON_PORTABLE_CLUSTER, RowConfig,
+                         clamp_row, cluster_peers, cluster_receive, cluster_send, cta_group, direct_config,
+                         direct_exchange, direct_fold, dynamic_rows, fast_memory, fetch_row, fold, launch_cluster,
+                         launch_grid, load_row, load_row_staged, open_direct, row_config, row_reduce, store_row,
+                         thread_place, unless_it_spills, walk_cluster_rows, walking_groups)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
 # Rows each cluster walks forward where forward_walk says "groups" (clusters of 2 on an H100).
 CLUSTER_WALK = 8
-# An SM's registers and threads (held_bytes).
-MAX_REGISTERS, MAX_SM_THREADS = 65536, 2048
 
 
 def values_per_thread(n: int) -> int:
@@ -382,8 +380,8 @@ def _backward(y: cute.Tensor, dy: cute.Tensor, dx: cute.Tensor, groups: cute.Int
 
 
 # Bytes of y and dy an SM's CTAs hold at once, one row per cluster, below which the backward
-# walks on slow memory too (backward_walk): between the 49 KB of rows that lost and the 59 of
-# rows that won, H100.
+# walks on slow memory too (backward_walk): between the 49 KB where one row per cluster lost
+# to the walk and the 59 where it won, H100.
 WALK_BELOW_BYTES = 56 * 1024
 
 
