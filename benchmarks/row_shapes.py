@@ -12,7 +12,8 @@ A shape is `c<CTAs a cluster>t<threads a CTA>[r<threads a row>]v<vector elements
 (`r` defaults to the CTA's threads: one row a CTA; `w` and `b` only for the norm forwards, whose
 shape function also returns the walk and the bound; `w0` is quack's shape, norm_shapes.DIRECT,
 bounded to three CTAs per SM unless `b` says otherwise; softmax's and log_softmax's shapes walk
-as the library's walk functions say for them, but `w0` names the forward's "direct" kernel).
+as the library's walk functions say for them, but `w0` names the forward's "direct" kernel, as it
+names cross-entropy's one row per cluster; its other shapes are CTAs reading chunks).
 Each cell: the fraction of the fastest copy of the same tensor in the same process (CUPTI
 medians), per run; the bytes counted are those the op must move (forward: x read, y written,
 and the residual's two; backward: x (softmax's y) and dy read, dx written; cross-entropy's
@@ -128,9 +129,9 @@ class Case:
         inside the traced kernel there, which no cache key would tell apart)."""
         if shape is None:
             return
-        if self.op in SOFTMAXES:
+        if self.op in SOFTMAXES or self.op == "cross_entropy":
             if shape.ctas or shape.walk not in (0, 1) or (shape.walk == 0 and self.direction == "bwd"):
-                raise ValueError("softmax's shapes take only w0, the forward's direct kernel")
+                raise ValueError("softmax's and cross-entropy's shapes take only w0, the forward's direct kernel")
         elif (shape.walk != 1 or shape.ctas) and (self.op == "cross_entropy" or self.direction == "bwd"):
             raise ValueError("w<walk> and b<ctas> name a norm forward's walk and bound only")
 
@@ -148,8 +149,8 @@ class Case:
             setattr(module, name, lambda args, tensors, log, device, options=None:
                     (cfg, self.softmax_walk(shape, cfg, self.fast_memory or fast_memory(device))))
         elif self.op == "cross_entropy":
-            exact = _tiles_exactly(self.n, cfg)
-            setattr(module, name, lambda logits, smooth, fast=False: (cfg, exact, False))
+            exact, direct = _tiles_exactly(self.n, cfg), shape.walk == 0
+            setattr(module, name, lambda logits, smooth, fast=False: (cfg, exact and not direct, direct))
         elif self.direction == "fwd":
             setattr(module, name, lambda args, tensors, rms, device, options=None: (cfg, shape.walk, shape.ctas))
         else:
@@ -171,8 +172,9 @@ class Case:
                 (named, self.softmax_walk(shape, named, False))
             return host.compile(*args, 1, cfg, self.log, walk, options=options).kernels
         if self.op == "cross_entropy":
+            direct = shape is not None and shape.walk == 0
             cfg, exact, direct = cross_entropy.forward_shape(x, False) if named is None else \
-                (named, _tiles_exactly(n, named), False)
+                (named, _tiles_exactly(n, named) and not direct, direct)
             target = dynamic_rows(torch.zeros(x.shape[0], dtype=torch.int64))
             return cross_entropy._forward.compile(rows, target, stat, stat, 0.0, -100, cfg, exact, False, direct,
                                                   options=options).kernels

@@ -60,7 +60,7 @@ def test_w0_names_quacks_shape_and_b_its_bound():
 def test_softmax_shapes_walk_as_the_library_says_and_w0_names_the_direct_forward():
     """softmax's and log_softmax's shapes: a named backward walks where softmax.backward_walk says
     (off fast memory: never without --fast-memory), `w0` names the forward's direct kernel and a
-    backward refuses it."""
+    backward refuses it; cross-entropy's `w0` too."""
     case = row_shapes.Case("softmax", "bwd", torch.bfloat16, 100000, "wb", False, "cpu")
     kernels = case.compiled(row_shapes.parse_shape("c16t256v8"))
     assert kernels[0]["block_dims"][0] == 256 and kernels[0]["cluster_dims"] == [16, 1, 1]
@@ -70,3 +70,9 @@ def test_softmax_shapes_walk_as_the_library_says_and_w0_names_the_direct_forward
     forward = row_shapes.Case("log_softmax", "fwd", torch.bfloat16, 100000, "wb", False, "cpu")
     direct = forward.compiled(row_shapes.parse_shape("c8t256v8w0"))
     assert direct[0]["block_dims"][0] == 256 and direct[0]["cluster_dims"] == [8, 1, 1]
+    # cross-entropy's w0: its one row per cluster (the library's at 100000), here over 16 CTAs
+    logits = row_shapes.Case("cross_entropy", "fwd", torch.bfloat16, 100000, "wb", False, "cpu")
+    wide = logits.compiled(row_shapes.parse_shape("c16t256v8w0"))
+    assert wide[0]["cluster_dims"] == [16, 1, 1] and logits.compiled(None)[0]["cluster_dims"] == [8, 1, 1]
+    with pytest.raises(ValueError, match="w0"):
+        logits.compiled(row_shapes.parse_shape("c8t256v8w2"))
