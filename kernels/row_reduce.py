@@ -602,13 +602,20 @@ def direct_config(n: int, vec: int, short: bool = False) -> RowConfig | None:
 
 
 def _require_direct(cfg: RowConfig) -> None:
-    """The one-phase exchange takes one row of whole warps per CTA over a cluster of up to 32."""
+    """The one-phase exchange takes one row of whole warps per CTA over a cluster of up to 32, a
+    power of two of entries in all (direct_fold's lanes each merge every 32nd entry, the same
+    number each: 7 CTAs of 8 warps would leave entries 32-55 out of the row's sums)."""
     if cfg.cluster == 1 or cfg.cluster > 32 or cfg.rows != 1 or cfg.threads_per_row % 32:
         raise ValueError(f"the one-phase exchange takes a row over a cluster, one row per CTA; got {cfg}")
+    entries = direct_entries(cfg)
+    if entries & (entries - 1):
+        raise ValueError(f"the one-phase exchange folds a power of two of warps over the cluster; got {cfg.cluster} "
+                         f"CTAs of {cfg.threads_per_row // 32} warps ({cfg})")
 
 
 def direct_entries(cfg: RowConfig) -> int:
-    """Entries of the one-phase exchange: one per warp of each CTA of the cluster (a power of two)."""
+    """Entries of the one-phase exchange: one per warp of each CTA of the cluster (a power of two:
+    _require_direct)."""
     return cfg.threads_per_row // 32 * cfg.cluster
 
 

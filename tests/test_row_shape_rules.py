@@ -172,3 +172,15 @@ def test_softmax_backward_walks_on_slow_memory_where_its_ctas_hold_too_little():
     assert softmax.held_bytes(cfg, 16, 92) == 50000           # one CTA an SM at 96 registers a thread
     assert softmax.held_bytes(cfg, 16, 64) == 100000          # two at 64
     assert softmax.held_bytes(cfg, 16, 32) == 200000          # four: 2048 threads an SM
+
+
+def test_the_one_phase_exchange_refuses_a_cluster_whose_warps_are_not_a_power_of_two():
+    """row_reduce._require_direct: direct_fold merges every 32nd entry the same number of times in
+    each lane, so 7 CTAs of 8 warps (56 entries) would drop entries 32-55 from the row's sums; the
+    shape is refused at compile time, before any launch."""
+    from cute_torch.kernels.row_reduce import RowConfig
+    x = torch.empty(4, 100000, dtype=torch.bfloat16)
+    rows = dynamic_rows(x)
+    seven = RowConfig(100000, 8, 256, 256, 7)
+    with pytest.raises(ValueError, match="power of two of warps"):
+        cute.compile(softmax._forward, rows, rows, 1, seven, False, "direct", options={"arch": "sm_90a"})
