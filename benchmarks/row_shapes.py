@@ -237,7 +237,11 @@ def main() -> None:
         for n in args.ns:
             case = Case(args.op, args.direction, dtype, n, params, args.residual, "cpu")
             for text, shape in shapes.items():
-                kernels = case.compiled(shape)
+                try:
+                    kernels = case.compiled(shape)
+                except ValueError as error:         # a shape the kernel refuses: say so, go on
+                    print(f"{args.op} {args.direction} {args.dtype} {n} {text} error: {error}", flush=True)
+                    continue
                 cells = ", ".join(f"{k['registers']} registers, {k['spill_stores']} bytes spilled" for k in kernels)
                 print(f"{args.op} {args.direction} {args.dtype} {n} {text}: {cells}", flush=True)
         return

@@ -76,3 +76,14 @@ def test_softmax_shapes_walk_as_the_library_says_and_w0_names_the_direct_forward
     assert wide[0]["cluster_dims"] == [16, 1, 1] and logits.compiled(None)[0]["cluster_dims"] == [8, 1, 1]
     with pytest.raises(ValueError, match="w0"):
         logits.compiled(row_shapes.parse_shape("c8t256v8w2"))
+
+
+def test_the_compile_only_mode_names_a_refused_shape_and_goes_on(monkeypatch, capsys):
+    """--cpu: a shape the kernel refuses (7 CTAs of 8 warps in the one-phase exchange) prints its
+    error on its line, and the next shape still compiles."""
+    monkeypatch.setattr(sys, "argv", ["row_shapes.py", "softmax", "fwd", "--ns", "100000", "--shapes", "c7t256v8w0",
+                                      "c8t256v8w0", "--cpu"])
+    row_shapes.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("softmax fwd bfloat16 100000 c7t256v8w0 error: the one-phase exchange folds a power")
+    assert lines[1].startswith("softmax fwd bfloat16 100000 c8t256v8w0: ") and "bytes spilled" in lines[1]
