@@ -516,8 +516,8 @@ def backward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=
     def walk_of(cfg: RowConfig, width: int) -> bool:
         if fast or not backward_walk(cfg, width, True):
             return backward_walk(cfg, width, fast)
-        kernel = _backward.compile(*args, 1, cfg, log, False, options=options).kernels[0]
-        return backward_walk(cfg, width, fast, held_bytes(cfg, width, kernel["registers"]))
+        registers = _backward.compile(*args, 1, cfg, log, False, options=options).kernels[0].get("registers")
+        return backward_walk(cfg, width, fast, held_bytes(cfg, width, registers) if registers else None)
     return _shape(_backward, walk_of, args, tensors, log, options)
 
 
