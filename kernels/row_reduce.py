@@ -48,6 +48,13 @@ MAX_CLUSTER = 8
 NON_PORTABLE_CLUSTER = 16
 # An SM's registers and threads (what the shape rules count CTAs per SM from).
 MAX_REGISTERS, MAX_SM_THREADS = 65536, 2048
+
+
+def register_ctas(threads: int, registers: int) -> int:
+    """CTAs of `threads` threads at `registers` a thread that an SM's registers fit, as the
+    hardware allocates them: in eights a thread (256 a warp), so 84 registers a thread in
+    256-thread CTAs fit two, not three."""
+    return MAX_REGISTERS // (threads * -(-registers // 8) * 8)
 # Threads per CTA at most: 128 registers each (1024 threads would leave 64, and the backward
 # kernels spilled there).
 MAX_THREADS = 512

@@ -43,10 +43,10 @@ from cute_torch import Constexpr
 
 from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, merge_max_sum_pairs,
                          online_logsumexp, rescale, scaled, store_chunk, store_edge)
-from .row_reduce import (MAX_CLUSTER, MAX_N, MAX_REGISTERS, MAX_SM_THREADS, NON_PORTABLE_CLUSTER, RowConfig,
-                         clamp_row, cluster_peers, cluster_receive, cluster_send, cta_group, direct_config,
-                         direct_exchange, direct_fold, dynamic_rows, fast_memory, fetch_row, fold, launch_cluster,
-                         launch_grid, load_row, load_row_staged, open_direct, row_config, row_reduce, store_row,
+from .row_reduce import (MAX_CLUSTER, MAX_N, MAX_SM_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row,
+                         cluster_peers, cluster_receive, cluster_send, cta_group, direct_config, direct_exchange,
+                         direct_fold, dynamic_rows, fast_memory, fetch_row, fold, launch_cluster, launch_grid,
+                         load_row, load_row_staged, open_direct, register_ctas, row_config, row_reduce, store_row,
                          thread_place, unless_it_spills, walk_cluster_rows, walking_groups)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
@@ -420,7 +420,7 @@ def backward_walk(cfg: RowConfig, bits: int, fast: bool, held: int | None = None
 def held_bytes(cfg: RowConfig, bits: int, registers: int) -> int:
     """Bytes of y and dy (`bits` each) the CTAs an SM runs of a kernel of `registers` a thread
     hold, one row per cluster: each its share of the row (padding holds nothing)."""
-    ctas = min(MAX_REGISTERS // (cfg.threads * -(-registers // 8) * 8), MAX_SM_THREADS // cfg.threads)
+    ctas = min(register_ctas(cfg.threads, registers), MAX_SM_THREADS // cfg.threads)
     return ctas * cfg.n // cfg.cluster * 2 * bits // 8
 
 

@@ -4,6 +4,8 @@ kernel an SM's registers fit (CPU tier); the norm backward's kernel arguments (C
 
 import torch
 
+from cute_torch.kernels.row_reduce import dynamic_rows, register_ctas
+
 
 def poison_allocator():
     """Fills free blocks of both of the caching allocator's pools with NaN."""
@@ -29,18 +31,16 @@ def check_close(got, want, dtype, what):
 
 
 def ctas_per_sm(kernel: dict) -> int:
-    """CTAs of a compiled kernel (its metadata: registers, block_dims) that an SM's 65536
-    registers fit, as the hardware allocates them: in eights a thread (256 a warp), so 84
-    registers a thread in 256-thread CTAs fit two, not three."""
+    """CTAs of a compiled kernel (its metadata: registers, block_dims) that an SM's registers fit
+    (row_reduce.register_ctas)."""
     threads = kernel["block_dims"][0] * kernel["block_dims"][1] * kernel["block_dims"][2]
-    return 65536 // (-(-kernel["registers"] // 8) * 8 * threads)
+    return register_ctas(threads, kernel["registers"])
 
 
 def norm_backward_args(x, w, layer: bool, bias: bool) -> tuple:
     """norms._backward's arguments over rows like `x` with weight `w` (rstd, mean and the
     gradients' partial rows placeholders, as norms.norm_backward passes them): the weight's
     gradient, the bias's where `bias`, the mean where `layer`."""
-    from cute_torch.kernels.row_reduce import dynamic_rows
     n = x.shape[1]
     stat, part = dynamic_rows(torch.empty(x.shape[0])), dynamic_rows(torch.empty(1, n))
     return (dynamic_rows(x), w, dynamic_rows(x), stat, stat if layer else None, dynamic_rows(x), part,
