@@ -387,7 +387,7 @@ def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: 
     return None
 
 
-def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
+def direct_shape(n: int, tensors, rms: bool, fast: bool = True) -> RowConfig | None:
     """quack's shape (row_reduce.direct_config) for the forward over 16-bit rows split over a
     cluster (past 16384 columns, up to 131072) without a residual, its weight and bias 16-bit too
     (norms._direct_row), LayerNorm's where its parameters times the cluster's CTAs are at most 4
@@ -399,7 +399,10 @@ def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     / 0.92; with weight and bias: 0.92 / 0.90 / 0.90 -> 0.95 / 0.89 / 0.85 (fp16 0.92 / 0.90 /
     0.91 -> 0.95 / 0.92 / 0.88). Every row reads its weight and bias again (from L2), and the
     normalization after the exchange grows with them, where the walks hold them for many rows;
-    a cluster's CTAs wait for the slowest at the exchange.
+    a cluster's CTAs wait for the slowest at the exchange. On slow memory (not `fast`:
+    row_reduce.fast_memory, the H100) LayerNorm's unpadded rows take it with any parameters
+    (H100, 2026-11-27, the walks -> this: bf16 with weight and bias 65536 0.91 -> 0.98, 131072
+    0.92 -> 0.97; with a weight 131072 0.92 -> 0.99; fp16 with both 0.91 -> 0.98 at each).
     Rows one 256-thread CTA holds, past 8192 columns (row_reduce.direct_config's `short`), go
     over two CTAs for RMSNorm with a weight and LayerNorm without parameters. bf16, H200
     (2026-11-27), forward_plan's shape -> this at 12288 / 16384: RMSNorm with a weight 0.93 /
@@ -426,7 +429,7 @@ def direct_shape(n: int, tensors, rms: bool) -> RowConfig | None:
     if cfg is None or rms:
         return cfg
     if not cfg.padding:
-        return None if parameters * cfg.cluster > 4 else cfg
+        return None if fast and parameters * cfg.cluster > 4 else cfg
     return cfg if cfg.cluster == MAX_CLUSTER and not parameters else None
 
 

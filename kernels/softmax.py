@@ -19,13 +19,14 @@ Rows past 16384 elements (values_per_thread), and softmax's unpadded 16-bit rows
 are split over a cluster of 2-8 CTAs (16 past 131072 where 8 would spill), up to REGISTER_N,
 still one pass (kernels/row_reduce.py); the forward's CTAs trade their parts' max and sum of
 exponentials once per row and combine them. The forward over 16-bit rows of up to 131072
-columns in 16-byte vectors takes quack's shape (direct_shape: 256-thread CTAs staged by
-cp.async, one exchange, three CTAs per SM). Where direct_shape does not apply (rows past 131072
-columns, narrower vectors), 16-bit log_softmax (and softmax over clusters of 8, or any such row
-on a card with fast memory) walks several rows per cluster with that trip pipelined
-(_walk_cluster_rows): on a persistent grid of as many clusters as run at once, or CLUSTER_WALK
-rows a cluster (forward_walk). On fast memory the backward over 16-bit clusters walks too, and
-on slow memory where the CTAs an SM runs would hold too little of their rows (backward_walk).
+columns in 16-byte vectors, and over Float32 rows of 65537-131072 columns, takes quack's shape
+(direct_shape: 256-thread CTAs staged by cp.async, one exchange, three CTAs per SM). Where
+direct_shape does not apply (rows past 131072 columns, narrower vectors), 16-bit log_softmax
+(and softmax over clusters of 8, or any such row on a card with fast memory) walks several rows
+per cluster with that trip pipelined (_walk_cluster_rows): on a persistent grid of as many
+clusters as run at once, or CLUSTER_WALK rows a cluster (forward_walk). On fast memory the
+backward over 16-bit clusters walks too, and on slow memory where the CTAs an SM runs would
+hold too little of their rows (backward_walk).
 Longer rows (and 16-bit rows past MAX_N whose length or stride would make the register path
 read them in vectors narrower than 16 bytes: takes_chunks) are read in chunks (kernels/row_chunks.py), the
 forward's log-sum-exp online in one pass and the output in a second (two reads and one write),
@@ -43,7 +44,7 @@ from cute_torch import Constexpr
 
 from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, merge_max_sum_pairs,
                          online_logsumexp, rescale, scaled, store_chunk, store_edge)
-from .row_reduce import (MAX_CLUSTER, MAX_N, MAX_SM_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row,
+from .row_reduce import (DIRECT_THREADS, MAX_CLUSTER, MAX_N, MAX_SM_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row,
                          cluster_peers, cluster_receive, cluster_send, cta_group, direct_config, direct_exchange,
                          direct_fold, dynamic_rows, fast_memory, fetch_row, fold, launch_cluster, launch_grid,
                          load_row, load_row_staged, open_direct, register_ctas, row_config, row_reduce, store_row,
@@ -487,10 +488,47 @@ def direct_shape(tensors: tuple, short: bool = False) -> RowConfig | None:
     in registers) -> this: 12288 0.97 -> 0.99, 16384 0.94 -> 0.98 (quack 0.97 at both); at
     8192 0.97 -> 0.94 (128-thread CTAs 0.97); padded, 14000 0.93 -> 0.95 but 10000 0.99 ->
     0.93. log_softmax lost at 16384 (0.93 -> 0.88) and at 8192 (0.97 -> 0.83) and keeps its
-    shapes."""
-    if max(t.element_size() for t in tensors) != 2:
+    shapes. Float32 rows: float32_direct_shape."""
+    size = max(t.element_size() for t in tensors)
+    if size == 4:
+        return float32_direct_shape(tensors[0].shape[-1], _config(*tensors).vec)
+    if size != 2:
         return None
     return direct_config(tensors[0].shape[-1], _config(*tensors).vec, short)
+
+
+# Float32 rows in quack's shape (float32_direct_shape): at most 13 16-byte vectors a thread, and
+# rows padded by at most 7 % (as measured there).
+FLOAT32_DIRECT_VECTORS, FLOAT32_DIRECT_PADDING = 13, 0.07
+
+
+def float32_direct_shape(n: int, vec: int) -> RowConfig | None:
+    """quack's shape (_direct_row) for the forward over Float32 rows of 65537-131072 columns in
+    16-byte vectors: one row per cluster of 8, or 16 (NON_PORTABLE_CLUSTER) where 8 would hold
+    more than FLOAT32_DIRECT_VECTORS vectors a thread (at 131072 they would hold 16 and spill 12
+    bytes), 256-thread CTAs (56-80 registers, no spill), three per SM; None elsewhere and where the
+    row would be padded past FLOAT32_DIRECT_PADDING. The library had walked these rows over
+    512-thread CTAs, one per SM. Fraction of copy (row_shapes.py, 2026-11-27), that -> this,
+    H200 / H100:
+
+    - softmax: 70000 (8 CTAs, padded 5 %) 0.82 -> 0.98 / 0.98 -> 1.00, 80000 (8) 0.89 -> 0.98 /
+      1.00 -> 1.00, 100000 (8, padded 6.5 %) 0.93 -> 0.98 / 1.00 -> 1.00, 131072 (16) 0.97 -> 0.99 /
+      1.00 -> 1.00;
+    - log_softmax: 70000 0.79 -> 0.99 / 0.97 -> 1.00, 100000 0.93 -> 0.98 / 1.00 -> 1.00, 131072
+      0.97 -> 0.98 / 1.00 -> 1.00.
+
+    Not taken: 115000 columns (8 CTAs would hold 15 vectors a thread, 16 pad the row 14 %): softmax
+    over 8 0.94 -> 0.84 / 0.99 -> 0.87, over 16 0.94 -> 0.90 / 0.99 -> 1.00. At 65536 the walk
+    and 8 CTAs measured the same (0.99 / 0.98 on the H200)."""
+    if vec != 4 or not 2 * MAX_N < n <= 4 * MAX_N:
+        return None
+    cluster = MAX_CLUSTER
+    while cluster * DIRECT_THREADS * FLOAT32_DIRECT_VECTORS * vec < n:
+        cluster *= 2
+    cfg = RowConfig(n, vec, DIRECT_THREADS, DIRECT_THREADS, cluster)
+    if cluster > NON_PORTABLE_CLUSTER or cfg.padding > FLOAT32_DIRECT_PADDING * n:
+        return None
+    return cfg
 
 
 def forward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=None) -> tuple[RowConfig, str | None]:

@@ -379,6 +379,18 @@ def test_softmax_forward_over_cluster_rows_many_rows(m, n, log, dtype):
 
 @needs_gpu
 @pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("m,n", [(300, 70000), (200, 100000), (150, 110000), (120, 131072)])
+def test_softmax_forward_over_float32_cluster_rows_in_quacks_shape(m, n, log):
+    """Float32 rows one per cluster of 8 or 16 CTAs (softmax.float32_direct_shape; padded rows at
+    70000, 100000 and 110000), many waves of clusters, every element against float64."""
+    x = rand_rows((m, n), m + n, torch.float32, scale=30.0)
+    poison_allocator()
+    y = softmax.softmax(x, log=log)
+    check_close(y, (torch.log_softmax if log else torch.softmax)(x.double(), -1), torch.float32, "forward")
+
+
+@needs_gpu
+@pytest.mark.parametrize("log", [False, True])
 def test_softmax_walks_16bit_cluster_rows_of_narrower_vectors(log):
     """16-bit rows whose stride rules out 16-byte vectors (32772 elements apart) keep
     forward_walk's shapes over a cluster (not direct_shape's), every element against float64."""

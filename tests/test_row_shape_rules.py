@@ -78,6 +78,29 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
         assert norm_shapes.direct_shape(width, (rows, None, rows[0], None, rows, None), False) is None, width
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_layer_norm_parameters_take_quacks_shape_on_slow_memory(dtype):
+    """norm_shapes.direct_shape: on a card without fast memory (the H100) LayerNorm's unpadded 16-bit
+    rows take quack's shape with a weight, or weight and bias, over any cluster (65536: 4 CTAs, 131072:
+    8), three CTAs per SM without spilling; on fast memory only where parameters x CTAs <= 4, and
+    padded rows with parameters walk on both."""
+    hopper, st = {"arch": "sm_90a"}, torch.empty(4)
+    for n, cluster in ((65536, 4), (131072, 8), (100000, None)):
+        x, w = torch.empty(4, n, dtype=dtype), torch.empty(n, dtype=dtype)
+        for wb in ((w, None), (w, w)):
+            tensors = (x, None, *wb, x, None)
+            got = norm_shapes.direct_shape(n, tensors, False, fast=False)
+            assert (got and got.cluster) == cluster, (n, wb[1] is not None)
+            fast = norm_shapes.direct_shape(n, tensors, False, fast=True)
+            assert fast == (got if cluster and cluster * (1 + (wb[1] is not None)) <= 4 else None)
+            if got is None:
+                continue
+            args = (dynamic_rows(x), None, *wb, dynamic_rows(x), None, dynamic_rows(st), dynamic_rows(st), 1e-5)
+            assert norms.forward_shape(args, tensors, False, 0, hopper) == (got, norm_shapes.DIRECT, None)
+            kernels = norms._forward.compile(*args, 1, got, False, norm_shapes.DIRECT, options=hopper).kernels
+            assert all(k["spill_stores"] == 0 and ctas_per_sm(k) >= 3 for k in kernels), kernels
+
+
 @pytest.mark.parametrize("bound,direct", [(norm_shapes.BOUNDED_SPILL, True), (0, False)])
 def test_padded_layer_norm_rows_take_quacks_shape_unless_it_spills(bound, direct, monkeypatch):
     """norms.forward_shape: LayerNorm's padded rows that direct_shape gives quack's shape take it
@@ -93,10 +116,28 @@ def test_padded_layer_norm_rows_take_quacks_shape_unless_it_spills(bound, direct
     assert all(k["spill_stores"] <= bound for k in kernels), kernels
 
 
+@pytest.mark.parametrize("n,cluster", [(69000, 8), (70000, 8), (80000, 8), (100000, 8), (110000, 16), (131072, 16)])
+def test_softmax_forward_takes_quacks_shape_over_float32_rows(n, cluster):
+    """softmax.float32_direct_shape: Float32 rows of 65537-131072 columns go one row per cluster of 8
+    256-thread CTAs, or 16 where 8 would hold more than 13 vectors a thread, padded at most 7 %,
+    three CTAs per SM without spilling (softmax and log_softmax)."""
+    x = torch.empty(4, n)
+    rows, hopper = dynamic_rows(x), {"arch": "sm_90a"}
+    for log in (False, True):
+        cfg, walk = softmax.forward_shape((rows, rows), (x, x), log, 0, hopper)
+        assert walk == "direct" and (cfg.threads, cfg.cluster, cfg.vec) == (256, cluster, 4), cfg
+        assert cfg.vectors <= softmax.FLOAT32_DIRECT_VECTORS and cfg.padding <= 0.07 * n
+        kernels = cute.compile(softmax._forward, rows, rows, 1, cfg, log, walk, options=hopper).kernels
+        assert all(k["spill_stores"] == 0 and ctas_per_sm(k) >= 3 for k in kernels), kernels
+
+
 def test_softmax_direct_shape_only_where_measured():
-    """Float32 rows, rows one CTA holds, rows past 131072 and 16-bit rows without 16-byte vectors
-    keep the register path's other shapes."""
-    for dtype, n in ((torch.float32, 65536), (torch.bfloat16, 16384), (torch.bfloat16, 262144)):
+    """Rows one CTA holds, rows past 131072, 16-bit rows without 16-byte vectors and Float32 rows
+    up to 65536 or padded past 7 % keep the register path's other shapes."""
+    for n in (65536, 66000, 115000, 131076, 200000):               # (66000 and 115000 padded 12 / 14 %)
+        x = torch.empty(2, n)
+        assert softmax.direct_shape((x, x)) is None, n
+    for dtype, n in ((torch.bfloat16, 16384), (torch.bfloat16, 262144)):
         x = torch.empty(2, n, dtype=dtype)
         assert softmax.direct_shape((x, x)) is None, (dtype, n)
     for dtype, n in ((torch.float32, 16384), (torch.bfloat16, 8192), (torch.bfloat16, 14000)):   # (unpadded only)
