@@ -65,7 +65,7 @@ from .column_sums import launch_sum_partials
 from .norm_shapes import (BOUNDED_SPILL, DIRECT, backward_config, backward_ctas, backward_ring, config_for,
                           direct_shape, forward_walk, one_trip_statistics, pipelined_backward,
                           pipelined_forward, unwalked_ctas, walking_ctas)
-from .row_reduce import (MAX_CLUSTER, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
+from .row_reduce import (MAX_CLUSTER, MAX_N, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row, clear_staged,
                          cluster_merge_mean_m2, cluster_peers, cluster_reduce_received, cluster_send, column_mask,
                          cta_group, direct_exchange, direct_fold, dynamic_rows, fast_memory,
                          fetch_row, fold, fold_products, launch_cluster, launch_grid, load_row, merge_counted,
@@ -645,12 +645,20 @@ def backward_shape(n: int, args: tuple, tensors, layer: bool, device: int, optio
     0.79. Where it did not spill the 16 CTAs lost (with weight and bias at 70000 / 131072 0.69 /
     0.84 -> 0.62 / 0.81, with a weight at 100000 0.77 -> 0.68). fp16 rows spill the same (124
     bytes at 100000) and take it too, not timed; nor the H100, past runs that mixed up the spill
-    counts (benchmarks/RESULTS.md, thirty-seventh)."""
-    cfg = backward_config(n, tensors, layer, fast_memory(device))
+    counts (benchmarks/RESULTS.md, thirty-seventh).
+    On slow memory (row_reduce.fast_memory: the H100) the 16 CTAs also take 16-bit rows with a
+    weight that 8 leave unpadded, up to 131072 columns, where they do not spill. bf16 fraction of copy, H100
+    (2026-11-27), 8 -> 16: with weight and bias 65536 0.96 -> 0.97, 131072 0.91 -> 0.93 (fp16
+    0.915 -> 0.945); with a weight 0.97 -> 0.99 and 0.95 -> 0.97. Padded rows lost there (with
+    weight and bias 40000 0.79 -> 0.78, 70000 0.86 -> 0.82; with a weight 100000 0.93 -> 0.88)."""
+    fast = fast_memory(device)
+    cfg = backward_config(n, tensors, layer, fast)
     if not (layer and cfg.cluster == MAX_CLUSTER and cfg.threads == MAX_THREADS):
         return cfg
     spread = replace(cfg, threads=MAX_THREADS // 2, threads_per_row=MAX_THREADS // 2, cluster=NON_PORTABLE_CLUSTER)
-    if spills(lambda: _backward.compile(*args, 1, cfg, options=options)) and not spills(
+    weighted = tensors[0].element_size() == 2 and tensors[1] is not None
+    unpadded = weighted and not fast and not cfg.padding and n <= 4 * MAX_N
+    if (unpadded or spills(lambda: _backward.compile(*args, 1, cfg, options=options))) and not spills(
             lambda: _backward.compile(*args, 1, spread, options=options)):
         return spread
     return cfg

@@ -320,13 +320,18 @@ def test_the_float32_layer_norm_forward_past_8192_columns_keeps_two_ctas_per_sm(
                 assert all(k["spill_stores"] == 0 and ctas_per_sm(k) >= 2 for k in fwd.kernels), fwd.kernels
 
 
-def test_the_layer_norm_backward_spreads_over_16_ctas_where_8_spill():
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_layer_norm_backward_spreads_over_16_ctas_where_8_spill(fast, monkeypatch):
     """norms.backward_shape: LayerNorm's backward with weight and bias gradients over 16-bit rows
     that 8 512-thread CTAs hold in 4 padded vectors a thread (100000, 131000 columns) spills there,
     and runs over 16 CTAs of 256 threads, which do not spill; where 8 do not spill (70000, 131072,
-    a weight's gradient only) it keeps them."""
-    for n, bias, want in ((100000, True, (16, 256)), (131000, True, (16, 256)), (131072, True, (8, 512)),
-                          (70000, True, (8, 512)), (100000, False, (8, 512))):
+    a weight's gradient only) it keeps them on fast memory. On slow memory (the H100) unpadded rows
+    with a weight up to 131072 columns take the 16 too (65536, 131072; padded 70000 and 100000 do not)."""
+    monkeypatch.setattr(norms, "fast_memory", lambda device: fast)
+    spread = (16, 256) if not fast else (8, 512)
+    for n, bias, want in ((100000, True, (16, 256)), (131000, True, (16, 256)), (131072, True, spread),
+                          (70000, True, (8, 512)), (100000, False, (8, 512)), (65536, True, spread),
+                          (131072, False, spread)):
         x, w = torch.empty(4, n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.bfloat16)
         args = norm_backward_args(x, w, True, bias)
         cfg = norms.backward_shape(n, args, (x, w, x, x), True, 0, {"arch": "sm_90a"})
