@@ -647,10 +647,11 @@ def backward_shape(n: int, args: tuple, tensors, layer: bool, device: int, optio
     bytes at 100000) and take it too, not timed; nor the H100, past runs that mixed up the spill
     counts (benchmarks/RESULTS.md, thirty-seventh).
     On slow memory (row_reduce.fast_memory: the H100) the 16 CTAs also take 16-bit rows with a
-    weight that 8 leave unpadded, up to 131072 columns, where they do not spill. bf16 fraction of copy, H100
-    (2026-11-27), 8 -> 16: with weight and bias 65536 0.96 -> 0.97, 131072 0.91 -> 0.93 (fp16
-    0.915 -> 0.945); with a weight 0.97 -> 0.99 and 0.95 -> 0.97. Padded rows lost there (with
-    weight and bias 40000 0.79 -> 0.78, 70000 0.86 -> 0.82; with a weight 100000 0.93 -> 0.88)."""
+    weight that 8 leave unpadded, up to 131072 columns, where they do not spill. bf16 fraction
+    of copy, H100 (2026-11-27), 8 -> 16: with weight and bias 65536 0.96 -> 0.97, 131072 0.91 ->
+    0.93 (fp16 0.915 -> 0.945); with a weight 0.97 -> 0.99 and 0.95 -> 0.97. Padded rows lost
+    there (with weight and bias 40000 0.79 -> 0.78, 70000 0.86 -> 0.82; with a weight 100000
+    0.93 -> 0.88)."""
     fast = fast_memory(device)
     cfg = backward_config(n, tensors, layer, fast)
     if not (layer and cfg.cluster == MAX_CLUSTER and cfg.threads == MAX_THREADS):

@@ -488,11 +488,8 @@ def direct_shape(tensors: tuple, short: bool = False) -> RowConfig | None:
     in registers) -> this: 12288 0.97 -> 0.99, 16384 0.94 -> 0.98 (quack 0.97 at both); at
     8192 0.97 -> 0.94 (128-thread CTAs 0.97); padded, 14000 0.93 -> 0.95 but 10000 0.99 ->
     0.93. log_softmax lost at 16384 (0.93 -> 0.88) and at 8192 (0.97 -> 0.83) and keeps its
-    shapes. Float32 rows: float32_direct_shape."""
-    size = max(t.element_size() for t in tensors)
-    if size == 4:
-        return float32_direct_shape(tensors[0].shape[-1], _config(*tensors).vec)
-    if size != 2:
+    shapes. Float32 rows: float32_direct_shape (the softmax forward's only, not cross-entropy's)."""
+    if max(t.element_size() for t in tensors) != 2:
         return None
     return direct_config(tensors[0].shape[-1], _config(*tensors).vec, short)
 
@@ -507,9 +504,9 @@ def float32_direct_shape(n: int, vec: int) -> RowConfig | None:
     16-byte vectors: one row per cluster of 8, or 16 (NON_PORTABLE_CLUSTER) where 8 would hold
     more than FLOAT32_DIRECT_VECTORS vectors a thread (at 131072 they would hold 16 and spill 12
     bytes), 256-thread CTAs (56-80 registers, no spill), three per SM; None elsewhere and where the
-    row would be padded past FLOAT32_DIRECT_PADDING. The library had walked these rows over
-    512-thread CTAs, one per SM. Fraction of copy (row_shapes.py, 2026-11-27), that -> this,
-    H200 / H100:
+    row would be padded past FLOAT32_DIRECT_PADDING. The library had run these rows one per
+    cluster of 8 512-thread CTAs, in registers without staging. Fraction of copy (row_shapes.py,
+    2026-11-27), that -> this, H200 / H100:
 
     - softmax: 70000 (8 CTAs, padded 5 %) 0.82 -> 0.98 / 0.98 -> 1.00, 80000 (8) 0.89 -> 0.98 /
       1.00 -> 1.00, 100000 (8, padded 6.5 %) 0.93 -> 0.98 / 1.00 -> 1.00, 131072 (16) 0.97 -> 0.99 /
@@ -518,8 +515,8 @@ def float32_direct_shape(n: int, vec: int) -> RowConfig | None:
       0.97 -> 0.98 / 1.00 -> 1.00.
 
     Not taken: 115000 columns (8 CTAs would hold 15 vectors a thread, 16 pad the row 14 %): softmax
-    over 8 0.94 -> 0.84 / 0.99 -> 0.87, over 16 0.94 -> 0.90 / 0.99 -> 1.00. At 65536 the walk
-    and 8 CTAs measured the same (0.99 / 0.98 on the H200)."""
+    over 8 0.94 -> 0.84 / 0.99 -> 0.87, over 16 0.94 -> 0.90 / 0.99 -> 1.00. At 65536 the
+    library's shape and 8 CTAs measured the same (0.99 / 0.98 on the H200)."""
     if vec != 4 or not 2 * MAX_N < n <= 4 * MAX_N:
         return None
     cluster = MAX_CLUSTER
@@ -533,11 +530,14 @@ def float32_direct_shape(n: int, vec: int) -> RowConfig | None:
 
 def forward_shape(args: tuple, tensors: tuple, log: bool, device: int, options=None) -> tuple[RowConfig, str | None]:
     """(the CTA shape, its walk: "direct" or forward_walk's) of the register path's forward over
-    `tensors` (x, y) whose kernel arguments are `args`: direct_shape where it applies. Past
+    `tensors` (x, y) whose kernel arguments are `args`: direct_shape (Float32 rows:
+    float32_direct_shape) where it applies. Past
     131072 columns 16 CTAs also where only they walk (32 values a thread; 8 hold 64 and cannot)
     and they pad the row no more than 8 do: softmax over bf16 rows of 262144, 0.64 -> 0.84 of
     copy on an H200 (the H100 not measured)."""
     direct = direct_shape(tensors, short=not log)
+    if direct is None and max(t.element_size() for t in tensors) == 4:
+        direct = float32_direct_shape(tensors[0].shape[-1], _config(*tensors).vec)
     if direct is not None:
         return direct, "direct"
     fast = fast_memory(device)

@@ -135,8 +135,10 @@ def test_softmax_direct_shape_only_where_measured():
     """Rows one CTA holds, rows past 131072, 16-bit rows without 16-byte vectors and Float32 rows
     up to 65536 or padded past 7 % keep the register path's other shapes."""
     for n in (65536, 66000, 115000, 131076, 200000):               # (66000 and 115000 padded 12 / 14 %)
-        x = torch.empty(2, n)
-        assert softmax.direct_shape((x, x)) is None, n
+        assert softmax.float32_direct_shape(n, 4) is None, n
+    assert softmax.float32_direct_shape(100000, 2) is None                     # (8-byte vectors)
+    x = torch.empty(2, 100000)
+    assert softmax.direct_shape((x, x)) is None                # (cross-entropy's Float32 logits: chunks)
     for dtype, n in ((torch.bfloat16, 16384), (torch.bfloat16, 262144)):
         x = torch.empty(2, n, dtype=dtype)
         assert softmax.direct_shape((x, x)) is None, (dtype, n)
