@@ -387,7 +387,7 @@ def unwalked_ctas(cfg: RowConfig, walk: int, size: int, residual: bool, params: 
     return None
 
 
-def direct_shape(n: int, tensors, rms: bool, fast: bool = True) -> RowConfig | None:
+def direct_shape(n: int, tensors, rms: bool, *, fast: bool) -> RowConfig | None:
     """quack's shape (row_reduce.direct_config) for the forward over 16-bit rows split over a
     cluster (past 16384 columns, up to 131072) without a residual, its weight and bias 16-bit too
     (norms._direct_row), LayerNorm's where its parameters times the cluster's CTAs are at most 4

@@ -620,7 +620,7 @@ def forward_shape(args: tuple, tensors, rms: bool, device: int, options=None) ->
     (row_reduce.unless_it_spills)."""
     n, size = tensors[0].shape[-1], max(t.element_size() for t in tensors if t is not None)
     fast, residual, params = fast_memory(device), tensors[1] is not None, sum(t is not None for t in tensors[2:4])
-    direct = direct_shape(n, tensors, rms, fast)
+    direct = direct_shape(n, tensors, rms, fast=fast)
     if direct is not None and not (direct.padding and not rms and spills(
             lambda: _forward.compile(*args, 1, direct, rms, DIRECT, options=options), BOUNDED_SPILL)):
         return direct, DIRECT, None

@@ -62,20 +62,20 @@ def test_norm_forward_takes_quacks_shape_over_a_cluster(n, cluster, rms, bias):
     for tensors, rms in (((x, x, w, None, x, x), True), ((x, x, w, w, x, x), False),
                          ((mixed, None, w, None, mixed, None), True), ((odd, None, None, None, odd, None), False),
                          ((wide, None, wide[0], wide[0], wide, None), False)):
-        assert norm_shapes.direct_shape(tensors[0].shape[1], tensors, rms) is None
+        assert norm_shapes.direct_shape(tensors[0].shape[1], tensors, rms, fast=True) is None
     short, shorter = torch.empty(4, 16384, dtype=torch.bfloat16), torch.empty(4, 8192, dtype=torch.bfloat16)
-    assert norm_shapes.direct_shape(16384, (short, None, short[0], short[0], short, None), False) is None
-    assert norm_shapes.direct_shape(16384, (short, None, short[0], None, short, None), False) is None
-    assert norm_shapes.direct_shape(8192, (shorter, None, shorter[0], None, shorter, None), True) is None
-    assert norm_shapes.direct_shape(16384, (short, None, None, None, short, None), True) is None       # (no weight)
+    assert norm_shapes.direct_shape(16384, (short, None, short[0], short[0], short, None), False, fast=True) is None
+    assert norm_shapes.direct_shape(16384, (short, None, short[0], None, short, None), False, fast=True) is None
+    assert norm_shapes.direct_shape(8192, (shorter, None, shorter[0], None, shorter, None), True, fast=True) is None
+    assert norm_shapes.direct_shape(16384, (short, None, None, None, short, None), True, fast=True) is None  # no weight
     padded = torch.empty(4, 14000, dtype=torch.bfloat16)
-    assert norm_shapes.direct_shape(14000, (padded, None, padded[0], None, padded, None), True) is None
+    assert norm_shapes.direct_shape(14000, (padded, None, padded[0], None, padded, None), True, fast=True) is None
     # LayerNorm's padded rows: without parameters over 8 CTAs only (with them they walk: forward_walk).
     for width, cluster in ((40000, None), (50000, None), (70000, 8), (100000, 8), (120000, 8)):
         rows = torch.empty(4, width, dtype=torch.bfloat16)
-        got = norm_shapes.direct_shape(width, (rows, None, None, None, rows, None), False)
+        got = norm_shapes.direct_shape(width, (rows, None, None, None, rows, None), False, fast=True)
         assert (got and got.cluster) == cluster and (got is None or got.padding), (width, got)
-        assert norm_shapes.direct_shape(width, (rows, None, rows[0], None, rows, None), False) is None, width
+        assert norm_shapes.direct_shape(width, (rows, None, rows[0], None, rows, None), False, fast=True) is None, width
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -162,7 +162,7 @@ def test_float32_norm_forward_takes_quacks_shape_at_32_values_a_thread():
         x, w = torch.empty(4, n), torch.empty(n)
         for (rms, params), cluster in zip(((True, 0), (True, 1), (False, 0), (False, 1), (False, 2)), clusters):
             tensors = (x, None, w if params else None, w if params == 2 else None, x, None)
-            cfg = norm_shapes.direct_shape(n, tensors, rms)
+            cfg = norm_shapes.direct_shape(n, tensors, rms, fast=True)
             assert (cfg and cfg.cluster) == cluster, (n, rms, params)
             if cfg is None or n not in (17000, 131072):
                 continue
@@ -175,9 +175,9 @@ def test_float32_norm_forward_takes_quacks_shape_at_32_values_a_thread():
             assert fwd.__ptx__.count("cp.async.ca.shared.global") == cfg.vectors
             assert all(k["spill_stores"] == 0 and ctas_per_sm(k) >= 3 for k in fwd.kernels), fwd.kernels
     x, w = torch.empty(4, 65536), torch.empty(65536)
-    assert norm_shapes.direct_shape(65536, (x, x, w, None, x, x), True) is None                       # residual
+    assert norm_shapes.direct_shape(65536, (x, x, w, None, x, x), True, fast=True) is None          # residual
     odd = torch.empty(4, 65540)[:, :65538]                                                             # 8-byte rows
-    assert norm_shapes.direct_shape(65538, (odd, None, None, None, odd, None), True) is None
+    assert norm_shapes.direct_shape(65538, (odd, None, None, None, odd, None), True, fast=True) is None
 
 
 @pytest.mark.parametrize("n", [40000, 65536, 131072])
