@@ -651,9 +651,16 @@ def run_small():
     for rms in (True, False):
         out, _, rstd, mean = norms.norm_forward(f32_wide, f32_wide[0], None if rms else f32_wide[1], eps=1e-5, rms=rms)
         norms.norm_backward(f32_wide, f32_wide[0], out, rstd, mean, weight_grad=True, bias_grad=not rms)
+    # Float32 softmax in quack's shape: over 16 CTAs (131072) and over 8, padded (100000)
+    for f32_rows in (f32_wide, rand_rows((3, 100000), 25, torch.float32)):
+        softmax.softmax(f32_rows)
+        softmax.softmax(f32_rows, log=True)
     rms_wide = rand_rows((3, 131072), 18, torch.bfloat16)       # RMSNorm's 16-bit backward over 16 CTAs
     out, _, rstd, _ = norms.norm_forward(rms_wide, rms_wide[0], None, eps=1e-5, rms=True)
     norms.norm_backward(rms_wide, rms_wide[0], out, rstd, None, weight_grad=True, bias_grad=False)
+    # Off fast memory LayerNorm's weight and bias in quack's shape forward, its backward over 16 CTAs
+    out, _, rstd, mean = norms.norm_forward(rms_wide, rms_wide[0], rms_wide[1], eps=1e-5, rms=False)
+    norms.norm_backward(rms_wide, rms_wide[0], out, rstd, mean, weight_grad=True, bias_grad=True)
     half = rand_rows((5, 32768), 19, torch.bfloat16)            # LayerNorm in quack's shape: 16 and 64 entries
     norms.norm_forward(half, half[0], half[1], eps=1e-5, rms=False)
     norms.norm_forward(rms_wide, None, None, eps=1e-5, rms=False)
