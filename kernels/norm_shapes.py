@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .row_reduce import (DIRECT_THREADS, MAX_CLUSTER, MAX_REGISTERS, MAX_THREADS, NON_PORTABLE_CLUSTER, RowConfig,
-                         direct_config, row_config)
+                         direct_cluster_config, direct_config, row_config)
 
 # Row values a thread plans at most forward (forward_config may narrow a padded shape to NARROW_VALUES).
 FORWARD_VALUES = 64
@@ -466,11 +466,8 @@ def float32_direct_shape(n: int, tensors, rms: bool, parameters: int) -> RowConf
     per_cta = DIRECT_THREADS * FLOAT32_DIRECT_VALUES
     if vec != 4 or not 2 * per_cta < n <= per_cta * NON_PORTABLE_CLUSTER:
         return None
-    cluster = 4
-    while cluster * per_cta < n:
-        cluster *= 2
-    cfg = RowConfig(n, vec, DIRECT_THREADS, DIRECT_THREADS, cluster)
-    if not rms and parameters and (cfg.padding or parameters == 2 and cluster > MAX_CLUSTER):
+    cfg = direct_cluster_config(n, vec, FLOAT32_DIRECT_VALUES, 4)
+    if not rms and parameters and (cfg.padding or parameters == 2 and cfg.cluster > MAX_CLUSTER):
         return None
     return cfg
 

@@ -601,11 +601,18 @@ def direct_config(n: int, vec: int, short: bool = False) -> RowConfig | None:
     per_cta = DIRECT_THREADS * DIRECT_VALUES
     if vec != 8 or not (per_cta // 2 if short else per_cta) < n <= per_cta * MAX_CLUSTER:
         return None
-    cluster = 2
-    while cluster * per_cta < n:
-        cluster *= 2
-    cfg = RowConfig(n, vec, DIRECT_THREADS, DIRECT_THREADS, cluster)
+    cfg = direct_cluster_config(n, vec, DIRECT_VALUES, 2)
     return None if n <= per_cta and cfg.padding else cfg
+
+
+def direct_cluster_config(n: int, vec: int, values: int, fewest: int) -> RowConfig:
+    """One row of `n` per cluster of DIRECT_THREADS-thread CTAs holding up to `values` values each:
+    the fewest CTAs, a power of two from `fewest`, that cover the row (quack's shapes, 16-bit
+    and Float32)."""
+    cluster = fewest
+    while cluster * DIRECT_THREADS * values < n:
+        cluster *= 2
+    return RowConfig(n, vec, DIRECT_THREADS, DIRECT_THREADS, cluster)
 
 
 def _require_direct(cfg: RowConfig) -> None:

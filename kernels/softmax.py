@@ -44,11 +44,11 @@ from cute_torch import Constexpr
 
 from .row_chunks import (chunk_config, chunks, exp_about, load_chunk, load_edge, log_sum_exp, merge_max_sum_pairs,
                          online_logsumexp, rescale, scaled, store_chunk, store_edge)
-from .row_reduce import (DIRECT_THREADS, MAX_CLUSTER, MAX_N, MAX_SM_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row,
-                         cluster_peers, cluster_receive, cluster_send, cta_group, direct_config, direct_exchange,
-                         direct_fold, dynamic_rows, fast_memory, fetch_row, fold, launch_cluster, launch_grid,
-                         load_row, load_row_staged, open_direct, register_ctas, row_config, row_reduce, store_row,
-                         thread_place, unless_it_spills, walk_cluster_rows, walking_groups)
+from .row_reduce import (MAX_CLUSTER, MAX_N, MAX_SM_THREADS, NON_PORTABLE_CLUSTER, RowConfig, clamp_row,
+                         cluster_peers, cluster_receive, cluster_send, cta_group, direct_cluster_config, direct_config,
+                         direct_exchange, direct_fold, dynamic_rows, fast_memory, fetch_row, fold, launch_cluster,
+                         launch_grid, load_row, load_row_staged, open_direct, register_ctas, row_config, row_reduce,
+                         store_row, thread_place, unless_it_spills, walk_cluster_rows, walking_groups)
 # Rows of up to this many elements stay in registers (over a cluster past MAX_N).
 REGISTER_N = MAX_N * MAX_CLUSTER
 # Rows each cluster walks forward where forward_walk says "groups" (clusters of 2 on an H100).
@@ -519,11 +519,8 @@ def float32_direct_shape(n: int, vec: int) -> RowConfig | None:
     library's shape and 8 CTAs measured the same (0.99 / 0.98 on the H200)."""
     if vec != 4 or not 2 * MAX_N < n <= 4 * MAX_N:
         return None
-    cluster = MAX_CLUSTER
-    while cluster * DIRECT_THREADS * FLOAT32_DIRECT_VECTORS * vec < n:
-        cluster *= 2
-    cfg = RowConfig(n, vec, DIRECT_THREADS, DIRECT_THREADS, cluster)
-    if cluster > NON_PORTABLE_CLUSTER or cfg.padding > FLOAT32_DIRECT_PADDING * n:
+    cfg = direct_cluster_config(n, vec, FLOAT32_DIRECT_VECTORS * vec, MAX_CLUSTER)
+    if cfg.cluster > NON_PORTABLE_CLUSTER or cfg.padding > FLOAT32_DIRECT_PADDING * n:
         return None
     return cfg
 
