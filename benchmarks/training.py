@@ -1,6 +1,7 @@
 """Training steps on our kernels against eager and Inductor, in one run (issue 17's acceptance).
 
     python benchmarks/training.py [--steps 30 --batch 8 --seq 1024 --d-model 2048] [--max-autotune] [--rounds 1]
+        [--models transformer swiglu mlp]
 
 Three models in bf16 with AdamW, the same weights and data for every backend:
 - the GPT-style block of examples/transformer_block.py (RMSNorm, causal SDPA, MLP with GELU(tanh));
@@ -69,6 +70,8 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=2048)
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--max-autotune", action="store_true")
+    parser.add_argument("--models", nargs="+", choices=("transformer", "swiglu", "mlp"),
+                        default=["transformer", "swiglu", "mlp"])
     parser.add_argument("--rounds", type=int, default=1, help="run every backend this many times, interleaved")
     parser.add_argument("--one-case", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--one-backend", help=argparse.SUPPRESS)
@@ -83,6 +86,8 @@ def main() -> None:
           f"{'max loss diff':>14}")
     common = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in ("steps", "batch", "seq", "d_model", "heads")]
     for case, (name, *_rest) in enumerate(_cases(args)):
+        if name.split()[0].lower() not in args.models:
+            continue
         for r in range(args.rounds):
             results = {}
             for label in labels:
