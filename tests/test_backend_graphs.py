@@ -301,6 +301,34 @@ def test_cute_backend_runs_on_cpu_tensors_without_fusing():
     torch.testing.assert_close(torch.compile(f, backend="cute")(x), f(x))
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_a_compiled_adamw_step_is_one_kernel_a_parameter(dtype):
+    # The functionalized step is full of aten.copy (the in-place updates) and prims.fma (addcmul):
+    # both fuse, so each parameter's m, v and weight update is one three-output kernel (built,
+    # strict), and three steps match eager's AdamW.
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(8)
+    shapes = [(64, 32), (32,), (16, 8)]
+    params = [torch.nn.Parameter(torch.randn(*s, generator=g).to(dtype)) for s in shapes]
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    for p, t in zip(params, twins):
+        p.grad = torch.randn(p.shape, generator=g).to(dtype)
+        t.grad = p.grad.clone()
+    opt, ref = torch.optim.AdamW(params, lr=1e-2), torch.optim.AdamW(twins, lr=1e-2)
+    step, seen = compile_cpu(opt.step, Options(devices=("cpu",), strict=True))
+    for _ in range(3):
+        step()
+        ref.step()
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=8e-3, atol=8e-3)
+    for p, t in zip(params, twins):
+        torch.testing.assert_close(p, t, **tol)
+    (_, gm, result), = seen
+    assert sum(len(r.outputs) == 3 for r in result["fused"]) == len(shapes)
+    left = {n.target for n in gm.graph.nodes}
+    assert torch.ops.aten.copy.default not in left and torch.ops.prims.fma.default not in left
+
+
 # -- matmuls with their epilogues (cute::gemm) ------------------------------------------------------
 
 GEMM_OPS = (torch.ops.cute.gemm.default, torch.ops.cute.gemm.multi)

@@ -114,6 +114,7 @@ POINTWISE = {
     aten.clamp_min.default: lambda a, m: f"maximum({a}, {m})",
     aten.clamp_max.default: lambda a, m: f"minimum({a}, {m})", aten.clamp.default: _clamp,
     aten.where.self: _call("where"),
+    prims.fma.default: lambda a, b, c: f"(({a} * {b}) + {c})",   # the core decomposition of addcmul
     aten.gelu.default: _gelu,
     aten.sigmoid_backward.default: lambda g, y: f"({g} * ({y} * (1 - {y})))",
     aten.tanh_backward.default: lambda g, y: f"({g} * (1 - {y} * {y}))",
@@ -123,6 +124,8 @@ POINTWISE = {
     **{getattr(aten, f).default: _call(f) for f in ("abs", "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid",
                                                      "relu", "silu", "cosh", "sinh", "expm1", "log1p", "sign")},
 }
+
+
 
 # Ops that pass their operand through unchanged (a region of only these computes nothing).
 IDENTITY = {aten.clone.default, aten.alias.default}

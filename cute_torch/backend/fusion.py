@@ -276,6 +276,30 @@ def _nodes_in(view) -> list:
     return found
 
 
+def copies_as_casts(graph: fx.Graph, devices: tuple = ("cuda",)) -> int:
+    """Rewrites each functional `aten.copy(self, src)` whose operands have one shape, on one
+    device of `devices`, in supported dtypes, with `self` contiguous, as
+    `convert_element_type(src, self.dtype)`: the value is src's, in self's dtype and
+    (contiguous) layout, so the copy fuses like a cast. Functionalized in-place updates (a
+    compiled optimizer's step) are full of these. Returns the count."""
+    count = 0
+    for node in list(graph.nodes):
+        if node.target is not torch.ops.aten.copy.default or len(node.args) < 2:
+            continue
+        dst, src = (fake_value(a) for a in node.args[:2])
+        if not (isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.device == src.device
+                and dst.device.type in devices and {dst.dtype, src.dtype} <= set(SUPPORTED_DTYPES)
+                and same_shape(dst.shape, src.shape) and dst.is_contiguous()):
+            continue
+        with graph.inserting_before(node):
+            cast = graph.call_function(torch.ops.prims.convert_element_type.default, (node.args[1], dst.dtype))
+        cast.meta = dict(node.meta)
+        node.replace_all_uses_with(cast)
+        graph.erase_node(node)
+        count += 1
+    return count
+
+
 def find_regions(graph: fx.Graph, devices: tuple = ("cuda",)) -> list:
     """The graph's pointwise regions, in graph order (see the module docstring)."""
     analysis = _Graph(graph, devices)
