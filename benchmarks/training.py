@@ -1,7 +1,7 @@
 """Training steps on our kernels against eager and Inductor, in one run (issue 17's acceptance).
 
     python benchmarks/training.py [--steps 30 --batch 8 --seq 1024 --d-model 2048] [--max-autotune] [--rounds 1]
-        [--models transformer swiglu mlp]
+        [--models transformer swiglu mlp] [--compile-optimizer]
 
 Three models in bf16 with AdamW, the same weights and data for every backend:
 - the GPT-style block of examples/transformer_block.py (RMSNorm, causal SDPA, MLP with GELU(tanh));
@@ -14,6 +14,8 @@ the median over the steps after the first 3 (compilation), and the ratio to eage
 Every (model, backend) runs in a process of its own: in one process, the backend run after
 Inductor paid for Inductor's leftovers (on an H100 box, AdamW's step, the same code for every
 backend, took 0.70 ms of host time in the run after Inductor's against 0.45 in Inductor's own).
+With --compile-optimizer AdamW's step is compiled with each compiled backend too
+(`torch.compile(opt.step, backend=...)`; eager's stays eager).
 The largest relative loss difference from eager's is printed (not enforced; examples/transformer_block.py checks it).
 Targets (issue 17): cute >= 1.10x eager and >= 1.05x Inductor on the transformer block.
 """
@@ -58,7 +60,7 @@ def _run_one(args) -> None:
     target = torch.randn_like(x)
     backend = None if label == "eager" else "cute" if label == "cute" else "inductor"
     with torch._inductor.config.patch(max_autotune=label.endswith("max-autotune")):
-        losses, ms = train(model, args.steps, x, target, backend)
+        losses, ms = train(model, args.steps, x, target, backend, compile_optimizer=args.compile_optimizer)
     print(json.dumps({"losses": losses, "ms": ms}))
 
 
@@ -70,6 +72,8 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=2048)
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--max-autotune", action="store_true")
+    parser.add_argument("--compile-optimizer", action="store_true",
+                        help="compile AdamW's step with each compiled backend too (eager stays eager)")
     parser.add_argument("--models", nargs="+", choices=("transformer", "swiglu", "mlp"),
                         default=["transformer", "swiglu", "mlp"])
     parser.add_argument("--rounds", type=int, default=1, help="run every backend this many times, interleaved")
@@ -81,10 +85,12 @@ def main() -> None:
 
     labels = ["eager", "inductor"] + (["inductor max-autotune"] if args.max_autotune else []) + ["cute"]
     print(f"{torch.cuda.get_device_name()}, bf16, AdamW, {args.batch} x {args.seq} tokens, d_model {args.d_model}, "
-          f"median step over steps 4..{args.steps}, each backend in its own process")
+          f"median step over steps 4..{args.steps}, each backend in its own process"
+          + (", AdamW's step compiled with each compiled backend" if args.compile_optimizer else ""))
     print(f"{'model':18} {'backend':22} {'round':>5} {'step ms':>9} {'vs eager':>9} {'vs Inductor':>12} "
           f"{'max loss diff':>14}")
     common = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in ("steps", "batch", "seq", "d_model", "heads")]
+    common += ["--compile-optimizer"] if args.compile_optimizer else []
     for case, (name, *_rest) in enumerate(_cases(args)):
         if name.split()[0].lower() not in args.models:
             continue

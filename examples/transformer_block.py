@@ -66,9 +66,11 @@ class Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-def train(model, steps: int, x, target, compile_backend=None, loss_fn=F.mse_loss) -> tuple[list, float]:
+def train(model, steps: int, x, target, compile_backend=None, loss_fn=F.mse_loss,
+          compile_optimizer: bool = False) -> tuple[list, float]:
     """(losses, median step time in ms after the first 3 steps) of `steps` AdamW steps on
-    loss_fn(model(x), target) in fp32; under torch.distributed the model is wrapped in
+    loss_fn(model(x), target) in fp32; with `compile_optimizer` (and a backend) AdamW's step is
+    compiled with the same backend; under torch.distributed the model is wrapped in
     DistributedDataParallel first."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     if torch.distributed.is_initialized():
@@ -78,13 +80,14 @@ def train(model, steps: int, x, target, compile_backend=None, loss_fn=F.mse_loss
     def step(x, target):
         return loss_fn(model(x).float(), target.float())
     fn = step if compile_backend is None else torch.compile(step, backend=compile_backend)
+    opt_step = torch.compile(opt.step, backend=compile_backend) if compile_backend and compile_optimizer else opt.step
     losses, times = [], []
     for _ in range(steps):
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = fn(x, target)
         loss.backward()
-        opt.step()
+        opt_step()
         losses.append(loss.item())   # synchronizes: the step's time is complete
         times.append((time.perf_counter() - start) * 1e3)
     later = sorted(times[3:]) or times
