@@ -325,8 +325,12 @@ def test_a_compiled_adamw_step_is_one_kernel_a_parameter(dtype):
         torch.testing.assert_close(p, t, **tol)
     (_, gm, result), = seen
     assert sum(len(r.outputs) == 3 for r in result["fused"]) == len(shapes)
-    left = {n.target for n in gm.graph.nodes}
+    left = [n.target for n in gm.graph.nodes]
     assert torch.ops.aten.copy.default not in left and torch.ops.prims.fma.default not in left
+    # ... and writes them into the parameter and its moments (in_place.py): the graph's copies
+    # into them are gone; the step counts' stay (their new value is read by the updates too).
+    assert left.count(torch.ops.cute.pointwise.into) == len(shapes)
+    assert left.count(torch.ops.aten.copy_.default) == len(shapes)
 
 
 # -- matmuls with their epilogues (cute::gemm) ------------------------------------------------------

@@ -260,9 +260,23 @@ void run(const Kernel &kernel, const Geometry &g, const Launch &p, at::TensorLis
 
 namespace {
 
-/// Both ops: `expr` holds `count` expressions joined by kExprSeparator.
+/// cute::pointwise.into's own checks: one output per expression, no separator in them.
+void checkInto(const std::vector<std::string> &exprs, at::TensorList outs) {
+  TORCH_CHECK_VALUE(!exprs.empty(), "cute::pointwise.into needs at least one expression");
+  TORCH_CHECK_VALUE(outs.size() == exprs.size(),
+                    "cute::pointwise.into: ", std::to_string(exprs.size()), " expressions but ",
+                    std::to_string(outs.size()), " outs");
+  for (const std::string &e : exprs)
+    TORCH_CHECK_VALUE(e.find(kExprSeparator) == std::string::npos,
+                      "cute::pointwise.into: an expression contains the character \\x1e");
+}
+
+/// The ops: `expr` holds `count` expressions joined by kExprSeparator. `given` is empty (the
+/// outputs are allocated) or one contiguous tensor of the broadcast shape per expression,
+/// written in place (cute::pointwise.into).
 std::vector<at::Tensor> pointwiseImpl(c10::string_view expr, size_t count, at::TensorList inputs,
-                                      c10::ArrayRef<c10::ScalarType> outDtypes) {
+                                      c10::ArrayRef<c10::ScalarType> outDtypes,
+                                      at::TensorList given = {}) {
   TORCH_CHECK_VALUE(!inputs.empty(), "cute::pointwise needs at least one input tensor");
   const c10::Device device = inputs[0].device();
   checkSameDevice(inputs);
@@ -273,8 +287,21 @@ std::vector<at::Tensor> pointwiseImpl(c10::string_view expr, size_t count, at::T
   for (size_t i = 1; i < inputs.size(); ++i)
     shape = at::infer_size_dimvector(shape, inputs[i].sizes());
   std::vector<at::Tensor> outs;
-  for (c10::ScalarType type : info.outDtypes)
-    outs.push_back(at::empty(shape, inputs[0].options().dtype(type)));
+  for (size_t i = 0; i < given.size(); ++i) {
+    const at::Tensor &out = given[i];
+    TORCH_CHECK_VALUE(out.device() == device && out.sizes() == c10::IntArrayRef(shape) &&
+                          out.is_contiguous() && out.scalar_type() == info.outDtypes[i],
+                      "cute::pointwise.into: outs[", std::to_string(i), "] must be a contiguous ",
+                      dtypeName(info.outDtypes[i], "cute::pointwise", "out"), " tensor of shape ",
+                      c10::str(c10::IntArrayRef(shape)), " on ", deviceName(device), "; got ",
+                      dtypeName(out.scalar_type(), "cute::pointwise", "out"), " ",
+                      c10::str(out.sizes()), out.is_contiguous() ? "" : " (not contiguous)", " on ",
+                      deviceName(out.device()));
+    outs.push_back(out);
+  }
+  if (given.empty())
+    for (c10::ScalarType type : info.outDtypes)
+      outs.push_back(at::empty(shape, inputs[0].options().dtype(type)));
   if (outs[0].numel() == 0)
     return outs;
 
@@ -319,6 +346,16 @@ std::vector<at::Tensor> pointwiseMultiCuda(std::vector<std::string> exprs, at::T
                                  : c10::ArrayRef<c10::ScalarType>());
 }
 
+void pointwiseIntoCuda(std::vector<std::string> exprs, at::TensorList inputs, at::TensorList outs) {
+  checkInto(exprs, outs);
+  std::vector<c10::ScalarType> outDtypes;
+  for (const at::Tensor &out : outs)
+    outDtypes.push_back(out.scalar_type());
+  pointwiseImpl(joinExprs(exprs), exprs.size(), inputs, outDtypes, outs);
+  for (const at::Tensor &out : outs) // as an in-place op's ADInplaceOrView kernel would
+    torch::autograd::impl::bump_version(out);
+}
+
 at::Tensor pointwiseCpu(c10::string_view, at::TensorList inputs, std::optional<c10::ScalarType>) {
   TORCH_CHECK(false, "cute::pointwise runs on CUDA tensors; got a tensor on ",
               inputs.empty() ? "cpu" : deviceName(inputs[0].device()),
@@ -328,6 +365,11 @@ at::Tensor pointwiseCpu(c10::string_view, at::TensorList inputs, std::optional<c
 std::vector<at::Tensor> pointwiseMultiCpu(std::vector<std::string>, at::TensorList inputs,
                                           std::optional<std::vector<c10::ScalarType>> outDtypes) {
   return {pointwiseCpu("", inputs, std::nullopt)};
+}
+
+void pointwiseIntoCpu(std::vector<std::string> exprs, at::TensorList inputs, at::TensorList outs) {
+  checkInto(exprs, outs);
+  pointwiseCpu("", inputs, std::nullopt);
 }
 
 // -- autograd

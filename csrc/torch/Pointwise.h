@@ -24,11 +24,17 @@ at::Tensor pointwiseCuda(c10::string_view expr, at::TensorList inputs,
 /// several expressions over the same inputs, one kernel, one output each.
 std::vector<at::Tensor> pointwiseMultiCuda(std::vector<std::string> exprs, at::TensorList inputs,
                                            std::optional<std::vector<c10::ScalarType>> outDtypes);
+/// cute::pointwise.into(str[] exprs, Tensor[] inputs, Tensor(a!)[] outs) -> (): pointwise.multi
+/// writing into `outs` (contiguous, of the broadcast shape; their dtypes are the results'). An
+/// input may be an output too (an in-place update): each element is read before it is written,
+/// by the same thread; one read through a view of an output is the caller's to rule out.
+void pointwiseIntoCuda(std::vector<std::string> exprs, at::TensorList inputs, at::TensorList outs);
 /// CPU tensors get a clear error (the op runs on CUDA only).
 at::Tensor pointwiseCpu(c10::string_view expr, at::TensorList inputs,
                         std::optional<c10::ScalarType> outDtype);
 std::vector<at::Tensor> pointwiseMultiCpu(std::vector<std::string> exprs, at::TensorList inputs,
                                           std::optional<std::vector<c10::ScalarType>> outDtypes);
+void pointwiseIntoCpu(std::vector<std::string> exprs, at::TensorList inputs, at::TensorList outs);
 /// The Autograd kernel: a C++ autograd Function whose backward is cute::pointwise again
 /// (the derivative expression comes from the Python builder, once per expression).
 at::Tensor pointwiseAutograd(c10::string_view expr, at::TensorList inputs,

@@ -13,6 +13,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 
 from ..pointwise.dtypes import reference
 from . import aot_backend, rewrite_graph
+from .in_place import write_in_place
 from .torch_calls import replace_calls
 from .options import Options
 
@@ -28,6 +29,11 @@ class ReferenceInterpreter(fx.Interpreter):
         if target is torch.ops.cute.pointwise.multi:
             exprs, inputs, dtypes = args
             return [reference(e, inputs).to(d).contiguous() for e, d in zip(exprs, dtypes)]
+        if target is torch.ops.cute.pointwise.into:     # in_place.py: every result computed, then written
+            exprs, inputs, outs = args
+            for value, out in zip([reference(e, inputs).to(o.dtype) for e, o in zip(exprs, outs)], outs):
+                out.copy_(value)
+            return None
         if target is torch.ops.cute.gemm.default:
             a, b, epilogue, inputs, dtype = args
             return gemm_reference(a, b, epilogue, inputs, dtype)
@@ -125,6 +131,7 @@ def reference_backend(options: Options | None = None, seen: list | None = None):
             result = rewrite_graph(gm, example_inputs, options, kind)
             if seen is not None:
                 seen.append((kind, gm, result))
+            write_in_place(gm)    # as the runtime of fallback="aten" does
             return make_boxed_func(ReferenceInterpreter(gm).run)
         return compile_graph
     aot = aot_backend(make_compiler)

@@ -96,6 +96,17 @@ def _pointwise_multi_fake(exprs: list, inputs: list, out_dtypes: list | None = N
             for e, o in zip(exprs, [_as_dtype(o) for o in out_dtypes] if out_dtypes else [None] * len(exprs))]
 
 
+def _pointwise_into_fake(exprs: list, inputs: list, outs: list) -> None:
+    """cute::pointwise.into writes its outs: their shapes and dtypes must be what the
+    expressions give (checked as pointwise.multi types them)."""
+    if len(outs) != len(exprs):
+        raise ValueError(f"cute::pointwise.into: {len(exprs)} expressions but {len(outs)} outs")
+    for i, (want, out) in enumerate(zip(_pointwise_multi_fake(exprs, inputs, [o.dtype for o in outs]), outs)):
+        if want.shape != out.shape or not out.is_contiguous():
+            raise ValueError(f"cute::pointwise.into: outs[{i}] must be a contiguous tensor of shape "
+                             f"{list(want.shape)}, got {list(out.shape)}")
+
+
 def _gemm_multi_fake(a, b, epilogues: list, inputs: list = (), out_dtypes: list | None = None) -> list:
     """Shapes and dtypes of cute::gemm.multi (the checks of Gemm.cpp that need no data)."""
     if a.dim() not in (2, 3) or b.dim() not in (2, 3):
@@ -158,6 +169,7 @@ def load() -> None:
         _op_entry = library.cute_torch_op_entry
         torch.library.register_fake("cute::pointwise")(_pointwise_fake)
         torch.library.register_fake("cute::pointwise.multi")(_pointwise_multi_fake)
+        torch.library.register_fake("cute::pointwise.into")(_pointwise_into_fake)
         torch.library.register_fake("cute::gemm")(_gemm_fake)
         torch.library.register_fake("cute::gemm.multi")(_gemm_multi_fake)
         from . import row_ops
