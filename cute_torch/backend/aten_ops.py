@@ -125,8 +125,6 @@ POINTWISE = {
                                                      "relu", "silu", "cosh", "sinh", "expm1", "log1p", "sign")},
 }
 
-
-
 # Ops that pass their operand through unchanged (a region of only these computes nothing).
 IDENTITY = {aten.clone.default, aten.alias.default}
 
