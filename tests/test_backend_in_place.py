@@ -30,7 +30,7 @@ class Builder:
     def input(self, name, *shape):
         node = self.graph.placeholder(name)
         with self.mode:
-            node.meta["val"] = torch.empty(*shape)
+            node.meta["val"] = torch.empty(shape)
         return node
 
     def call(self, target, *args):
@@ -85,6 +85,20 @@ def test_every_output_of_a_multi_kernel_or_none():
     assert write_in_place(gm) == 0
 
 
+def test_the_new_values_other_readers_read_the_input():
+    # An optimizer's step count: incremented in place, and the updates read the new count.
+    b = Builder()
+    step, g = b.input("step"), b.input("g", 8, 4)
+    new = b.call(cute.pointwise.default, "x0 + 1", [step], torch.float32)
+    scaled = b.call(cute.pointwise.default, "x1 * x0", [new, g], torch.float32)
+    b.call(aten.copy_.default, step, new)
+    gm = b.module(scaled)
+    assert write_in_place(gm) == 1
+    (into,) = gm.graph.find_nodes(op="call_function", target=cute.pointwise.into)
+    (reader,) = gm.graph.find_nodes(op="call_function", target=cute.pointwise.default)
+    assert into.args[2] == [step] and reader.args[1] == [step, g]
+
+
 def test_an_input_read_after_the_kernel_is_not_written_early():
     b = Builder()
     p, g = b.input("p", 8, 4), b.input("g", 8, 4)
@@ -117,12 +131,12 @@ def test_a_view_taken_before_the_kernel_keeps_the_copy():
     assert write_in_place(gm) == 0
 
 
-def test_a_value_used_twice_or_of_another_dtype_keeps_the_copy():
+def test_a_value_the_graph_returns_or_of_another_dtype_keeps_the_copy():
     b = Builder()
     p, g = b.input("p", 8, 4), b.input("g", 8, 4)
     new = b.call(cute.pointwise.default, "x0 + x1", [p, g], torch.float32)
     b.call(aten.copy_.default, p, new)
-    gm = b.module(new)                        # the new value is also an output
+    gm = b.module(new)                        # the new value is also a graph output
     assert write_in_place(gm) == 0
 
     b = Builder()

@@ -7,10 +7,11 @@ read and write of each value. Where one pointwise kernel computes every such val
 `write_in_place` makes it write them into the inputs (cute::pointwise.into) and drops the
 copies. It does so only when, for each input written:
 - it is a graph input, contiguous, of its value's shape and dtype, and written once;
-- the value is used by that copy alone;
-- nothing reads the input after the kernel: no node after it in graph order, and no view of
-  it taken before (a view's readers may come later). The kernel reading the input itself is
-  fine: each element is read before it is written, by the thread that writes it.
+- the value is not a graph output (its other readers read the input instead, which then holds
+  it: an optimizer's step count, incremented and read by every update);
+- nothing reads the input's old value after the kernel: no node after it in graph order, and
+  no view of it taken before (a view's readers may come later). The kernel reading the input
+  itself is fine: each element is read before it is written, by the thread that writes it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _written_input(copy: fx.Node):
         return None
     kernel, index = _kernel_output(value)
     d, v = fake_value(dst), fake_value(value)
-    if (kernel is None or len(value.users) != 1 or not isinstance(d, torch.Tensor)
+    if (kernel is None or any(u.op == "output" for u in value.users) or not isinstance(d, torch.Tensor)
             or not isinstance(v, torch.Tensor) or d.dtype != v.dtype or d.device != v.device
             or not same_shape(d.shape, v.shape) or not d.is_contiguous()):
         return None
@@ -66,7 +67,7 @@ def _unread_after(kernel: fx.Node, dst: fx.Node, copies: set, order: dict) -> bo
     for user in dst.users:
         if user is kernel or user in copies:
             continue
-        if order[user] > order[kernel] or _shares_storage(user, dst):
+        if order.get(user, len(order)) > order[kernel] or _shares_storage(user, dst):   # new nodes: after
             return False
     return True
 
@@ -87,6 +88,7 @@ def write_in_place(gm: fx.GraphModule) -> int:
         exprs = [kernel.args[0]] if single else list(kernel.args[0])
         values = {v for _, v, _ in outs.values()}   # a single-output kernel is its own value
         # Every output goes to an input, and (multi) the kernel's only users are those outputs.
+        # (A single-output kernel's value is the kernel: its readers move to the input below.)
         if sorted(outs) != list(range(len(exprs))) or (not single and set(kernel.users) != values):
             continue
         copies = {c for c, _, _ in outs.values()}
@@ -97,6 +99,8 @@ def write_in_place(gm: fx.GraphModule) -> int:
             graph.call_function(torch.ops.cute.pointwise.into, (exprs, kernel.args[1], dsts))
         for copy in copies:
             graph.erase_node(copy)
+        for _, value, dst in outs.values():
+            value.replace_all_uses_with(dst)
         for value in values - {kernel}:
             graph.erase_node(value)
         graph.erase_node(kernel)
