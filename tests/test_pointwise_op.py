@@ -16,7 +16,7 @@ import cute_torch.ops as cops  # noqa: E402
 from cute_torch.pointwise import dtypes as pdtypes  # noqa: E402
 from cute_torch.pointwise.expr import ExpressionError, parse  # noqa: E402
 from cute_torch.pointwise.grad import gradient  # noqa: E402
-from cute_torch.pointwise.kernel import Plan, _pointwise_host, stand_ins  # noqa: E402
+from cute_torch.pointwise.kernel import SEPARATOR, Plan, _pointwise_host, stand_ins  # noqa: E402
 
 op = torch.ops.cute.pointwise
 
@@ -218,6 +218,23 @@ def test_kernels_use_16_byte_accesses(plan, accesses):
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
     found = set(re.findall(r"(?:ld|st)\.global\.[\w.]+", ptx))
     assert accesses - {"call.uni"} <= found, found
+
+
+@pytest.mark.parametrize("dtype, vec", [("float32", 4), ("bfloat16", 8)])
+def test_each_element_is_loaded_before_any_output_of_it_is_stored(dtype, vec):
+    # cute::pointwise.into writes outputs over inputs (an optimizer's in-place update): safe
+    # only while every element's inputs are all loaded before any output is stored. In the PTX
+    # the accesses come in groups, loads then stores, each group whole elements of 4 inputs and 3 outputs.
+    exprs = ["x1 * 0.9 + x2 * 0.1", "x3 * 0.999 + x2 * x2", "x0 - (x1 * 0.9 + x2) / (sqrt(x3) + 1e-8)"]
+    plan = Plan(SEPARATOR.join(exprs), (dtype,) * 4, (False,) * 4, ",".join([dtype] * 3), 1, "1111", vec, False)
+    ptx = _pointwise_host.compile(plan, *stand_ins(plan, -1)).__ptx__
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    accesses = "".join("L" if a == "ld" else "S" for a in re.findall(r"^\s*(ld|st)\.global", ptx, re.M))
+    groups = re.findall(r"(L+)(S+)", accesses)
+    assert "".join(a + b for a, b in groups) == accesses and groups
+    for loads, stores in groups:
+        assert len(loads) % 4 == 0 and len(stores) % 3 == 0 and len(loads) // 4 == len(stores) // 3, (loads, stores)
+    assert "ld.global.nc" not in ptx   # the read-only path would be wrong for an input also written
 
 
 @pytest.mark.parametrize("dtype, wanted, unwanted", [
