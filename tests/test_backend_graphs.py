@@ -327,6 +327,7 @@ def test_a_compiled_adamw_step_is_one_kernel_a_parameter(dtype):
     assert sum(len(r.outputs) == 3 for r in result["fused"]) == len(shapes)
     left = [n.target for n in gm.graph.nodes]
     assert torch.ops.aten.copy.default not in left and torch.ops.prims.fma.default not in left
+    assert torch.ops.aten.pow.Scalar not in left     # the bias corrections joined the update's kernel
     # ... and writes them into the parameter and its moments (in_place.py), as the step count's
     # kernel writes the count (which the updates then read there): no copy_ is left.
     assert left.count(torch.ops.cute.pointwise.into) == 2 * len(shapes)

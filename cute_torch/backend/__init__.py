@@ -29,7 +29,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 
 import cute_torch.ops
 
-from .fusion import copies_as_casts, find_regions
+from .fusion import copies_as_casts, find_regions, powers_as_exponentials
 from .gemm import fuse_gemms
 from .gemm_routes import route_plain_gemms
 from .in_place import write_in_place
@@ -47,6 +47,7 @@ _graph_ids = itertools.count()
 
 def _pointwise(gm: fx.GraphModule, fake_mode, options: Options) -> dict:
     copies_as_casts(gm.graph, options.devices)
+    powers_as_exponentials(gm.graph, options.devices)
     regions = find_regions(gm.graph, options.devices)
     return apply(gm, regions, fake_mode, options.strict, options.check_builds)
 
