@@ -29,10 +29,11 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 
 import cute_torch.ops
 
-from .fusion import copies_as_casts, find_regions, powers_as_exponentials
+from .fusion import find_regions
 from .gemm import fuse_gemms
 from .gemm_routes import route_plain_gemms
 from .in_place import write_in_place
+from .normalize import copies_as_casts, powers_as_exponentials
 from .options import Options
 from .report import emit, graph_text
 from .rewrite import BackendError, apply
