@@ -1,14 +1,16 @@
 """Training steps on our kernels against eager and Inductor, in one run (issue 17's acceptance).
 
-    python benchmarks/training.py [--steps 30 --batch 8 --seq 1024 --d-model 2048] [--max-autotune] [--rounds 1]
-        [--models transformer swiglu mlp] [--compile-optimizer]
+    python benchmarks/training.py [--steps 30 --batch 8 --seq 1024 --d-model 2048] [--max-autotune]
+        [--reduce-overhead] [--rounds 1] [--models transformer swiglu mlp] [--compile-optimizer]
 
 Three models in bf16 with AdamW, the same weights and data for every backend:
 - the GPT-style block of examples/transformer_block.py (RMSNorm, causal SDPA, MLP with GELU(tanh));
 - the same block with LLaMA's MLP (Block(..., "swiglu"), always run: silu(x W_gate) * (x W_up), W_down, no biases);
 - the MLP block of examples/mlp_block.py (Linear + GELU + Linear + residual, pointwise-heavy loss).
 Backends: eager, Inductor (`torch.compile`), Inductor max-autotune (with --max-autotune: its
-autotuning takes minutes), and `backend="cute"`. A step is zero_grad + forward + backward +
+autotuning takes minutes), and `backend="cute"`; with --reduce-overhead also Inductor and cute
+with mode="reduce-overhead" (each graph replayed as a CUDA graph; AdamW's step stays outside).
+A step is zero_grad + forward + backward +
 optimizer step, timed on the host around `loss.item()` (which waits for the GPU); the table has
 the median over the steps after the first 3 (compilation), and the ratio to eager and Inductor.
 Every (model, backend) runs in a process of its own: in one process, the backend run after
@@ -58,9 +60,11 @@ def _run_one(args) -> None:
     model = make().cuda().bfloat16()
     x = torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
     target = torch.randn_like(x)
-    backend = None if label == "eager" else "cute" if label == "cute" else "inductor"
+    backend = None if label == "eager" else "cute" if label.startswith("cute") else "inductor"
+    mode = "reduce-overhead" if label.endswith("reduce-overhead") else None
     with torch._inductor.config.patch(max_autotune=label.endswith("max-autotune")):
-        losses, ms = train(model, args.steps, x, target, backend, compile_optimizer=args.compile_optimizer)
+        losses, ms = train(model, args.steps, x, target, backend, compile_optimizer=args.compile_optimizer,
+                           compile_mode=mode)
     print(json.dumps({"losses": losses, "ms": ms}))
 
 
@@ -72,6 +76,8 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=2048)
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--max-autotune", action="store_true")
+    parser.add_argument("--reduce-overhead", action="store_true",
+                        help="also Inductor and cute with mode=\"reduce-overhead\" (CUDA graphs)")
     parser.add_argument("--compile-optimizer", action="store_true",
                         help="compile AdamW's step with each compiled backend too (eager stays eager)")
     parser.add_argument("--models", nargs="+", choices=("transformer", "swiglu", "mlp"),
@@ -84,6 +90,7 @@ def main() -> None:
         return _run_one(args)
 
     labels = ["eager", "inductor"] + (["inductor max-autotune"] if args.max_autotune else []) + ["cute"]
+    labels += ["inductor reduce-overhead", "cute reduce-overhead"] if args.reduce_overhead else []
     print(f"{torch.cuda.get_device_name()}, bf16, AdamW, {args.batch} x {args.seq} tokens, d_model {args.d_model}, "
           f"median step over steps 4..{args.steps}, each backend in its own process"
           + (", AdamW's step compiled with each compiled backend" if args.compile_optimizer else ""))

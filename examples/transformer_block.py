@@ -67,11 +67,11 @@ class Block(nn.Module):
 
 
 def train(model, steps: int, x, target, compile_backend=None, loss_fn=F.mse_loss,
-          compile_optimizer: bool = False) -> tuple[list, float]:
+          compile_optimizer: bool = False, compile_mode=None) -> tuple[list, float]:
     """(losses, median step time in ms after the first 3 steps) of `steps` AdamW steps on
-    loss_fn(model(x), target) in fp32; with `compile_optimizer` (and a backend) AdamW's step is
-    compiled with the same backend; under torch.distributed the model is wrapped in
-    DistributedDataParallel first."""
+    loss_fn(model(x), target) in fp32, compiled with `compile_backend` and `compile_mode` unless
+    the backend is None; with `compile_optimizer` AdamW's step is compiled with the same backend;
+    under torch.distributed the model is wrapped in DistributedDataParallel first."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     if torch.distributed.is_initialized():
         device_ids = [x.device.index] if x.is_cuda else None
@@ -79,7 +79,7 @@ def train(model, steps: int, x, target, compile_backend=None, loss_fn=F.mse_loss
 
     def step(x, target):
         return loss_fn(model(x).float(), target.float())
-    fn = step if compile_backend is None else torch.compile(step, backend=compile_backend)
+    fn = step if compile_backend is None else torch.compile(step, backend=compile_backend, mode=compile_mode)
     opt_step = torch.compile(opt.step, backend=compile_backend) if compile_backend and compile_optimizer else opt.step
     losses, times = [], []
     for _ in range(steps):

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import cute_torch.ops
-from cute_torch.backend import Options
+from cute_torch.backend import Options, cute_backend
 from cute_torch.backend.reference import reference_backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -369,6 +369,38 @@ def test_compiled_optimizer_steps_match_eager(name, dtype):
     for p, t in zip(params, twins):
         torch.testing.assert_close(p, t, **tol)
     assert any(n.target is torch.ops.cute.pointwise.into for _, gm, _ in seen for n in gm.graph.nodes)
+
+
+def test_modes_are_checked():
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown mode 'fastest'; known: 'default', 'reduce-overhead'"):
+        torch.compile(lambda x: x * 2, backend="cute", mode="fastest")(randn(4))
+
+
+def test_reduce_overhead_runs_a_graph_it_cannot_record_as_without_the_mode():
+    # CUDA graphs need CUDA tensors: on CPU the trees decline (torch counts the skip) and the
+    # graphs run as they would without the mode (ATen: nothing is fused on CPU), forward and backward.
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    w = torch.randn(8, 8, generator=torch.Generator().manual_seed(5), requires_grad=True)
+
+    def f(x):
+        return torch.tanh(x @ w) * 2
+    x = randn(4, 8)
+    options = {"check_builds": False}
+    by_mode = torch.compile(f, backend=lambda gm, inputs: cute_backend(gm, inputs, options, mode="reduce-overhead"))
+    by_option = torch.compile(f, backend="cute", options={**options, "cuda_graphs": True})
+    want = f(x)
+    want.sum().backward()
+    grad, w.grad = w.grad, None
+    for compiled in (by_mode, by_option, by_mode):
+        got = compiled(x)
+        got.sum().backward()
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(w.grad, grad)
+        w.grad = None
+    assert torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] >= 2
+
 
 # -- matmuls with their epilogues (cute::gemm) ------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
     import torch
     compiled = torch.compile(model, backend="cute", options={"fallback": "aten"})
+    compiled = torch.compile(model, backend="cute", mode="reduce-overhead")   # as CUDA graphs
 
 Dynamo captures the graph; AOTAutograd (with the core ATen decompositions, so pointwise work
 arrives as core ATen ops) splits it into forward and backward graphs; each graph then goes
@@ -29,6 +30,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 
 import cute_torch.ops
 
+from .cuda_graphs import CudaGraphs, wants_graphs
 from .fusion import find_regions
 from .gemm import fuse_gemms
 from .gemm_routes import route_plain_gemms
@@ -106,10 +108,13 @@ def _runtime_forward(gm: fx.GraphModule):
     return run
 
 
-def _aten_compiler(options: Options, graph_id: int, kind: str):
+def _aten_compiler(options: Options, graph_id: int, graphs: CudaGraphs | None, kind: str):
     def compile_graph(gm: fx.GraphModule, example_inputs):
         rewrite_graph(gm, example_inputs, options, f"graph{graph_id}_{kind}")
-        return make_boxed_func(_runtime_forward(gm))
+
+        def make_run():
+            return make_boxed_func(_runtime_forward(gm))
+        return graphs.wrap(kind, gm, example_inputs, make_run) if graphs else make_run()
     return compile_graph
 
 
@@ -126,14 +131,19 @@ def _inductor_compiler(options: Options, graph_id: int):
 
 
 def cute_backend(gm: fx.GraphModule, example_inputs, options: dict | None = None, mode: str | None = None):
-    """The Dynamo backend. `options` as in options.Options; `mode` is accepted and ignored."""
+    """The Dynamo backend. `options` as in options.Options; `mode` "reduce-overhead" (or
+    "max-autotune"), like the option cuda_graphs, replays the graphs as CUDA graphs
+    (cuda_graphs.py; torch.compile takes a mode or options, not both)."""
     parsed = Options.parse(options)
+    record = wants_graphs(mode) or parsed.cuda_graphs
     graph_id = next(_graph_ids)
     replace_calls(gm, parsed)      # before AOTAutograd: the row ops' own backward formulas
     if parsed.fallback == "inductor":
         from torch._inductor.compile_fx import compile_fx
-        return compile_fx(gm, example_inputs, inner_compile=_inductor_compiler(parsed, graph_id))
-    return aot_backend(functools.partial(_aten_compiler, parsed, graph_id))(gm, example_inputs)
+        return compile_fx(gm, example_inputs, inner_compile=_inductor_compiler(parsed, graph_id),
+                          config_patches={"triton.cudagraphs": True} if record else None)
+    graphs = CudaGraphs(len(example_inputs)) if record else None
+    return aot_backend(functools.partial(_aten_compiler, parsed, graph_id, graphs))(gm, example_inputs)
 
 
 def aot_backend(make_compiler):

@@ -20,6 +20,7 @@ class Options:
     check_builds: bool = True     # build each region's kernel at compile time (fallback on failure)
     gemm: bool = True             # matmuls take their pointwise epilogue (cute::gemm, backend/gemm.py)
     rows: bool = True             # softmax, the norms, cross-entropy and column sums run the row kernels
+    cuda_graphs: bool = False     # replay the graphs as CUDA graphs (as mode="reduce-overhead"; cuda_graphs.py)
     gemm_routes: str | None = None  # the table of plain matmuls run as cute::gemm (None: the installed
                                     # backend/gemm_routes.json; "": none, every plain matmul stays ATen)
 
