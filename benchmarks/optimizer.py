@@ -1,6 +1,8 @@
-"""AdamW's step over a transformer block's parameters: eager (foreach, torch's default; and
-fused=True), Inductor (`torch.compile(opt.step)`) and `backend="cute"` (one kernel per
-parameter, written in place: backend/in_place.py), with copy as the ceiling.
+"""AdamW's step over a transformer block's parameters: eager (foreach, torch's default on CUDA;
+and fused=True), Inductor (`torch.compile(opt.step)`) and `backend="cute"` (the foreach ops
+split per parameter, one kernel per parameter written in place: backend/foreach.py,
+backend/in_place.py), with copy as the ceiling. The compiled variants take AdamW's defaults,
+as a user would: its foreach path.
 
     python benchmarks/optimizer.py [--d-model 2048 4096] [--dtype bfloat16] [--repeats 20]
 
@@ -29,9 +31,9 @@ def block_shapes(d: int) -> list:
     return [(3 * d, d), (3 * d,), (d, d), (d,), (4 * d, d), (4 * d,), (d, 4 * d), (d,), (d,), (d,)]
 
 
-# (name, AdamW's fused=, the backend its step is compiled with or None)
-VARIANTS = (("eager foreach", False, None), ("eager fused", True, None), ("Inductor", False, "inductor"),
-            ("cute", False, "cute"))
+# (name, AdamW's keywords, the backend its step is compiled with or None)
+VARIANTS = (("eager foreach", {"foreach": True}, None), ("eager fused", {"fused": True}, None),
+            ("Inductor", {}, "inductor"), ("cute", {}, "cute"))
 
 
 def main() -> None:
@@ -55,12 +57,12 @@ def main() -> None:
         out = torch.empty_like(x)
         copy_gbs = 2 * x.numel() / kernel_ms(lambda: out.copy_(x), args.repeats, copies=True) / 1e6
         finals = {}
-        for name, fused, backend in VARIANTS:
+        for name, keywords, backend in VARIANTS:
             torch._dynamo.reset()
             params = [torch.nn.Parameter(p.clone()) for p in start]
             for p, grad in zip(params, grads):
                 p.grad = grad
-            opt = torch.optim.AdamW(params, lr=1e-3, fused=fused)
+            opt = torch.optim.AdamW(params, lr=1e-3, **keywords)
             step = opt.step if backend is None else torch.compile(opt.step, backend=backend)
             gpu = kernel_ms(step, args.repeats, copies=True)     # 3 warm-up steps + repeats
             wall = median_ms(step, args.repeats)                 # 3 more + repeats

@@ -153,6 +153,20 @@ def test_dtype_casts():
     assert exprs_of(gm) == [("(float32((bfloat16(x0) * x1)) + 1)", "int32((x0 > 0))")]
 
 
+def test_a_fill_is_a_constant_in_its_dtype():
+    # full_like(b, 0.1) is bf16's 0.1 (rounded), a literal; the kernel does not read b. A fill
+    # wider than its user's other operand stays ATen (the kernel's shape is its inputs'
+    # broadcast), and so does a fill used by no fused op.
+    def f(x, b):
+        return x + torch.full_like(b, 0.1), torch.full_like(x, -2.5) * x
+    gm, _ = check_same(f, randn(4, 8), randn(4, 8, dtype=torch.bfloat16), grad=False, rtol=0, atol=0)["inference"]
+    assert exprs_of(gm) == [("(x0 + 0.10009765625)", "((-2.5) * x0)")]
+    gm, _ = check_same(lambda x, b: x * torch.full_like(b, 2.0), randn(8), randn(4, 8), grad=False)["inference"]
+    assert exprs_of(gm) == [] and torch.ops.aten.full_like.default in aten_targets(gm)
+    gm, _ = check_same(lambda b: torch.full_like(b, 2.0), randn(4, 8), grad=False)["inference"]
+    assert exprs_of(gm) == []
+
+
 def test_views_between_ops_are_pushed_onto_the_inputs():
     def f(x, y, z):
         a = (x * y).permute(1, 0) + z            # a permute of an intermediate
@@ -302,11 +316,13 @@ def test_cute_backend_runs_on_cpu_tensors_without_fusing():
 
 
 
+@pytest.mark.parametrize("foreach", [False, True], ids=["for_loop", "foreach"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-def test_a_compiled_adamw_step_is_one_kernel_a_parameter(dtype):
+def test_a_compiled_adamw_step_is_one_kernel_a_parameter(dtype, foreach):
     # The functionalized step is full of aten.copy (the in-place updates) and prims.fma (addcmul):
     # both fuse, so each parameter's m, v and weight update is one three-output kernel (built,
-    # strict), and three steps match eager's AdamW.
+    # strict), and three steps match eager's AdamW. The foreach path (CUDA's default) arrives as
+    # _foreach_* ops over all three parameters, split per parameter (foreach.py): the same kernels.
     torch._dynamo.reset()
     g = torch.Generator().manual_seed(8)
     shapes = [(64, 32), (32,), (16, 8)]
@@ -315,7 +331,7 @@ def test_a_compiled_adamw_step_is_one_kernel_a_parameter(dtype):
     for p, t in zip(params, twins):
         p.grad = torch.randn(p.shape, generator=g).to(dtype)
         t.grad = p.grad.clone()
-    opt, ref = torch.optim.AdamW(params, lr=1e-2), torch.optim.AdamW(twins, lr=1e-2)
+    opt, ref = (torch.optim.AdamW(ps, lr=1e-2, foreach=foreach) for ps in (params, twins))
     step, seen = compile_cpu(opt.step, Options(devices=("cpu",), strict=True))
     for _ in range(3):
         step()
@@ -332,32 +348,35 @@ def test_a_compiled_adamw_step_is_one_kernel_a_parameter(dtype):
     # kernel writes the count (which the updates then read there): no copy_ is left.
     assert left.count(torch.ops.cute.pointwise.into) == 2 * len(shapes)
     assert torch.ops.aten.copy_.default not in left
+    assert not any(str(t).startswith("aten._foreach") for t in left)
 
 
 
 OPTIMIZERS = {
-    "sgd_nesterov": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, nesterov=True, weight_decay=1e-2),
-    "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2, weight_decay=1e-2),
-    "adamw_amsgrad": lambda ps: torch.optim.AdamW(ps, lr=1e-2, amsgrad=True),
-    "rmsprop": lambda ps: torch.optim.RMSprop(ps, lr=1e-2, momentum=0.5),
-    "adagrad": lambda ps: torch.optim.Adagrad(ps, lr=1e-2),
-    "nadam": lambda ps: torch.optim.NAdam(ps, lr=1e-2),
-    "radam": lambda ps: torch.optim.RAdam(ps, lr=1e-2),
-    "adamax": lambda ps: torch.optim.Adamax(ps, lr=1e-2),
+    "sgd_nesterov": lambda ps, **kw: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, nesterov=True, weight_decay=1e-2, **kw),
+    "adam": lambda ps, **kw: torch.optim.Adam(ps, lr=1e-2, weight_decay=1e-2, **kw),
+    "adamw_amsgrad": lambda ps, **kw: torch.optim.AdamW(ps, lr=1e-2, amsgrad=True, **kw),
+    "rmsprop": lambda ps, **kw: torch.optim.RMSprop(ps, lr=1e-2, momentum=0.5, **kw),
+    "adagrad": lambda ps, **kw: torch.optim.Adagrad(ps, lr=1e-2, **kw),
+    "nadam": lambda ps, **kw: torch.optim.NAdam(ps, lr=1e-2, **kw),
+    "radam": lambda ps, **kw: torch.optim.RAdam(ps, lr=1e-2, **kw),
+    "adamax": lambda ps, **kw: torch.optim.Adamax(ps, lr=1e-2, **kw),
 }
 
 
+@pytest.mark.parametrize("foreach", [False, True], ids=["for_loop", "foreach"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-def test_compiled_optimizer_steps_match_eager(name, dtype):
+def test_compiled_optimizer_steps_match_eager(name, dtype, foreach):
     # Their functionalized steps go through the copy, fma and power rewrites and in_place.py
     # (new gradients every step): four steps against eager. bf16 state rounds once per kernel
-    # here and once per op in eager: a bf16 ulp or two apart.
+    # here and once per op in eager: a bf16 ulp or two apart. Their foreach paths (CUDA's
+    # default) split per parameter (foreach.py) and leave no foreach op behind.
     torch._dynamo.reset()
     g = torch.Generator().manual_seed(2)
     params = [torch.nn.Parameter(torch.randn(*s, generator=g).to(dtype)) for s in ((64, 32), (32,))]
     twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
-    opt, ref = OPTIMIZERS[name](params), OPTIMIZERS[name](twins)
+    opt, ref = OPTIMIZERS[name](params, foreach=foreach), OPTIMIZERS[name](twins, foreach=foreach)
     step, seen = compile_cpu(opt.step)
     for _ in range(4):
         for p, t in zip(params, twins):
@@ -369,6 +388,7 @@ def test_compiled_optimizer_steps_match_eager(name, dtype):
     for p, t in zip(params, twins):
         torch.testing.assert_close(p, t, **tol)
     assert any(n.target is torch.ops.cute.pointwise.into for _, gm, _ in seen for n in gm.graph.nodes)
+    assert not any(str(n.target).startswith("aten._foreach") for _, gm, _ in seen for n in gm.graph.nodes)
 
 
 def test_modes_are_checked():

@@ -137,8 +137,9 @@ def test_a_bf16_linear_gelu_block_trains_with_its_gemm_epilogues(tmp_path):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_a_compiled_adamw_step_matches_eager(dtype, tmp_path):
     """torch.compile(opt.step, backend="cute") on CUDA parameters (Dynamo makes the step
-    capturable: the step counts live on the GPU): five steps against eager AdamW, each
-    parameter's update fused (no functional copy or fma left as ATen)."""
+    capturable: the step counts live on the GPU; AdamW takes its foreach path): five steps
+    against eager AdamW, each parameter's update fused (no foreach op, functional copy or fma
+    left as ATen)."""
     torch._dynamo.reset()
     g = torch.Generator(device="cuda").manual_seed(9)
     shapes = [(256, 96), (96,), (1000, 24)]
@@ -153,12 +154,14 @@ def test_a_compiled_adamw_step_matches_eager(dtype, tmp_path):
             t.grad = p.grad.clone()
         step()
         ref.step()
-    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=8e-3, atol=8e-3)
+    # bf16 state rounds once per kernel here and once per op in eager: two bf16 ulps apart
+    # (measured on an H200: 2 of 24576 weights differ by 0.0153 relative).
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1.6e-2, atol=8e-3)
     for p, t in zip(params, twins):
         torch.testing.assert_close(p, t, **tol)
     after = "".join(p.read_text() for p in tmp_path.glob("*.after.py"))
     assert "torch.ops.cute.pointwise" in after
-    assert "aten.copy.default" not in after and "prims.fma" not in after
+    assert "aten.copy.default" not in after and "prims.fma" not in after and "aten._foreach" not in after
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),

@@ -31,6 +31,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 import cute_torch.ops
 
 from .cuda_graphs import CudaGraphs, wants_graphs
+from .foreach import foreach_decompositions
 from .fusion import find_regions
 from .gemm import fuse_gemms
 from .gemm_routes import route_plain_gemms
@@ -167,12 +168,13 @@ def decompositions() -> dict:
     wrong gradients with is_causal=True in torch 2.13 (the q/k/v weights of a transformer block
     off by 10x; examples/transformer_block.py found it). The backward ops of softmax, log_softmax
     and LayerNorm are kept whole too: backend/rows.py gives them to the row kernels (and where it
-    does not, one ATen kernel beats their decomposition's pointwise ops and sums)."""
+    does not, one ATen kernel beats their decomposition's pointwise ops and sums). The pointwise
+    foreach ops (an optimizer's default path on CUDA) split into one op per tensor (foreach.py)."""
     from torch._decomp import core_aten_decompositions
     aten = torch.ops.aten
     kept = {aten._scaled_dot_product_flash_attention_for_cpu.default, aten._softmax_backward_data.default,
             aten._log_softmax_backward_data.default, aten.native_layer_norm_backward.default}
-    return {op: fn for op, fn in core_aten_decompositions().items() if op not in kept}
+    return {**foreach_decompositions(), **{op: fn for op, fn in core_aten_decompositions().items() if op not in kept}}
 
 
 def _register() -> None:

@@ -84,12 +84,30 @@ def _cast(a, dtype):
     return f"{name}({a})" if name in CASTS else None
 
 
+def _unset(flag) -> bool:
+    """A boolean keyword left off or False (it arrives spelled, as "False")."""
+    return flag is None or flag == "False"
+
+
 def _to_copy(a, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
     # Only a dtype change; a layout change is not pointwise work. A `device` (AOTAutograd spells
     # .to(dtype) with one) is the operand's: fusion takes only operands on the result's device.
-    if layout not in (None, torch.strided) or pin_memory:
+    if layout not in (None, torch.strided) or not _unset(pin_memory):
         return None
     return a if dtype is None else _cast(a, dtype)
+
+
+def _full_like(a, fill_value, dtype, layout=None, device=None, pin_memory=None, memory_format=None):
+    # The fill, rounded to the result's dtype (fusion passes it: TAKES_RESULT_DTYPE), as a
+    # literal: `a` only gives the shape, so the kernel does not read it. As a literal it
+    # promotes like a Python number; for floating fills up to 32 bits that changes nothing a
+    # kernel computes (every such value is computed in Float32, and the region's outputs have
+    # torch's dtypes), so wider or integer fills stay ATen. A region of fills alone has no input
+    # and stays ATen too (fusion.find_regions).
+    if (layout not in (None, torch.strided) or not _unset(pin_memory) or not isinstance(fill_value, Scalar)
+            or dtype not in (torch.float32, torch.bfloat16, torch.float16)):
+        return None
+    return literal(torch.tensor(float(fill_value.strip("()")), dtype=dtype).item())
 
 
 def _identity(a, memory_format=None):
@@ -120,10 +138,13 @@ POINTWISE = {
     aten.tanh_backward.default: lambda g, y: f"({g} * (1 - {y} * {y}))",
     aten.threshold_backward.default: lambda g, x, t: f"where({x} <= {t}, 0, {g})",
     prims.convert_element_type.default: _cast, aten._to_copy.default: _to_copy,
-    aten.clone.default: _identity, aten.alias.default: _identity,
+    aten.clone.default: _identity, aten.alias.default: _identity, aten.full_like.default: _full_like,
     **{getattr(aten, f).default: _call(f) for f in ("abs", "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid",
                                                      "relu", "silu", "cosh", "sinh", "expm1", "log1p", "sign")},
 }
+
+# Ops whose spelling takes the result's dtype as the keyword `dtype` (fusion passes it).
+TAKES_RESULT_DTYPE = {aten.full_like.default}
 
 # Ops that pass their operand through unchanged (a region of only these computes nothing).
 IDENTITY = {aten.clone.default, aten.alias.default}

@@ -28,7 +28,7 @@ import torch.fx as fx
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..pointwise.dtypes import SUPPORTED_DTYPES
-from .aten_ops import POINTWISE, VIEWS, literal
+from .aten_ops import POINTWISE, TAKES_RESULT_DTYPE, VIEWS, literal
 
 # A node whose expression grows past this many characters is stored, not inlined, when it has
 # several users (inlining copies the text into each).
@@ -144,8 +144,9 @@ class _Graph:
                 raise _NotFusible
             return arg
 
+        kwargs = {**node.kwargs, "dtype": value.dtype} if node.target in TAKES_RESULT_DTYPE else node.kwargs
         try:
-            text = spell(*[operand(a) for a in node.args], **{k: operand(v) for k, v in node.kwargs.items()})
+            text = spell(*[operand(a) for a in node.args], **{k: operand(v) for k, v in kwargs.items()})
         except (_NotFusible, TypeError):
             return
         if text is None:
@@ -280,5 +281,5 @@ def find_regions(graph: fx.Graph, devices: tuple = ("cuda",)) -> list:
     """The graph's pointwise regions, in graph order (see the module docstring)."""
     analysis = _Graph(graph, devices)
     regions = [analysis.region(members) for members in analysis.groups()]
-    return [r for r in regions if not r.identity]
+    return [r for r in regions if not r.identity and r.leaves]   # a lone fill reads nothing
 
