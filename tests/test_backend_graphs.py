@@ -167,6 +167,18 @@ def test_a_fill_is_a_constant_in_its_dtype():
     assert exprs_of(gm) == []
 
 
+def test_independent_scalars_share_a_kernel_up_to_a_limit(monkeypatch):
+    # 0-dim values that share nothing still group (one launch for many scalars); tensors of
+    # one shape that share nothing do not.
+    import cute_torch.backend.fusion as fusion
+    monkeypatch.setattr(fusion, "MAX_SCALAR_GROUP", 2)
+
+    def f(a, b, c, x, y):
+        return a + 1, b * 2, c - 3, x + 1, y * 2
+    gm, _ = check_same(f, randn(()), randn(()), randn(()), randn(4), randn(4), grad=False)["inference"]
+    assert exprs_of(gm) == [("(x0 + 1)", "(x1 * 2)"), "(x0 - 3)", "(x0 + 1)", "(x0 * 2)"]
+
+
 def test_views_between_ops_are_pushed_onto_the_inputs():
     def f(x, y, z):
         a = (x * y).permute(1, 0) + z            # a permute of an intermediate
@@ -340,13 +352,15 @@ def test_a_compiled_adamw_step_is_one_kernel_a_parameter(dtype, foreach):
     for p, t in zip(params, twins):
         torch.testing.assert_close(p, t, **tol)
     (_, gm, result), = seen
-    assert sum(len(r.outputs) == 3 for r in result["fused"]) == len(shapes)
+    updates = [r for r in result["fused"] if r.outputs[0].meta["val"].dim() > 0]
+    assert len(updates) == len(shapes) and all(len(r.outputs) == 3 for r in updates)
     left = [n.target for n in gm.graph.nodes]
     assert torch.ops.aten.copy.default not in left and torch.ops.prims.fma.default not in left
     assert torch.ops.aten.pow.Scalar not in left     # the bias corrections joined the update's kernel
-    # ... and writes them into the parameter and its moments (in_place.py), as the step count's
-    # kernel writes the count (which the updates then read there): no copy_ is left.
-    assert left.count(torch.ops.cute.pointwise.into) == 2 * len(shapes)
+    # ... and writes them into the parameter and its moments (in_place.py), as one kernel writes
+    # every parameter's step count (0-dim values group: fusion.MAX_SCALAR_GROUP; the updates then
+    # read the counts there): no copy_ is left.
+    assert left.count(torch.ops.cute.pointwise.into) == len(shapes) + 1
     assert torch.ops.aten.copy_.default not in left
     assert not any(str(t).startswith("aten._foreach") for t in left)
 

@@ -10,9 +10,11 @@
    fusible uses it (an ATen op, the graph's output), or when its expression is large and used
    twice; every other fusible node is inlined into its users (recomputed, never stored).
 3. Realized nodes are grouped: a realized node joins the group of a realized node it is computed
-   from, or else of one that reads the same input, when both have the same shape and device and
-   no path leaves the group and comes back (the kernel would need its own output). A group is
-   one kernel; its extra members are the intermediates used outside (cute::pointwise.multi).
+   from, or else of one that reads the same input, or else, for 0-dim values, of any 0-dim
+   group (up to MAX_SCALAR_GROUP outputs: an optimizer's step counts, one per parameter, are
+   one kernel instead of a launch each), when both have the same shape and device and no path
+   leaves the group and comes back (the kernel would need its own output). A group is one
+   kernel; its extra members are the intermediates used outside (cute::pointwise.multi).
 
 Shapes are read from the nodes' fake values; SymInt sizes are compared only when the answer
 is known without a guard, so dynamic dimensions stay symbolic.
@@ -33,6 +35,8 @@ from .aten_ops import POINTWISE, TAKES_RESULT_DTYPE, VIEWS, literal
 # A node whose expression grows past this many characters is stored, not inlined, when it has
 # several users (inlining copies the text into each).
 MAX_INLINE_CHARS = 2000
+# Independent 0-dim values grouped into one kernel, at most this many (each adds arguments).
+MAX_SCALAR_GROUP = 32
 
 
 def fake_value(node):
@@ -201,6 +205,7 @@ class _Graph:
         groups: list = []   # lists of realized nodes
         group_of: dict = {}
         readers: dict = {}  # graph value -> the groups that read it
+        scalar_groups: list = []  # groups of 0-dim values
         for node in self.realized:
             value = fake_value(node)
             producers, siblings = [], []
@@ -215,6 +220,9 @@ class _Graph:
             # Producers first (the latest is most often the one computed just before), then
             # groups reading the same inputs (one pass over them instead of two).
             candidates = producers[::-1] + [g for g in siblings[::-1] if g not in producers]
+            if value.dim() == 0:
+                candidates += [g for g in scalar_groups[::-1] if g not in candidates
+                               and len(groups[g]) < MAX_SCALAR_GROUP]
             chosen = None
             for g in candidates:
                 first = fake_value(groups[g][0])
@@ -228,6 +236,8 @@ class _Graph:
             if chosen is None:
                 chosen = len(groups)
                 groups.append([])
+                if value.dim() == 0:
+                    scalar_groups.append(chosen)
             groups[chosen].append(node)
             group_of[node] = chosen
             for leaf in leaves:
