@@ -237,6 +237,18 @@ def test_each_element_is_loaded_before_any_output_of_it_is_stored(dtype, vec):
     assert "ld.global.nc" not in ptx   # the read-only path would be wrong for an input also written
 
 
+def test_a_constant_condition_picks_like_torch_and_builds():
+    # where() with a condition that folds to a Python bool (lerp's decomposition with a constant
+    # weight): both branches still promote, and the kernel builds (ptxas, no GPU).
+    expr = "where((abs(0.25) >= 0.5), (x0 - 1), x1) + where(1 > 0, x0, 2.0)"
+    x0, x1 = torch.randn(5, dtype=torch.bfloat16), torch.randn(5)
+    got = pdtypes.reference(expr, [x0, x1])
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, x1 + x0.float(), rtol=0, atol=0)
+    plan = Plan(expr, ("bfloat16", "float32"), (False, False), "float32", 1, "11", 4, False)
+    assert _pointwise_host.compile(plan, *stand_ins(plan, -1)).__ptx__
+
+
 @pytest.mark.parametrize("dtype, wanted, unwanted", [
     ("float32", "rcp.approx.ftz.f32", "rcp.rn.f32"),   # one MUFU, not the IEEE sequence
     ("bfloat16", "rcp.approx.ftz.f32", "rcp.rn.f32"),  # computed in float32

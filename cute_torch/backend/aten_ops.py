@@ -49,13 +49,13 @@ def _call(name: str):
 
 
 def _with_alpha(symbol: str, reverse: bool = False):
+    # alpha arrives spelled (a Scalar), or as the default 1.
     def spell(a, b, alpha=1):
         if reverse:
             a, b = b, a
-        if alpha == 1:
+        if alpha in (1, "1"):
             return f"({a} {symbol} {b})"
-        alpha = literal(alpha)
-        return None if alpha is None else f"({a} {symbol} {alpha} * {b})"
+        return f"({a} {symbol} {alpha} * {b})" if isinstance(alpha, Scalar) else None
     return spell
 
 
@@ -97,17 +97,29 @@ def _to_copy(a, dtype=None, layout=None, device=None, pin_memory=None, non_block
     return a if dtype is None else _cast(a, dtype)
 
 
-def _full_like(a, fill_value, dtype, layout=None, device=None, pin_memory=None, memory_format=None):
-    # The fill, rounded to the result's dtype (fusion passes it: TAKES_RESULT_DTYPE), as a
-    # literal: `a` only gives the shape, so the kernel does not read it. As a literal it
-    # promotes like a Python number; for floating fills up to 32 bits that changes nothing a
-    # kernel computes (every such value is computed in Float32, and the region's outputs have
-    # torch's dtypes), so wider or integer fills stay ATen. A region of fills alone has no input
-    # and stays ATen too (fusion.find_regions).
+def _fill(fill_value, dtype, layout=None, pin_memory=None):
+    # A constant tensor (full, full_like, scalar_tensor) as a literal, rounded to its dtype
+    # (fusion passes the result's: TAKES_RESULT_DTYPE); the kernel reads nothing for it. As a
+    # literal it promotes like a Python number; for floating fills up to 32 bits that changes
+    # nothing a kernel computes (every such value is computed in Float32, and the region's
+    # outputs have torch's dtypes), so wider or integer fills stay ATen. A region of fills
+    # alone has no input and stays ATen too (fusion.find_regions).
     if (layout not in (None, torch.strided) or not _unset(pin_memory) or not isinstance(fill_value, Scalar)
             or dtype not in (torch.float32, torch.bfloat16, torch.float16)):
         return None
     return literal(torch.tensor(float(fill_value.strip("()")), dtype=dtype).item())
+
+
+def _full_like(a, fill_value, dtype, layout=None, device=None, pin_memory=None, memory_format=None):
+    return _fill(fill_value, dtype, layout, pin_memory)     # `a` gives only the shape
+
+
+def _full(size, fill_value, dtype, layout=None, device=None, pin_memory=None):
+    return _fill(fill_value, dtype, layout, pin_memory)
+
+
+def _scalar_tensor(fill_value, dtype, layout=None, device=None, pin_memory=None):
+    return _fill(fill_value, dtype, layout, pin_memory)
 
 
 def _identity(a, memory_format=None):
@@ -139,12 +151,13 @@ POINTWISE = {
     aten.threshold_backward.default: lambda g, x, t: f"where({x} <= {t}, 0, {g})",
     prims.convert_element_type.default: _cast, aten._to_copy.default: _to_copy,
     aten.clone.default: _identity, aten.alias.default: _identity, aten.full_like.default: _full_like,
+    aten.full.default: _full, aten.scalar_tensor.default: _scalar_tensor,
     **{getattr(aten, f).default: _call(f) for f in ("abs", "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid",
                                                      "relu", "silu", "cosh", "sinh", "expm1", "log1p", "sign")},
 }
 
 # Ops whose spelling takes the result's dtype as the keyword `dtype` (fusion passes it).
-TAKES_RESULT_DTYPE = {aten.full_like.default}
+TAKES_RESULT_DTYPE = {aten.full_like.default, aten.full.default, aten.scalar_tensor.default}
 
 # Ops that pass their operand through unchanged (a region of only these computes nothing).
 IDENTITY = {aten.clone.default, aten.alias.default}

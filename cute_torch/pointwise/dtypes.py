@@ -43,7 +43,10 @@ TORCH_OPS = {
     "gelu": F.gelu,
     "gelu_tanh": lambda a: F.gelu(a, approximate="tanh"), "silu": F.silu,
     "cosh": torch.cosh, "sinh": torch.sinh, "expm1": torch.expm1, "log1p": torch.log1p, "sign": torch.sign,
-    "where": torch.where, "maximum": _maximum, "minimum": _minimum,
+    # A constant condition (`where(abs(0.1) >= 0.5, ...)`, lerp's decomposition with a constant
+    # weight) as a 0-dim tensor: it picks per element like any other and promotes nothing.
+    "where": lambda c, a, b: torch.where(c if isinstance(c, torch.Tensor) else torch.tensor(bool(c)), a, b),
+    "maximum": _maximum, "minimum": _minimum,
     "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
     "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
 }
