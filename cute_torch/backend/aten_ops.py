@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ..pointwise.dtypes import dtype_name
 from ..pointwise.expr import CASTS
@@ -107,7 +108,8 @@ def _fill(fill_value, dtype, layout=None, pin_memory=None):
     if (layout not in (None, torch.strided) or not _unset(pin_memory) or not isinstance(fill_value, Scalar)
             or dtype not in (torch.float32, torch.bfloat16, torch.float16)):
         return None
-    return literal(torch.tensor(float(fill_value.strip("()")), dtype=dtype).item())
+    with _disable_current_modes():   # a plain tensor even where fake tensors are active
+        return literal(torch.tensor(float(fill_value.strip("()")), dtype=dtype).item())
 
 
 def _full_like(a, fill_value, dtype, layout=None, device=None, pin_memory=None, memory_format=None):
