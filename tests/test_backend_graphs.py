@@ -416,6 +416,30 @@ def test_compiled_optimizer_steps_match_eager(name, dtype, foreach):
     assert set(calls) == {torch.ops.cute.pointwise.into} and len(calls) <= len(params) + 1, calls
 
 
+def test_a_scheduled_tensor_learning_rate_compiles_once():
+    # lr as a tensor (what torch recommends for compiled optimizers with schedulers): the step
+    # is one graph whatever the scheduler sets, the rate a 0-dim kernel input; five steps match eager.
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(5)
+    params = [torch.nn.Parameter(torch.randn(*s, generator=g)) for s in ((64, 32), (32,))]
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    opt, ref = (torch.optim.AdamW(ps, lr=torch.tensor(1e-2)) for ps in (params, twins))
+    schedules = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: 0.9 ** s) for o in (opt, ref)]
+    step, seen = compile_cpu(opt.step, Options(devices=("cpu",), strict=True))
+    for _ in range(5):
+        for p, t in zip(params, twins):
+            p.grad = torch.randn(p.shape, generator=g)
+            t.grad = p.grad.clone()
+        step()
+        ref.step()
+        for schedule in schedules:
+            schedule.step()
+    for p, t in zip(params, twins):
+        torch.testing.assert_close(p, t, rtol=1e-5, atol=1e-6)
+    (_, gm, _), = seen
+    assert {n.target for n in gm.graph.nodes if n.op == "call_function"} == {torch.ops.cute.pointwise.into}
+
+
 def test_modes_are_checked():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="unknown mode 'fastest'; known: 'default', 'reduce-overhead'"):
