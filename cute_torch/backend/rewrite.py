@@ -64,6 +64,7 @@ def apply(gm: fx.GraphModule, regions: list, fake_mode, strict: bool, check: boo
     graph = gm.graph
     fused, fallback = [], []
     replaced: dict = {}  # region outputs -> the kernel results that took their place
+    order: dict = {}     # node -> position, for the first user of each region's outputs
     for region in regions:
         if check:
             try:
@@ -77,8 +78,11 @@ def apply(gm: fx.GraphModule, regions: list, fake_mode, strict: bool, check: boo
                               f"build: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", stacklevel=2)
                 fallback.append((region, e))
                 continue
-        order = {n: i for i, n in enumerate(graph.nodes)}  # earlier rewrites added nodes
         users = [u for o in region.outputs for u in o.users if u not in region.nodes]
+        if any(u not in order for u in users):
+            # Renumbered only when a user is new (an earlier kernel call): inserting nodes
+            # keeps the old ones' relative order, and renumbering per region is quadratic.
+            order = {n: i for i, n in enumerate(graph.nodes)}
         anchor = min(users, key=order.__getitem__)
         with graph.inserting_before(anchor):
             inputs = [_materialize(graph, leaf, fake_mode, replaced) for leaf in region.leaves]
