@@ -2,6 +2,7 @@
 torch.compile(backend="cute"), the same data and initial weights, losses and step times side by side.
 
     python examples/transformer_block.py [--steps 200 --batch 8 --seq 1024 --d-model 2048] [--mlp swiglu]
+        [--compile-optimizer]     # AdamW's step compiled with each backend too
     torchrun --nproc-per-node 2 examples/transformer_block.py      # DDP, one process per GPU
 
 The block: RMSNorm (torch's nn.RMSNorm), causal self-attention through
@@ -105,6 +106,7 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=2048)
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu")
+    parser.add_argument("--compile-optimizer", action="store_true", help="compile AdamW's step with each backend too")
     args = parser.parse_args()
     distributed = "WORLD_SIZE" in os.environ
     rank = int(os.environ.get("RANK", 0))
@@ -131,7 +133,8 @@ def main() -> None:
     results = {}
     for name, backend in backends:
         torch._dynamo.reset()
-        results[name] = train(copy.deepcopy(model), args.steps, x, target, backend)
+        results[name] = train(copy.deepcopy(model), args.steps, x, target, backend,
+                              compile_optimizer=args.compile_optimizer)
     eager = results["eager"][0]
     if distributed:
         torch.distributed.destroy_process_group()
