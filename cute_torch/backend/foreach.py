@@ -5,8 +5,9 @@ arrives as `_foreach_mul`, `_foreach_addcmul`, ... over every parameter at once:
 pointwise fusion does not know, which would run as ATen's multi-tensor kernels, one pass over
 every parameter per op. Split, each parameter's chain of ops is a pointwise region like the
 single-tensor path's, and fuses into one kernel per parameter (written in place by
-in_place.py). Horizontal fusion across parameters is not done: a model of P parameters pays P
-launches where ATen's foreach pays about one per op.
+in_place.py). Parameters of different shapes are not fused together: a step of P parameters
+is P update launches (and one for all the 0-dim step counts: fusion.MAX_SCALAR_GROUP), where
+Inductor's foreach lowering launches about one.
 
 Kept whole: the reductions (`_foreach_max`, `_foreach_norm`, `_foreach_powsum`), `_foreach_mm`,
 and `addcmul`/`addcdiv` whose scalars come as one tensor (its elements are not Scalars)."""
