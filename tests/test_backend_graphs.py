@@ -440,6 +440,30 @@ def test_a_scheduled_tensor_learning_rate_compiles_once():
     assert {n.target for n in gm.graph.nodes if n.op == "call_function"} == {torch.ops.cute.pointwise.into}
 
 
+def test_a_dynamic_optimizer_step_matches_eager():
+    # dynamic=True: the parameters' sizes are symbolic, the split per parameter and the in-place
+    # kernels still apply; three steps against eager. (A symbolic scalar_tensor stays ATen: the
+    # expression language has no run-time scalars but 0-dim tensors.)
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(3)
+    params = [torch.nn.Parameter(torch.randn(*s, generator=g)) for s in ((48, 32), (16,))]
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    opt, ref = (torch.optim.AdamW(ps, lr=1e-2, foreach=True) for ps in (params, twins))
+    step, seen = compile_cpu(opt.step, Options(devices=("cpu",), strict=True), dynamic=True)
+    for _ in range(3):
+        for p, t in zip(params, twins):
+            p.grad = torch.randn(p.shape, generator=g)
+            t.grad = p.grad.clone()
+        step()
+        ref.step()
+    for p, t in zip(params, twins):
+        torch.testing.assert_close(p, t, rtol=1e-5, atol=1e-6)
+    (_, gm, _), = seen
+    calls = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert calls.count(torch.ops.cute.pointwise.into) == len(params) + 1
+    assert set(calls) <= {torch.ops.cute.pointwise.into, torch.ops.aten.scalar_tensor.default}
+
+
 def test_modes_are_checked():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="unknown mode 'fastest'; known: 'default', 'reduce-overhead'"):
