@@ -336,6 +336,36 @@ def test_cute_backend_runs_on_cpu_tensors_without_fusing():
 
 
 
+def optimizer_against_eager(make, shapes, steps: int, seed: int, dtype=torch.float32, options=CPU,
+                            dynamic=False, tol=None, fresh_grads=True, schedule=None) -> list:
+    """Compiles make(params).step with the graph pipeline (graphs run by the CPU reference) and
+    runs `steps` steps beside eager's on twin parameters: new gradients every step (or only
+    before the first), `schedule(optimizer)`'s scheduler stepped after each; the parameters
+    must then agree within `tol` (fp32's by default). Returns the graphs seen."""
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(seed)
+    params = [torch.nn.Parameter(torch.randn(*s, generator=g).to(dtype)) for s in shapes]
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    opt, ref = make(params), make(twins)
+    schedules = [schedule(o) for o in (opt, ref)] if schedule else []
+    step, seen = compile_cpu(opt.step, options, dynamic=dynamic)
+    for i in range(steps):
+        if fresh_grads or i == 0:
+            for p, t in zip(params, twins):
+                p.grad = torch.randn(p.shape, generator=g).to(dtype)
+                t.grad = p.grad.clone()
+        step()
+        ref.step()
+        for scheduler in schedules:
+            scheduler.step()
+    for p, t in zip(params, twins):
+        torch.testing.assert_close(p, t, **(tol or dict(rtol=1e-5, atol=1e-6)))
+    return seen
+
+
+STRICT = Options(devices=("cpu",), strict=True)
+
+
 @pytest.mark.parametrize("foreach", [False, True], ids=["for_loop", "foreach"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_a_compiled_adamw_step_is_one_kernel_a_parameter(dtype, foreach):
@@ -343,22 +373,10 @@ def test_a_compiled_adamw_step_is_one_kernel_a_parameter(dtype, foreach):
     # both fuse, so each parameter's m, v and weight update is one three-output kernel (built,
     # strict), and three steps match eager's AdamW. The foreach path (CUDA's default) arrives as
     # _foreach_* ops over all three parameters, split per parameter (foreach.py): the same kernels.
-    torch._dynamo.reset()
-    g = torch.Generator().manual_seed(8)
     shapes = [(64, 32), (32,), (16, 8)]
-    params = [torch.nn.Parameter(torch.randn(*s, generator=g).to(dtype)) for s in shapes]
-    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
-    for p, t in zip(params, twins):
-        p.grad = torch.randn(p.shape, generator=g).to(dtype)
-        t.grad = p.grad.clone()
-    opt, ref = (torch.optim.AdamW(ps, lr=1e-2, foreach=foreach) for ps in (params, twins))
-    step, seen = compile_cpu(opt.step, Options(devices=("cpu",), strict=True))
-    for _ in range(3):
-        step()
-        ref.step()
-    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=8e-3, atol=8e-3)
-    for p, t in zip(params, twins):
-        torch.testing.assert_close(p, t, **tol)
+    tol = None if dtype == torch.float32 else dict(rtol=8e-3, atol=8e-3)
+    seen = optimizer_against_eager(lambda ps: torch.optim.AdamW(ps, lr=1e-2, foreach=foreach), shapes, 3, 8,
+                                   dtype, STRICT, tol=tol, fresh_grads=False)
     (_, gm, result), = seen
     updates = [r for r in result["fused"] if r.outputs[0].meta["val"].dim() > 0]
     assert len(updates) == len(shapes) and all(len(r.outputs) == 3 for r in updates)
@@ -394,48 +412,22 @@ def test_compiled_optimizer_steps_match_eager(name, dtype, foreach):
     # (new gradients every step): four steps against eager. bf16 state rounds once per kernel
     # here and once per op in eager: a bf16 ulp or two apart. Their foreach paths (CUDA's
     # default) split per parameter (foreach.py) and leave no foreach op behind.
-    torch._dynamo.reset()
-    g = torch.Generator().manual_seed(2)
-    params = [torch.nn.Parameter(torch.randn(*s, generator=g).to(dtype)) for s in ((64, 32), (32,))]
-    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
-    opt, ref = OPTIMIZERS[name](params, foreach=foreach), OPTIMIZERS[name](twins, foreach=foreach)
-    step, seen = compile_cpu(opt.step)
-    for _ in range(4):
-        for p, t in zip(params, twins):
-            p.grad = torch.randn(p.shape, generator=g).to(dtype)
-            t.grad = p.grad.clone()
-        step()
-        ref.step()
-    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1.6e-2, atol=8e-3)
-    for p, t in zip(params, twins):
-        torch.testing.assert_close(p, t, **tol)
+    shapes = ((64, 32), (32,))
+    tol = None if dtype == torch.float32 else dict(rtol=1.6e-2, atol=8e-3)
+    seen = optimizer_against_eager(lambda ps: OPTIMIZERS[name](ps, foreach=foreach), shapes, 4, 2, dtype, tol=tol)
     # The steady state's graph (the last; SGD's first step creates its momentum buffers) is
     # nothing but in-place kernels: one per parameter and one for the step counts, if any.
     (*_, (_, gm, _)) = seen
     calls = [n.target for n in gm.graph.nodes if n.op == "call_function"]
-    assert set(calls) == {torch.ops.cute.pointwise.into} and len(calls) <= len(params) + 1, calls
+    assert set(calls) == {torch.ops.cute.pointwise.into} and len(calls) <= len(shapes) + 1, calls
 
 
 def test_a_scheduled_tensor_learning_rate_compiles_once():
     # lr as a tensor (what torch recommends for compiled optimizers with schedulers): the step
     # is one graph whatever the scheduler sets, the rate a 0-dim kernel input; five steps match eager.
-    torch._dynamo.reset()
-    g = torch.Generator().manual_seed(5)
-    params = [torch.nn.Parameter(torch.randn(*s, generator=g)) for s in ((64, 32), (32,))]
-    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
-    opt, ref = (torch.optim.AdamW(ps, lr=torch.tensor(1e-2)) for ps in (params, twins))
-    schedules = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: 0.9 ** s) for o in (opt, ref)]
-    step, seen = compile_cpu(opt.step, Options(devices=("cpu",), strict=True))
-    for _ in range(5):
-        for p, t in zip(params, twins):
-            p.grad = torch.randn(p.shape, generator=g)
-            t.grad = p.grad.clone()
-        step()
-        ref.step()
-        for schedule in schedules:
-            schedule.step()
-    for p, t in zip(params, twins):
-        torch.testing.assert_close(p, t, rtol=1e-5, atol=1e-6)
+    seen = optimizer_against_eager(lambda ps: torch.optim.AdamW(ps, lr=torch.tensor(1e-2)), ((64, 32), (32,)), 5, 5,
+                                   options=STRICT,
+                                   schedule=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: 0.9 ** s))
     (_, gm, _), = seen
     assert {n.target for n in gm.graph.nodes if n.op == "call_function"} == {torch.ops.cute.pointwise.into}
 
@@ -444,23 +436,12 @@ def test_a_dynamic_optimizer_step_matches_eager():
     # dynamic=True: the parameters' sizes are symbolic, the split per parameter and the in-place
     # kernels still apply; three steps against eager. (A symbolic scalar_tensor stays ATen: the
     # expression language has no run-time scalars but 0-dim tensors.)
-    torch._dynamo.reset()
-    g = torch.Generator().manual_seed(3)
-    params = [torch.nn.Parameter(torch.randn(*s, generator=g)) for s in ((48, 32), (16,))]
-    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
-    opt, ref = (torch.optim.AdamW(ps, lr=1e-2, foreach=True) for ps in (params, twins))
-    step, seen = compile_cpu(opt.step, Options(devices=("cpu",), strict=True), dynamic=True)
-    for _ in range(3):
-        for p, t in zip(params, twins):
-            p.grad = torch.randn(p.shape, generator=g)
-            t.grad = p.grad.clone()
-        step()
-        ref.step()
-    for p, t in zip(params, twins):
-        torch.testing.assert_close(p, t, rtol=1e-5, atol=1e-6)
+    shapes = ((48, 32), (16,))
+    seen = optimizer_against_eager(lambda ps: torch.optim.AdamW(ps, lr=1e-2, foreach=True), shapes, 3, 3,
+                                   options=STRICT, dynamic=True)
     (_, gm, _), = seen
     calls = [n.target for n in gm.graph.nodes if n.op == "call_function"]
-    assert calls.count(torch.ops.cute.pointwise.into) == len(params) + 1
+    assert calls.count(torch.ops.cute.pointwise.into) == len(shapes) + 1
     assert set(calls) <= {torch.ops.cute.pointwise.into, torch.ops.aten.scalar_tensor.default}
 
 
