@@ -85,15 +85,10 @@ def _cast(a, dtype):
     return f"{name}({a})" if name in CASTS else None
 
 
-def _unset(flag) -> bool:
-    """A boolean keyword left off or False (it arrives spelled, as "False")."""
-    return flag is None or flag == "False"
-
-
 def _to_copy(a, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
     # Only a dtype change; a layout change is not pointwise work. A `device` (AOTAutograd spells
     # .to(dtype) with one) is the operand's: fusion takes only operands on the result's device.
-    if layout not in (None, torch.strided) or not _unset(pin_memory):
+    if layout not in (None, torch.strided) or pin_memory:
         return None
     return a if dtype is None else _cast(a, dtype)
 
@@ -105,7 +100,7 @@ def _fill(fill_value, dtype, layout=None, pin_memory=None):
     # nothing a kernel computes (every such value is computed in Float32, and the region's
     # outputs have torch's dtypes), so wider or integer fills stay ATen. A region of fills
     # alone has no input and stays ATen too (fusion.find_regions).
-    if (layout not in (None, torch.strided) or not _unset(pin_memory) or not isinstance(fill_value, Scalar)
+    if (layout not in (None, torch.strided) or pin_memory or not isinstance(fill_value, Scalar)
             or dtype not in (torch.float32, torch.bfloat16, torch.float16)):
         return None
     with _disable_current_modes():   # a plain tensor even where fake tensors are active

@@ -150,7 +150,9 @@ class _Graph:
 
         kwargs = {**node.kwargs, "dtype": value.dtype} if node.target in TAKES_RESULT_DTYPE else node.kwargs
         try:
-            text = spell(*[operand(a) for a in node.args], **{k: operand(v) for k, v in kwargs.items()})
+            # Keyword flags (pin_memory, non_blocking) stay Python bools; operands are spelled.
+            text = spell(*[operand(a) for a in node.args],
+                         **{k: v if isinstance(v, bool) else operand(v) for k, v in kwargs.items()})
         except (_NotFusible, TypeError):
             return
         if text is None:
