@@ -98,6 +98,8 @@ def _pointwise_cases(arch: str) -> dict:
         "pointwise_strided_wide": Plan("where(x0 > 0, x0, -x0)", ("float32",), (False,), "float32", 2, "s", 1, True),
         "pointwise_multi_output": Plan(f"sigmoid(x0){SEPARATOR}x0 * sigmoid(x0)", ("float16",), (False,),
                                        "float16,float32", 1, "1", 8, False),
+        "pointwise_segments_bf16": Plan(f"x0 * 0.9 + x1{SEPARATOR}x0 - x2 * x1", ("bfloat16", "bfloat16", "float32"),
+                                        (False, False, True), "bfloat16,bfloat16", 1, "110", 8, False, 4),
     }
     return {name: (lambda p=plan: _ptx(_pointwise_host, p, *stand_ins(p, -1), arch=arch))
             for name, plan in plans.items()}

@@ -368,7 +368,7 @@ STRICT = Options(devices=("cpu",), strict=True)
 
 @pytest.mark.parametrize("foreach", [False, True], ids=["for_loop", "foreach"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-def test_a_compiled_adamw_step_is_one_kernel_a_parameter(dtype, foreach):
+def test_a_compiled_adamw_step_is_one_launch_for_every_parameter(dtype, foreach):
     # The functionalized step is full of aten.copy (the in-place updates) and prims.fma (addcmul):
     # both fuse, so each parameter's m, v and weight update is one three-output kernel (built,
     # strict), and three steps match eager's AdamW. The foreach path (CUDA's default) arrives as
@@ -385,8 +385,13 @@ def test_a_compiled_adamw_step_is_one_kernel_a_parameter(dtype, foreach):
     assert torch.ops.aten.pow.Scalar not in left     # the bias corrections joined the update's kernel
     # ... and writes them into the parameter and its moments (in_place.py), as one kernel writes
     # every parameter's step count (0-dim values group: fusion.MAX_SCALAR_GROUP; the updates then
-    # read the counts there): no copy_ is left.
-    assert left.count(torch.ops.cute.pointwise.into) == len(shapes) + 1
+    # read the counts there): no copy_ is left. The updates, the same expressions over each
+    # parameter's tensors, are one launch of one segment each (horizontal.py).
+    assert left.count(torch.ops.cute.pointwise.into) == 1
+    (merged,) = gm.graph.find_nodes(op="call_function", target=torch.ops.cute.pointwise.foreach_into)
+    exprs, inputs, outs = merged.args
+    assert len(exprs) == 3 and len(outs) == 3 * len(shapes)
+    assert [tuple(o.meta["val"].shape) for o in outs[::3]] == [tuple(s) for s in shapes]
     assert torch.ops.aten.copy_.default not in left
     assert not any(str(t).startswith("aten._foreach") for t in left)
 
@@ -416,10 +421,12 @@ def test_compiled_optimizer_steps_match_eager(name, dtype, foreach):
     tol = None if dtype == torch.float32 else dict(rtol=1.6e-2, atol=8e-3)
     seen = optimizer_against_eager(lambda ps: OPTIMIZERS[name](ps, foreach=foreach), shapes, 4, 2, dtype, tol=tol)
     # The steady state's graph (the last; SGD's first step creates its momentum buffers) is
-    # nothing but in-place kernels: one per parameter and one for the step counts, if any.
+    # nothing but in-place kernels: one launch for every parameter's update (horizontal.py) and
+    # one for the step counts, if any.
     (*_, (_, gm, _)) = seen
     calls = [n.target for n in gm.graph.nodes if n.op == "call_function"]
-    assert set(calls) == {torch.ops.cute.pointwise.into} and len(calls) <= len(shapes) + 1, calls
+    assert calls.count(torch.ops.cute.pointwise.foreach_into) == 1, calls
+    assert set(calls) <= {torch.ops.cute.pointwise.into, torch.ops.cute.pointwise.foreach_into} and len(calls) <= 2
 
 
 def test_a_scheduled_tensor_learning_rate_compiles_once():
@@ -429,7 +436,8 @@ def test_a_scheduled_tensor_learning_rate_compiles_once():
                                    options=STRICT,
                                    schedule=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: 0.9 ** s))
     (_, gm, _), = seen
-    assert {n.target for n in gm.graph.nodes if n.op == "call_function"} == {torch.ops.cute.pointwise.into}
+    calls = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert sorted(map(str, calls)) == ["cute.pointwise.foreach_into", "cute.pointwise.into"], calls
 
 
 def test_a_dynamic_optimizer_step_matches_eager():
@@ -441,8 +449,10 @@ def test_a_dynamic_optimizer_step_matches_eager():
                                    options=STRICT, dynamic=True)
     (_, gm, _), = seen
     calls = [n.target for n in gm.graph.nodes if n.op == "call_function"]
-    assert calls.count(torch.ops.cute.pointwise.into) == len(shapes) + 1
-    assert set(calls) <= {torch.ops.cute.pointwise.into, torch.ops.aten.scalar_tensor.default}
+    assert calls.count(torch.ops.cute.pointwise.into) == 1, calls
+    assert calls.count(torch.ops.cute.pointwise.foreach_into) == 1, calls
+    assert set(calls) <= {torch.ops.cute.pointwise.into, torch.ops.cute.pointwise.foreach_into,
+                          torch.ops.aten.scalar_tensor.default}
 
 
 def test_modes_are_checked():

@@ -116,6 +116,27 @@ def test_pointer_align_rounds_up_and_knows_its_alignment():
     assert "llvm.inttoptr" in compiled.__mlir__ and "st.global.v2.b32" in compiled.__ptx__
 
 
+@cute.kernel
+def _chosen(a: cute.Tensor, b: cute.Tensor):
+    t = cute.arch.thread_idx()[0]
+    p = cute.where(t < 64, a.iterator, b.iterator + 4)
+    cute.printf(f"{p.type}")
+    cute.make_tensor(p, cute.make_layout(4))[t % 4] = cute.Float32(1.0)
+
+
+@cute.jit
+def _chosen_host(a: cute.Tensor, b: cute.Tensor):
+    _chosen(a, b).launch(grid=(1, 1, 1), block=(128, 1, 1))
+
+
+def test_where_chooses_between_pointers():
+    """A kernel that picks its tensor at run time (the segmented pointwise kernel): one select of
+    the addresses, the alignment both pointers have (4 floats in: 16 bytes, kept)."""
+    compiled = cute.compile(_chosen_host, torch.zeros(16), torch.zeros(16), options={"arch": "sm_90a"})
+    assert "llvm.select" in compiled.__mlir__ and "selp.b64" in compiled.__ptx__
+    assert '"ptr<Float32 gmem align 16>\\0A"' in compiled.__mlir__
+
+
 def _kernel_with(body):
     @cute.kernel
     def kernel(out: cute.Tensor):
@@ -138,6 +159,9 @@ def _kernel_with(body):
     (lambda out: cute.arch.barrier_arrive(barrier_id=1), "barrier_arrive needs number_of_threads"),
     (lambda out: cute.recast_ptr(out), "recast_ptr takes a cute.Pointer, got Tensor"),
     (lambda out: out.iterator.align(12), "Pointer.align takes a power of two (bytes), got 12"),
+    (lambda out: cute.where(cute.arch.thread_idx()[0] < 2, out.iterator, cute.recast_ptr(out.iterator, cute.Int32)),
+     "cute.where chooses between two pointers of one element type and memory space, got ptr<Float32 gmem align 16> "
+     "and ptr<Int32 gmem align 16>"),
     (lambda out: cute.arch.store_shared_remote(1.0, out.iterator, None, 0),
      "store_shared_remote takes a shared-memory cute.Pointer"),
     (lambda out: cute.arch.store_shared_remote(1.0, cute.arch.alloc_smem(cute.Float16, (2,)).iterator, None, 0),

@@ -56,14 +56,6 @@ struct GemmKernel {
 std::mutex cacheMutex;
 std::unordered_map<std::string, GemmKernel> kernelCache;
 
-/// "[2, 3]": built with std::to_string, like every number in these messages (OpCommon.h).
-std::string shapeText(c10::IntArrayRef sizes) {
-  std::string text = "[";
-  for (size_t i = 0; i < sizes.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "]";
-}
-
 /// The view of a matrix operand: `rowDim` and `colDim` of `t`, its batch dim (or none: the
 /// batch broadcast with stride 0 when the GEMM is batched).
 View matrixView(const at::Tensor &t, int rowDim, int colDim, int batchDim, int64_t batches,

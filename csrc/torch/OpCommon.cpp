@@ -32,6 +32,13 @@ std::string deviceName(const c10::Device &device) {
   return device.has_index() ? std::string(type) + ":" + std::to_string(device.index()) : type;
 }
 
+std::string shapeText(c10::IntArrayRef sizes) {
+  std::string text = "[";
+  for (size_t i = 0; i < sizes.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
+}
+
 std::string joinExprs(const std::vector<std::string> &exprs) {
   std::string joined;
   for (const std::string &e : exprs)

@@ -22,6 +22,10 @@ namespace cute_torch::ops {
 /// "cuda:1", "cpu", ...
 std::string deviceName(const c10::Device &device);
 
+/// "[2, 3]": built with std::to_string, like every number in these messages (c10::str of a
+/// shape crashed the process too).
+std::string shapeText(c10::IntArrayRef sizes);
+
 /// Between the expressions of a multi-output op (cute_torch's SEPARATOR): a character no valid
 /// expression holds.
 constexpr char kExprSeparator = '\x1e';

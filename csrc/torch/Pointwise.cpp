@@ -25,6 +25,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <mutex>
@@ -218,8 +219,8 @@ Launch plan(const Geometry &g, at::TensorList outs, at::TensorList inputs) {
   return p;
 }
 
-const Kernel &kernelFor(ExprInfo &info, c10::string_view expr, at::TensorList inputs,
-                        const Geometry &g, const Launch &p, int device) {
+const Kernel &kernelFor(ExprInfo &info, c10::string_view expr, at::TensorList inputs, int rank,
+                        const Launch &p, int device, int64_t segments = 1) {
   {
     std::lock_guard<std::mutex> lock(cacheMutex);
     auto found = info.kernels.find(p.planKey);
@@ -227,8 +228,8 @@ const Kernel &kernelFor(ExprInfo &info, c10::string_view expr, at::TensorList in
       return found->second;
   }
   std::vector<BuilderArg> args = dtypeArgs(expr, inputs, info.outDtypes);
-  args.insert(args.end(), {BuilderArg(g.rank), BuilderArg(p.inner), BuilderArg(p.vec),
-                           BuilderArg(p.wide), BuilderArg(device)});
+  args.insert(args.end(), {BuilderArg(rank), BuilderArg(p.inner), BuilderArg(p.vec),
+                           BuilderArg(p.wide), BuilderArg(device), BuilderArg(segments)});
   BuilderResult built = callBuilder("kernel", args);
   TORCH_CHECK(built.ints.size() >= 2, "cute::pointwise: the builder returned no kernel");
   Kernel kernel{reinterpret_cast<void (*)(void **)>(built.ints[0]),
@@ -293,10 +294,10 @@ std::vector<at::Tensor> pointwiseImpl(c10::string_view expr, size_t count, at::T
                           out.is_contiguous() && out.scalar_type() == info.outDtypes[i],
                       "cute::pointwise.into: outs[", std::to_string(i), "] must be a contiguous ",
                       dtypeName(info.outDtypes[i], "cute::pointwise", "out"), " tensor of shape ",
-                      c10::str(c10::IntArrayRef(shape)), " on ", deviceName(device), "; got ",
+                      shapeText(shape), " on ", deviceName(device), "; got ",
                       dtypeName(out.scalar_type(), "cute::pointwise", "out"), " ",
-                      c10::str(out.sizes()), out.is_contiguous() ? "" : " (not contiguous)", " on ",
-                      deviceName(out.device()));
+                      shapeText(out.sizes()), out.is_contiguous() ? "" : " (not contiguous)",
+                      " on ", deviceName(out.device()));
     outs.push_back(out);
   }
   if (given.empty())
@@ -315,9 +316,108 @@ std::vector<at::Tensor> pointwiseImpl(c10::string_view expr, size_t count, at::T
     TORCH_INTERNAL_ASSERT(coalesce(shape, operands, g));
   }
   const Launch p = plan(g, outs, operands);
-  const Kernel &kernel = kernelFor(info, expr, operands, g, p, device.index());
+  const Kernel &kernel = kernelFor(info, expr, operands, g.rank, p, device.index());
   run(kernel, g, p, outs, operands);
   return outs;
+}
+
+// -- cute::pointwise.foreach_into: one launch for many independent segments ----------------
+
+/// Kernel parameter bytes one segmented launch may take: CUDA's 4 KB, less what the DSL adds.
+constexpr int64_t kSegmentParamBytes = 3584;
+
+/// The segments of one foreach_into call: `count` of them, each `k` inputs and `m` outs.
+struct Segments {
+  at::TensorList inputs, outs;
+  size_t k = 0, m = 0, count = 0;
+  at::TensorList in(size_t s) const { return inputs.slice(s * k, k); }
+  at::TensorList out(size_t s) const { return outs.slice(s * m, m); }
+};
+
+/// Segment `s`'s per-input classes for the segmented kernel ('1': contiguous of the outputs'
+/// shape, '0': one element that broadcasts), or "" where it needs the general path: its
+/// dtypes or device differ from segment 0's (which typed the expressions), an output is not
+/// contiguous of one shape, or an input is strided or broadcasts along some dimensions only.
+std::string segmentClasses(const Segments &all, size_t s,
+                           c10::ArrayRef<c10::ScalarType> outDtypes) {
+  at::TensorList in = all.in(s), out = all.out(s), first = all.in(0);
+  const at::Tensor &lead = out[0];
+  const c10::Device device = first[0].device();
+  for (size_t j = 0; j < all.m; ++j)
+    if (out[j].device() != device || out[j].scalar_type() != outDtypes[j] ||
+        out[j].sizes() != lead.sizes() || !out[j].is_contiguous())
+      return "";
+  std::string inner;
+  for (size_t i = 0; i < all.k; ++i) {
+    const at::Tensor &t = in[i];
+    if (t.device() != device || t.scalar_type() != first[i].scalar_type() ||
+        (t.dim() == 0) != (first[i].dim() == 0))
+      return "";
+    if (t.sizes() == lead.sizes() && t.is_contiguous())
+      inner += '1';
+    else if (t.numel() == 1 && t.dim() <= lead.dim())
+      inner += '0';
+    else
+      return "";
+  }
+  return inner;
+}
+
+/// Launches `chosen` (segments of one class string) in as few segmented kernels as the
+/// parameter space allows; each launch's segment count is a power of two (padded with empty
+/// segments) so that few kernels serve every parameter count.
+void launchSegments(ExprInfo &info, c10::string_view expr, const Segments &all,
+                    const std::string &inner, const std::vector<size_t> &chosen) {
+  const at::Tensor &lead = all.out(chosen[0])[0];
+  int64_t minElement = 16;
+  bool aligned = true, wide = false;
+  for (size_t s : chosen) {
+    for (const at::Tensor &t : all.out(s)) {
+      minElement = std::min<int64_t>(minElement, t.element_size());
+      aligned &= reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+      wide |= t.numel() >= (int64_t(1) << 31);
+    }
+    at::TensorList in = all.in(s);
+    for (size_t i = 0; i < all.k; ++i)
+      if (inner[i] == '1') {
+        minElement = std::min<int64_t>(minElement, in[i].element_size());
+        aligned &= reinterpret_cast<uintptr_t>(in[i].data_ptr()) % 16 == 0;
+      }
+  }
+  Launch p;
+  p.inner = inner;
+  p.vec = aligned ? static_cast<int>(16 / minElement) : 1;
+  p.wide = wide;
+  // Per segment: a pointer per tensor, its numel and (added by the host entry) its blocks' end.
+  const int64_t perSegment = static_cast<int64_t>(all.m + all.k) * 8 + 2 * (wide ? 8 : 4);
+  size_t cap = 1;
+  while (static_cast<int64_t>(cap * 2) * perSegment <= kSegmentParamBytes)
+    cap *= 2;
+  const int device = lead.device().index();
+  for (size_t begin = 0; begin < chosen.size(); begin += cap) {
+    const size_t real = std::min(cap, chosen.size() - begin);
+    size_t padded = 2;
+    while (padded < real)
+      padded *= 2;
+    Launch launch = p;
+    launch.planKey = std::string("1") + inner + static_cast<char>('A' + p.vec) +
+                     (wide ? 'w' : 'n') + static_cast<char>('0' + device) + 'g' +
+                     std::to_string(padded);
+    const Kernel &kernel = kernelFor(info, expr, all.in(chosen[begin]), 1, launch, device,
+                                     static_cast<int64_t>(padded));
+    c10::SmallVector<int64_t, 256> slots;
+    for (size_t j = 0; j < padded; ++j) { // an empty segment repeats the last one's pointers
+      const size_t s = chosen[begin + std::min(j, real - 1)];
+      for (const at::Tensor &t : all.out(s))
+        slots.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr())));
+      for (const at::Tensor &t : all.in(s))
+        slots.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr())));
+    }
+    for (size_t j = 0; j < padded; ++j)
+      slots.push_back(j < real ? all.out(chosen[begin + j])[0].numel() : 0);
+    runOnCurrentStream(kernel.entry, kernel.runtime, slots, lead.device(),
+                       "cute::pointwise.foreach_into");
+  }
 }
 
 } // namespace
@@ -356,6 +456,75 @@ void pointwiseIntoCuda(std::vector<std::string> exprs, at::TensorList inputs, at
     torch::autograd::impl::bump_version(out);
 }
 
+namespace {
+
+/// cute::pointwise.foreach_into's own checks; the segments they describe.
+Segments checkForeachInto(const std::vector<std::string> &exprs, at::TensorList inputs,
+                          at::TensorList outs) {
+  TORCH_CHECK_VALUE(!exprs.empty(), "cute::pointwise.foreach_into needs at least one expression");
+  for (const std::string &e : exprs)
+    TORCH_CHECK_VALUE(e.find(kExprSeparator) == std::string::npos,
+                      "cute::pointwise.foreach_into: an expression contains the character \\x1e");
+  Segments all{inputs, outs, 0, exprs.size(), outs.size() / exprs.size()};
+  TORCH_CHECK_VALUE(all.count > 0 && outs.size() % exprs.size() == 0,
+                    "cute::pointwise.foreach_into: ", std::to_string(outs.size()),
+                    " outs are not segments of one out per expression (",
+                    std::to_string(exprs.size()), ")");
+  TORCH_CHECK_VALUE(!inputs.empty() && inputs.size() % all.count == 0,
+                    "cute::pointwise.foreach_into: ", std::to_string(inputs.size()),
+                    " inputs do not split into ", std::to_string(all.count),
+                    " segments of equally many (one segment per ", std::to_string(exprs.size()),
+                    " outs)");
+  all.k = inputs.size() / all.count;
+  return all;
+}
+
+} // namespace
+
+void pointwiseForeachIntoCuda(std::vector<std::string> exprs, at::TensorList inputs,
+                              at::TensorList outs) {
+  const Segments all = checkForeachInto(exprs, inputs, outs);
+  const std::string expr = joinExprs(exprs);
+  std::vector<c10::ScalarType> outDtypes;
+  for (const at::Tensor &out : all.out(0))
+    outDtypes.push_back(out.scalar_type());
+  at::TensorList first = all.in(0);
+  checkSameDevice(first);
+  TORCH_CHECK(first[0].device().is_cuda(), "cute::pointwise.foreach_into runs on CUDA tensors; ",
+              "its inputs are on ", deviceName(first[0].device()));
+  ExprInfo &info = exprInfo(expr, exprs.size(), first, outDtypes); // results cast to the outs'
+  // Segments in the segmented kernel's shape, by class string; the others one at a time (the
+  // general path checks them as cute::pointwise.into does).
+  std::vector<std::pair<std::string, std::vector<size_t>>> groups;
+  for (size_t s = 0; s < all.count; ++s) {
+    const std::string inner = segmentClasses(all, s, outDtypes);
+    if (inner.empty()) {
+      std::vector<c10::ScalarType> types;
+      for (const at::Tensor &out : all.out(s))
+        types.push_back(out.scalar_type());
+      try {
+        pointwiseImpl(expr, exprs.size(), all.in(s), types, all.out(s));
+      } catch (c10::Error &e) {
+        e.add_context("segment " + std::to_string(s) + " of cute::pointwise.foreach_into");
+        throw;
+      }
+      continue;
+    }
+    if (all.out(s)[0].numel() == 0)
+      continue;
+    auto group =
+        std::find_if(groups.begin(), groups.end(), [&](const auto &g) { return g.first == inner; });
+    if (group == groups.end())
+      groups.push_back({inner, {s}});
+    else
+      group->second.push_back(s);
+  }
+  for (const auto &[inner, chosen] : groups)
+    launchSegments(info, expr, all, inner, chosen);
+  for (const at::Tensor &out : outs)
+    torch::autograd::impl::bump_version(out);
+}
+
 at::Tensor pointwiseCpu(c10::string_view, at::TensorList inputs, std::optional<c10::ScalarType>) {
   TORCH_CHECK(false, "cute::pointwise runs on CUDA tensors; got a tensor on ",
               inputs.empty() ? "cpu" : deviceName(inputs[0].device()),
@@ -369,6 +538,12 @@ std::vector<at::Tensor> pointwiseMultiCpu(std::vector<std::string>, at::TensorLi
 
 void pointwiseIntoCpu(std::vector<std::string> exprs, at::TensorList inputs, at::TensorList outs) {
   checkInto(exprs, outs);
+  pointwiseCpu("", inputs, std::nullopt);
+}
+
+void pointwiseForeachIntoCpu(std::vector<std::string> exprs, at::TensorList inputs,
+                             at::TensorList outs) {
+  checkForeachInto(exprs, inputs, outs);
   pointwiseCpu("", inputs, std::nullopt);
 }
 

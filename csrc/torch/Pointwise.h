@@ -29,12 +29,21 @@ std::vector<at::Tensor> pointwiseMultiCuda(std::vector<std::string> exprs, at::T
 /// input may be an output too (an in-place update): each element is read before it is written,
 /// by the same thread; one read through a view of an output is the caller's to rule out.
 void pointwiseIntoCuda(std::vector<std::string> exprs, at::TensorList inputs, at::TensorList outs);
+/// cute::pointwise.foreach_into(str[] exprs, Tensor[] inputs, Tensor(a!)[] outs) -> (): the same
+/// pointwise.into call on each of S segments (outs in S groups of one per expression, inputs in
+/// S groups of equally many), in one launch where they allow (a compiled optimizer's updates of
+/// every parameter). The segments must be independent: no out of one overlaps an input or out of
+/// another (as for torch's _foreach ops, this is the caller's to ensure).
+void pointwiseForeachIntoCuda(std::vector<std::string> exprs, at::TensorList inputs,
+                              at::TensorList outs);
 /// CPU tensors get a clear error (the op runs on CUDA only).
 at::Tensor pointwiseCpu(c10::string_view expr, at::TensorList inputs,
                         std::optional<c10::ScalarType> outDtype);
 std::vector<at::Tensor> pointwiseMultiCpu(std::vector<std::string> exprs, at::TensorList inputs,
                                           std::optional<std::vector<c10::ScalarType>> outDtypes);
 void pointwiseIntoCpu(std::vector<std::string> exprs, at::TensorList inputs, at::TensorList outs);
+void pointwiseForeachIntoCpu(std::vector<std::string> exprs, at::TensorList inputs,
+                             at::TensorList outs);
 /// The Autograd kernel: a C++ autograd Function whose backward is cute::pointwise again
 /// (the derivative expression comes from the Python builder, once per expression).
 at::Tensor pointwiseAutograd(c10::string_view expr, at::TensorList inputs,

@@ -38,6 +38,7 @@ TORCH_LIBRARY(cute, m) {
   m.def("pointwise(str expr, Tensor[] inputs, ScalarType? out_dtype=None) -> Tensor");
   m.def("pointwise.multi(str[] exprs, Tensor[] inputs, ScalarType[]? out_dtypes=None) -> Tensor[]");
   m.def("pointwise.into(str[] exprs, Tensor[] inputs, Tensor(a!)[] outs) -> ()");
+  m.def("pointwise.foreach_into(str[] exprs, Tensor[] inputs, Tensor(a!)[] outs) -> ()");
   // Tensor[] takes no default in a schema: cute_torch.ops.gemm gives epilogue and inputs theirs.
   m.def("gemm(Tensor a, Tensor b, str epilogue, Tensor[] inputs, ScalarType? out_dtype=None) -> "
         "Tensor");
@@ -56,6 +57,7 @@ TORCH_LIBRARY_IMPL(cute, CUDA, m) {
   m.impl("pointwise", &cute_torch::ops::pointwiseCuda);
   m.impl("pointwise.multi", &cute_torch::ops::pointwiseMultiCuda);
   m.impl("pointwise.into", &cute_torch::ops::pointwiseIntoCuda);
+  m.impl("pointwise.foreach_into", &cute_torch::ops::pointwiseForeachIntoCuda);
   m.impl("gemm", &cute_torch::ops::gemmCuda);
   m.impl("gemm.multi", &cute_torch::ops::gemmMultiCuda);
   cute_torch::ops::implementRowOpsCuda(m);
@@ -64,6 +66,7 @@ TORCH_LIBRARY_IMPL(cute, CPU, m) {
   m.impl("pointwise", &cute_torch::ops::pointwiseCpu);
   m.impl("pointwise.multi", &cute_torch::ops::pointwiseMultiCpu);
   m.impl("pointwise.into", &cute_torch::ops::pointwiseIntoCpu);
+  m.impl("pointwise.foreach_into", &cute_torch::ops::pointwiseForeachIntoCpu);
   m.impl("gemm", &cute_torch::ops::gemmCpu);
   m.impl("gemm.multi", &cute_torch::ops::gemmMultiCpu);
   cute_torch::ops::implementRowOpsCpu(m);

@@ -35,6 +35,7 @@ from .foreach import foreach_decompositions
 from .fusion import find_regions
 from .gemm import fuse_gemms
 from .gemm_routes import route_plain_gemms
+from .horizontal import merge_in_place
 from .in_place import write_in_place
 from .normalize import copies_as_casts, powers_as_exponentials
 from .options import Options
@@ -86,12 +87,14 @@ def _run_pointwise(expr: str, inputs: list, dtype):
 
 def _runtime_forward(gm: fx.GraphModule):
     """The rewritten graph as fallback="aten" runs it: kernels that compute the new values of
-    the graph's inputs write them there (in_place.py), views of static shape as one cheap call
+    the graph's inputs write them there (in_place.py), such kernels of the same expressions as
+    one launch (horizontal.py), views of static shape as one cheap call
     (views.py), the cute ops through their short C entries, and the generated forward called
     directly (not through nn.Module.__call__), below autograd. AOTAutograd differentiates around
     the graph, so no op in it needs its autograd kernel (C++ for our ops, Python for
     column_sum's), which would run on every call."""
     write_in_place(gm)
+    merge_in_place(gm)
     reinterpret_views(gm)
     for node in gm.graph.nodes:
         if node.target is torch.ops.cute.pointwise.default:

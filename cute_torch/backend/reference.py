@@ -13,6 +13,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 
 from ..pointwise.dtypes import reference
 from . import aot_backend, rewrite_graph
+from .horizontal import merge_in_place
 from .in_place import write_in_place
 from .torch_calls import replace_calls
 from .options import Options
@@ -33,6 +34,14 @@ class ReferenceInterpreter(fx.Interpreter):
             exprs, inputs, outs = args
             for value, out in zip([reference(e, inputs).to(o.dtype) for e, o in zip(exprs, outs)], outs):
                 out.copy_(value)
+            return None
+        if target is torch.ops.cute.pointwise.foreach_into:    # horizontal.py: independent segments
+            exprs, inputs, outs = args
+            m = len(exprs)
+            k = len(inputs) // (len(outs) // m)
+            for s in range(len(outs) // m):
+                self.call_function(torch.ops.cute.pointwise.into, (exprs, inputs[s * k:(s + 1) * k],
+                                                                   outs[s * m:(s + 1) * m]), {})
             return None
         if target is torch.ops.cute.gemm.default:
             a, b, epilogue, inputs, dtype = args
@@ -132,6 +141,7 @@ def reference_backend(options: Options | None = None, seen: list | None = None):
             if seen is not None:
                 seen.append((kind, gm, result))
             write_in_place(gm)    # as the runtime of fallback="aten" does
+            merge_in_place(gm)
             return make_boxed_func(ReferenceInterpreter(gm).run)
         return compile_graph
     aot = aot_backend(make_compiler)

@@ -463,10 +463,14 @@ def _compare(x, y, op: str) -> Numeric:
 
 def where(cond, a, b):
     """`a` where `cond` else `b`: both sides are evaluated (arith.select). Python values give
-    Python results."""
+    Python results; two cute.Pointers give a pointer (a kernel that picks its operands at run
+    time, as the segmented pointwise kernel picks its segment's tensors)."""
     if not isinstance(cond, Numeric):
         return a if cond else b
     cond = convert(cond, Boolean)
+    from .pointer import Pointer, select_pointer   # pointer.py imports this module
+    if isinstance(a, Pointer) or isinstance(b, Pointer):
+        return select_pointer(cond, a, b)
     if not isinstance(a, Numeric) and not isinstance(b, Numeric):
         a = as_numeric(a)  # two literals: the first sets the type, _operands adapts the second
     a, b, t = _operands(a, b)

@@ -94,6 +94,18 @@ class Pointer:
         return t._wrap(b.op(f"llvm.ptrtoint {self.value.name} : {self.value.type} to {t.mlir}", t.mlir))
 
 
+def select_pointer(cond, a, b) -> Pointer:
+    """`a` where the Boolean `cond` else `b` (cute.where on pointers): one element type and
+    memory space; the alignment both have."""
+    if not (isinstance(a, Pointer) and isinstance(b, Pointer)) or (a.dtype, a.memspace) != (b.dtype, b.memspace):
+        raise DSLError(ARGUMENT_MISMATCH, f"cute.where chooses between two pointers of one element type and memory "
+                       f"space, got {a} and {b}", user_location())
+    builder = ir.require(what="cute.where")
+    t = a.value.type
+    value = builder.op(f"llvm.select {cond.ir.name}, {a.value.name}, {b.value.name} : i1, {t}", t)
+    return Pointer(value, a.dtype, a.memspace, math.gcd(a.alignment, b.alignment), a.wide or b.wide)
+
+
 def recast_ptr(ptr: Pointer, dtype=None) -> Pointer:
     """The same address read as `dtype` elements (CuTe DSL's recast_ptr)."""
     if not isinstance(ptr, Pointer):

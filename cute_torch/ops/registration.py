@@ -40,8 +40,9 @@ def _builder(kind: str, *args):
                         for e, o in zip(exprs, outs))
     if kind == "kernel":
         kernel_builds += 1
-        expr, names, zero_dims, out, rank, inner, vec, wide, device = args
-        plan = Plan(expr, tuple(names.split(",")), tuple(z == "1" for z in zero_dims), out, rank, inner, vec, wide)
+        expr, names, zero_dims, out, rank, inner, vec, wide, device, segments = args
+        plan = Plan(expr, tuple(names.split(",")), tuple(z == "1" for z in zero_dims), out, rank, inner, vec, wide,
+                    segments)
         return build(plan, device)
     if kind == "grad":
         expr, n, index = args
@@ -107,6 +108,23 @@ def _pointwise_into_fake(exprs: list, inputs: list, outs: list) -> None:
                              f"{list(want.shape)}, got {list(out.shape)}")
 
 
+def _pointwise_foreach_into_fake(exprs: list, inputs: list, outs: list) -> None:
+    """cute::pointwise.foreach_into: outs in segments of one per expression, inputs in as many
+    segments of equally many; each segment is checked as cute::pointwise.into checks its call."""
+    if not exprs:
+        raise ValueError("cute::pointwise.foreach_into needs at least one expression")
+    count = len(outs) // len(exprs)
+    if not count or len(outs) % len(exprs):
+        raise ValueError(f"cute::pointwise.foreach_into: {len(outs)} outs are not segments of one out per "
+                         f"expression ({len(exprs)})")
+    if not inputs or len(inputs) % count:
+        raise ValueError(f"cute::pointwise.foreach_into: {len(inputs)} inputs do not split into {count} segments "
+                         f"of equally many (one segment per {len(exprs)} outs)")
+    k, m = len(inputs) // count, len(exprs)
+    for s in range(count):
+        _pointwise_into_fake(exprs, inputs[s * k:(s + 1) * k], outs[s * m:(s + 1) * m])
+
+
 def _gemm_multi_fake(a, b, epilogues: list, inputs: list = (), out_dtypes: list | None = None) -> list:
     """Shapes and dtypes of cute::gemm.multi (the checks of Gemm.cpp that need no data)."""
     if a.dim() not in (2, 3) or b.dim() not in (2, 3):
@@ -170,6 +188,7 @@ def load() -> None:
         torch.library.register_fake("cute::pointwise")(_pointwise_fake)
         torch.library.register_fake("cute::pointwise.multi")(_pointwise_multi_fake)
         torch.library.register_fake("cute::pointwise.into")(_pointwise_into_fake)
+        torch.library.register_fake("cute::pointwise.foreach_into")(_pointwise_foreach_into_fake)
         torch.library.register_fake("cute::gemm")(_gemm_fake)
         torch.library.register_fake("cute::gemm.multi")(_gemm_multi_fake)
         from . import row_ops

@@ -14,6 +14,18 @@ accesses are contiguous; every output expression is computed from the same loade
 with vec > 1 every contiguous input and the output move in 16-byte accesses (the C++ side
 checks alignment and divisibility first). Whole tiles load everything
 before computing; the last, partial tile goes element by element.
+
+With `segments` S > 1 (cute::pointwise.foreach_into: one launch for S independent calls of the
+same expressions, such as every parameter's optimizer update) the plan is rank 1 and the
+arguments are
+
+    per segment: out0_ptr .. outM_ptr, x0_ptr .. xN_ptr; then the numel of each segment
+
+and the host entry adds, for the kernel, the end of each segment's blocks (a running sum of
+its tiles).
+
+Each block finds its segment by comparing its index with the ends (S selects of pointers, not
+S copies of the code) and runs the one-segment code on that segment's tensors.
 """
 
 from __future__ import annotations
@@ -25,9 +37,9 @@ import torch
 from ..dsl.control import range_constexpr
 from ..dsl.jit import Constexpr, jit, kernel
 from ..dsl.layout import Layout
-from ..dsl.numeric import Int32, Int64, Uint32, Uint64, convert
+from ..dsl.numeric import Int32, Int64, Uint32, Uint64, convert, where
 from ..dsl import arch
-from ..dsl.tensor import TensorArg, numeric_of_torch_dtype
+from ..dsl.tensor import TensorArg, make_tensor, numeric_of_torch_dtype
 from ..dsl.tensor_ssa import TensorSSA
 from .dtypes import node_types
 from .emit import compute_type, emit
@@ -47,6 +59,7 @@ class Plan(NamedTuple):
     inner: str         # per input: '1', '0' or 's'
     vec: int
     wide: bool
+    segments: int = 1  # > 1: cute::pointwise.foreach_into's segmented kernel (rank 1)
 
     def dtypes(self) -> tuple:
         return tuple(getattr(torch, d) for d in self.in_dtypes)
@@ -91,6 +104,26 @@ def _unpack(plan: Plan, values: tuple) -> _Operands:
             inner = int(cls)
         strides.append(outer + [inner])
     return _Operands(outs, inputs, n, sizes, strides, convert(arch.thread_idx()[0], u))
+
+
+def _segment(plan: Plan, values: tuple, tile: int) -> tuple:
+    """The operands of the segment this block works on, and the block's first element in it."""
+    m, k, count = len(plan.out_dtypes()), len(plan.in_dtypes), plan.segments
+    u = _index_type(plan)
+    per = m + k
+    tensors = values[:count * per]
+    numels = [convert(v, u) for v in values[count * per:count * per + count]]
+    ends = [convert(v, u) for v in values[count * per + count:]]
+    block = convert(arch.block_idx()[0], u)
+    pointers, n, first = [t.iterator for t in tensors[:per]], numels[0], u(0)
+    for s in range(1, count):   # the last segment whose first block is at or below this one
+        here = block >= ends[s - 1]
+        pointers = [where(here, t.iterator, p) for t, p in zip(tensors[s * per:(s + 1) * per], pointers)]
+        n, first = where(here, numels[s], n), where(here, ends[s - 1], first)
+    views = [make_tensor(p, t.layout) for p, t in zip(pointers, tensors)]
+    strides = [[int(cls)] for cls in plan.inner]   # '1' contiguous, '0' one element for all
+    ops = _Operands(tuple(views[:m]), tuple(views[m:]), n, [n], strides, convert(arch.thread_idx()[0], u))
+    return ops, (block - first) * tile
 
 
 def _offsets(plan: Plan, idx, sizes, strides) -> list:
@@ -172,11 +205,17 @@ def _tail_element(plan: Plan, ops: _Operands, idx):
         out[idx] = result
 
 
+def _operands(plan: Plan, values: tuple, tile: int) -> tuple:
+    """The block's operands and its first element."""
+    if plan.segments > 1:
+        return _segment(plan, values, tile)
+    return _unpack(plan, values), convert(arch.block_idx()[0], _index_type(plan)) * tile
+
+
 @kernel
 def _pointwise_kernel(plan: Constexpr, *values):
-    ops = _unpack(plan, values)
     tile = THREADS * ITERS * plan.vec
-    start = convert(arch.block_idx()[0], _index_type(plan)) * tile
+    ops, start = _operands(plan, values, tile)
     if start + tile <= ops.n:
         _vector_tile(plan, ops, start)
     else:
@@ -189,8 +228,22 @@ def _pointwise_kernel(plan: Constexpr, *values):
 @jit
 def _pointwise_host(plan: Constexpr, *values):
     tile = THREADS * ITERS * plan.vec
-    n = values[len(plan.out_dtypes()) + len(plan.in_dtypes)]
-    _pointwise_kernel(plan, *values).launch(grid=((n + (tile - 1)) // tile, 1, 1), block=(THREADS, 1, 1))
+    if plan.segments > 1:
+        values = _with_segment_ends(values, plan.segments, tile)
+        blocks = values[-1]   # the last segment's end
+    else:
+        blocks = (values[len(plan.out_dtypes()) + len(plan.in_dtypes)] + (tile - 1)) // tile
+    _pointwise_kernel(plan, *values).launch(grid=(blocks, 1, 1), block=(THREADS, 1, 1))
+
+
+def _with_segment_ends(values: tuple, segments: int, tile: int) -> tuple:
+    """The host's arguments (tensors, then each segment's numel) and the end of each segment's
+    blocks, a running sum of its tiles."""
+    ends, total = [], 0
+    for n in values[-segments:]:
+        total = total + (n + (tile - 1)) // tile
+        ends.append(total)
+    return (*values, *ends)
 
 
 # -- building -------------------------------------------------------------------------------------
@@ -205,6 +258,8 @@ def stand_ins(plan: Plan, device: int) -> list:
     """Arguments with the plan's kinds and types (values are irrelevant: only keys matter)."""
     index = Int64 if plan.wide else Int32
     operands = [_operand(d, plan, device) for d in plan.out_dtypes() + list(plan.in_dtypes)]
+    if plan.segments > 1:   # rank 1, no strides: each segment's numel
+        return operands * plan.segments + [index(1)] * plan.segments
     strides = sum((plan.rank - 1) + (cls == "s") for cls in plan.inner)
     return operands + [index(1)] * (1 + plan.rank + strides)
 
