@@ -65,14 +65,19 @@ def test_every_segment_matches_its_own_call(dtype, count):
 
 @pytest.mark.parametrize("count", [3, 70])
 def test_one_launch_per_32_segments(count):
-    # The kernel's parameter space holds 32 AdamW segments; empty segments take no launch.
+    # The kernel's parameter space holds 32 AdamW segments; empty segments take no launch, and
+    # a segment of 2**22 elements or more one of its own (plus one: the last one here).
     gen = torch.Generator(device="cuda").manual_seed(4)
-    segments = [segment_inputs(SIZES[s % len(SIZES)], torch.bfloat16, gen, step=1) for s in range(count)]
-    outs = [torch.empty_like(x) for seg in segments for x in seg[:3]]
+    sizes = [SIZES[s % len(SIZES)] for s in range(count - 1)] + [1 << 22]
+    segments = [segment_inputs(n, torch.bfloat16, gen, step=1) for n in sizes]
+    outs = [torch.full_like(x, float("nan")) for seg in segments for x in seg[:3]]
     inputs = [x for seg in segments for x in seg]
     foreach_into(ADAMW, inputs, outs)    # built before the profiled call
     launches = kernel_launches(lambda: foreach_into(ADAMW, inputs, outs))
-    assert launches == math.ceil(sum(1 for s in range(count) if SIZES[s % len(SIZES)]) / 32)
+    assert launches == math.ceil(sum(1 for n in sizes[:-1] if n) / 32) + 1
+    for s in (0, 2, count - 1):
+        for got, want in zip(outs[3 * s:3 * s + 3], expected(ADAMW, segments[s], [torch.bfloat16] * 3)):
+            assert_matches(got, want)
 
 
 def test_in_place_over_the_inputs_as_an_optimizer_writes():
