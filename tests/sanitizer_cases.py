@@ -22,6 +22,10 @@ def run_pointwise():
     a, b, c = (_rand(1000, 33, seed=s, dtype=torch.bfloat16) for s in (1, 2, 3))
     cops.pointwise("relu(x0 * x1 + x2) * 2", a, b, c)
     cops.pointwise_multi(["x0 + x1", "tanh(x0) * x1"], a, b)
+    # Three segments in one launch, one of them a 1-element tail, written in place.
+    segments = [(a[i].clone(), b[i].clone()) for i in range(2)] + [(a[0, :1].clone(), b[0, :1].clone())]
+    torch.ops.cute.pointwise.foreach_into(["x0 * 0.9 + x1"], [x for pair in segments for x in pair],
+                                          [p for p, _ in segments])
     torch.cuda.synchronize()
 
 
