@@ -310,8 +310,10 @@ def test_log_graphs_and_debug_dir(tmp_path, capfd, monkeypatch):
     assert "== cute backend [inference]: before" in err and "== cute backend [inference]: after" in err
     assert ("cute backend [inference]: 2 ops fused into 1 kernels (0 multi-output), 0 regions fell back to ATen; "
             "ATen ops left: sum.dim_IntList x1") in err
+    assert "cute backend [inference]: runtime: 0 kernels write the inputs they update (in_place.py), 0 launches " \
+        "merge several (horizontal.py)" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["inference.after.py", "inference.before.py",
-                                                          "inference.regions.txt"]
+                                                          "inference.regions.txt", "inference.runtime.py"]
     assert (tmp_path / "inference.regions.txt").read_text().startswith("fused: [relu] = relu((x0 * 3))\n")
 
 

@@ -39,7 +39,7 @@ from .horizontal import merge_in_place
 from .in_place import write_in_place
 from .normalize import copies_as_casts, powers_as_exponentials
 from .options import Options
-from .report import emit, graph_text
+from .report import emit, emit_runtime, graph_text
 from .rewrite import BackendError, apply
 from .rows import fuse_rows
 from .torch_calls import replace_calls
@@ -85,17 +85,22 @@ def _run_pointwise(expr: str, inputs: list, dtype):
     return out if out is not NotImplemented else torch.ops.cute.pointwise.default(expr, inputs, dtype)
 
 
-def _runtime_forward(gm: fx.GraphModule):
+# What the runtime's own rewrites did, as report.emit_runtime names them.
+IN_PLACE, MERGED = "kernels write the inputs they update (in_place.py)", "launches merge several (horizontal.py)"
+
+
+def _runtime_forward(gm: fx.GraphModule, options: Options | None = None, name: str = "graph"):
     """The rewritten graph as fallback="aten" runs it: kernels that compute the new values of
     the graph's inputs write them there (in_place.py), such kernels of the same expressions as
     one launch (horizontal.py), views of static shape as one cheap call
     (views.py), the cute ops through their short C entries, and the generated forward called
     directly (not through nn.Module.__call__), below autograd. AOTAutograd differentiates around
     the graph, so no op in it needs its autograd kernel (C++ for our ops, Python for
-    column_sum's), which would run on every call."""
-    write_in_place(gm)
-    merge_in_place(gm)
-    reinterpret_views(gm)
+    column_sum's), which would run on every call. With log_graphs or debug_dir, the graph at
+    this point is reported (report.emit_runtime)."""
+    counts = {IN_PLACE: write_in_place(gm), MERGED: merge_in_place(gm)}
+    counts["views as one call (views.py)"] = reinterpret_views(gm)
+    emit_runtime(options, name, gm, counts)
     for node in gm.graph.nodes:
         if node.target is torch.ops.cute.pointwise.default:
             node.target = _run_pointwise
@@ -114,10 +119,11 @@ def _runtime_forward(gm: fx.GraphModule):
 
 def _aten_compiler(options: Options, graph_id: int, graphs: CudaGraphs | None, kind: str):
     def compile_graph(gm: fx.GraphModule, example_inputs):
-        rewrite_graph(gm, example_inputs, options, f"graph{graph_id}_{kind}")
+        name = f"graph{graph_id}_{kind}"
+        rewrite_graph(gm, example_inputs, options, name)
 
         def make_run():
-            return make_boxed_func(_runtime_forward(gm))
+            return make_boxed_func(_runtime_forward(gm, options, name))
         return graphs.wrap(kind, gm, example_inputs, make_run) if graphs else make_run()
     return compile_graph
 

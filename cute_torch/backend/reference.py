@@ -12,11 +12,12 @@ import torch.nn.functional as F
 from torch._functorch.aot_autograd import make_boxed_func
 
 from ..pointwise.dtypes import reference
-from . import aot_backend, rewrite_graph
+from . import IN_PLACE, MERGED, aot_backend, rewrite_graph
 from .horizontal import merge_in_place
 from .in_place import write_in_place
 from .torch_calls import replace_calls
 from .options import Options
+from .report import emit_runtime
 
 
 class ReferenceInterpreter(fx.Interpreter):
@@ -140,8 +141,8 @@ def reference_backend(options: Options | None = None, seen: list | None = None):
             result = rewrite_graph(gm, example_inputs, options, kind)
             if seen is not None:
                 seen.append((kind, gm, result))
-            write_in_place(gm)    # as the runtime of fallback="aten" does
-            merge_in_place(gm)
+            # as the runtime of fallback="aten" does (views stay ops: the interpreter runs them)
+            emit_runtime(options, kind, gm, {IN_PLACE: write_in_place(gm), MERGED: merge_in_place(gm)})
             return make_boxed_func(ReferenceInterpreter(gm).run)
         return compile_graph
     aot = aot_backend(make_compiler)

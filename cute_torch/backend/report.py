@@ -1,4 +1,5 @@
-"""What the backend tells about each graph: CUTE_TORCH_LOG_GRAPHS=1 (stderr) and debug_dir (files)."""
+"""What the backend tells about each graph: CUTE_TORCH_LOG_GRAPHS=1 (stderr) and debug_dir (files),
+after the rewrite (emit) and as the runtime runs it (emit_runtime)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,17 @@ def emit(options, name: str, before: str, gm: fx.GraphModule, result: dict) -> N
                              ("regions.txt", regions_text(result) + line + "\n")):
             with open(os.path.join(options.debug_dir, f"{name}.{suffix}"), "w") as f:
                 f.write(text)
+
+
+def emit_runtime(options, name: str, gm: fx.GraphModule, counts: dict) -> None:
+    """The graph as the runtime runs it, after its own rewrites (`counts`: what each did, by a
+    description): one line, and with debug_dir the graph as `<name>.runtime.py`."""
+    if options is None or not (options.log_graphs or options.debug_dir):
+        return
+    line = f"cute backend [{name}]: runtime: " + ", ".join(f"{n} {what}" for what, n in counts.items())
+    if options.log_graphs:
+        print(line, file=sys.stderr)
+    if options.debug_dir:
+        os.makedirs(options.debug_dir, exist_ok=True)
+        with open(os.path.join(options.debug_dir, f"{name}.runtime.py"), "w") as f:
+            f.write(f"{graph_text(gm)}\n# {line}\n")
