@@ -136,3 +136,20 @@ def test_foreach_into_checks_its_segments():
             cute.pointwise.foreach_into(["x0 * 2"], [a, a], [a, torch.empty(4, 7)])
     with pytest.raises(RuntimeError, match="runs on CUDA tensors"):
         cute.pointwise.foreach_into(["x0 * 2"], [x, x], [x, x])
+
+
+def test_the_runtime_reports_the_graph_it_runs(tmp_path, capfd):
+    # fallback="aten"'s runtime: each update's copy_ becomes the kernel writing in place, the
+    # two in-place kernels one launch; a line says so and <name>.runtime.py is that graph.
+    from cute_torch.backend import Options, _runtime_forward
+    b = Builder()
+    for i in range(2):
+        p, g = b.input(f"p{i}", 8, 4), b.input(f"g{i}", 8, 4)
+        b.call(aten.copy_.default, p, b.call(cute.pointwise.default, UPDATE[0], [p, g], torch.float32))
+    gm = b.module()
+    _runtime_forward(gm, Options(log_graphs=True, debug_dir=str(tmp_path)), "g")
+    line = ("cute backend [g]: runtime: 2 kernels write the inputs they update (in_place.py), 1 launches merge "
+            "several (horizontal.py), 0 views as one call (views.py)")
+    assert line in capfd.readouterr().err
+    text = (tmp_path / "g.runtime.py").read_text()
+    assert text.count("torch.ops.cute.pointwise.foreach_into(") == 1 and text.endswith(f"# {line}\n")
