@@ -87,6 +87,7 @@ def _run_pointwise(expr: str, inputs: list, dtype):
 
 # What the runtime's own rewrites did, as report.emit_runtime names them.
 IN_PLACE, MERGED = "kernels write the inputs they update (in_place.py)", "launches merge several (horizontal.py)"
+VIEWS = "views as one call (views.py)"
 
 
 def _runtime_forward(gm: fx.GraphModule, options: Options | None = None, name: str = "graph"):
@@ -98,8 +99,7 @@ def _runtime_forward(gm: fx.GraphModule, options: Options | None = None, name: s
     the graph, so no op in it needs its autograd kernel (C++ for our ops, Python for
     column_sum's), which would run on every call. With log_graphs or debug_dir, the graph at
     this point is reported (report.emit_runtime)."""
-    counts = {IN_PLACE: write_in_place(gm), MERGED: merge_in_place(gm)}
-    counts["views as one call (views.py)"] = reinterpret_views(gm)
+    counts = {IN_PLACE: write_in_place(gm), MERGED: merge_in_place(gm), VIEWS: reinterpret_views(gm)}
     emit_runtime(options, name, gm, counts)
     for node in gm.graph.nodes:
         if node.target is torch.ops.cute.pointwise.default:

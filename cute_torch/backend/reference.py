@@ -11,6 +11,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch._functorch.aot_autograd import make_boxed_func
 
+from ..ops.registration import foreach_segments
 from ..pointwise.dtypes import reference
 from . import IN_PLACE, MERGED, aot_backend, rewrite_graph
 from .horizontal import merge_in_place
@@ -38,11 +39,8 @@ class ReferenceInterpreter(fx.Interpreter):
             return None
         if target is torch.ops.cute.pointwise.foreach_into:    # horizontal.py: independent segments
             exprs, inputs, outs = args
-            m = len(exprs)
-            k = len(inputs) // (len(outs) // m)
-            for s in range(len(outs) // m):
-                self.call_function(torch.ops.cute.pointwise.into, (exprs, inputs[s * k:(s + 1) * k],
-                                                                   outs[s * m:(s + 1) * m]), {})
+            for segment in foreach_segments(exprs, inputs, outs):
+                self.call_function(torch.ops.cute.pointwise.into, (exprs, *segment), {})
             return None
         if target is torch.ops.cute.gemm.default:
             a, b, epilogue, inputs, dtype = args

@@ -108,9 +108,9 @@ def _pointwise_into_fake(exprs: list, inputs: list, outs: list) -> None:
                              f"{list(want.shape)}, got {list(out.shape)}")
 
 
-def _pointwise_foreach_into_fake(exprs: list, inputs: list, outs: list) -> None:
-    """cute::pointwise.foreach_into: outs in segments of one per expression, inputs in as many
-    segments of equally many; each segment is checked as cute::pointwise.into checks its call."""
+def foreach_segments(exprs: list, inputs: list, outs: list) -> list:
+    """cute::pointwise.foreach_into's segments as (inputs, outs) pairs: outs in segments of one
+    per expression, inputs in as many segments of equally many (the C++ op's checks)."""
     if not exprs:
         raise ValueError("cute::pointwise.foreach_into needs at least one expression")
     count = len(outs) // len(exprs)
@@ -121,8 +121,13 @@ def _pointwise_foreach_into_fake(exprs: list, inputs: list, outs: list) -> None:
         raise ValueError(f"cute::pointwise.foreach_into: {len(inputs)} inputs do not split into {count} segments "
                          f"of equally many (one segment per {len(exprs)} outs)")
     k, m = len(inputs) // count, len(exprs)
-    for s in range(count):
-        _pointwise_into_fake(exprs, inputs[s * k:(s + 1) * k], outs[s * m:(s + 1) * m])
+    return [(inputs[s * k:(s + 1) * k], outs[s * m:(s + 1) * m]) for s in range(count)]
+
+
+def _pointwise_foreach_into_fake(exprs: list, inputs: list, outs: list) -> None:
+    """Each segment is checked as cute::pointwise.into checks its call."""
+    for segment_inputs, segment_outs in foreach_segments(exprs, inputs, outs):
+        _pointwise_into_fake(exprs, segment_inputs, segment_outs)
 
 
 def _gemm_multi_fake(a, b, epilogues: list, inputs: list = (), out_dtypes: list | None = None) -> list:
