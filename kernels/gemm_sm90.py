@@ -66,6 +66,7 @@ import cute_torch as cute
 from cute_torch import Constexpr
 from cute_torch.kernels.gemm_common import (calls_function, epilogue_values, is_gated, k_major_view, n_contiguous,
                                             problem, swizzled, tile_of)
+from cute_torch.kernels.gemm_stream_k import Walk, gather_partials, publish_partial, workspace
 from cute_torch.kernels.row_reduce import fast_memory
 
 cpasync, warpgroup, pipeline = cute.nvgpu.cpasync, cute.nvgpu.warpgroup, cute.pipeline
@@ -117,6 +118,7 @@ class Config(NamedTuple):
     cluster: bool = False
     staged: tuple = ()          # per epilogue input: read through shared memory (TMA, ldmatrix)
     tile_m: int = BM            # tile rows: 128, or 64 with ping-pong (one m64 wgmma row per warpgroup)
+    stream_k: bool = False      # the last partial wave's tiles shared by k-tiles among all CTAs (Walk)
 
     @property
     def narrow_boxes(self) -> bool:
@@ -424,12 +426,14 @@ def _tile(tiles, i, j, l):
 
 
 @cute.kernel
-def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma: Constexpr, out_mma: Constexpr,
+def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, shared, tiled_mma: Constexpr, out_mma: Constexpr,
                 stsms: Constexpr, ldsms: Constexpr,
                 epilogues: Constexpr, input_dtypes: Constexpr, input_pairs: Constexpr, out_types: Constexpr,
                 k_major: Constexpr, stages: Constexpr, config: Constexpr, out_m_major: Constexpr):
     """tma_rs, mRs: the TMA atoms and coordinate tensors of the staged inputs (config.staged),
     ldsms: their ldmatrix copies into the output tile's partition (None for the others);
+    shared: with stream-K, the workspace of partial accumulators (Float32, one slot per CTA) and
+    the CTAs' flags (Int32, zeros), else empty (Walk);
     out_m_major: the outputs have M contiguous (output_m_major)."""
     BM, BN, pingpong = config.tile_m, config.tile_n, config.pingpong
     # A gated GEMM's output tile has half the columns: each output column combines a pair.
@@ -497,9 +501,11 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
             cpasync.prefetch_descriptor(tma_a)
             cpasync.prefetch_descriptor(tma_b)
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, stages)
-            for tile_id in range(first, tiles, step):
+            walk = Walk(tiles, k_tiles, first, step, first, step, config.stream_k)
+            for u in range(*walk.units()):
+                tile_id, k0, k1 = walk.unit(u)
                 m, n, l = _cluster_tile(tile_id, cluster_rows, tiles_n, config.raster_n, cm, rank)
-                for kt in range(k_tiles):
+                for kt in range(k0, k1):
                     pipe.producer_acquire(state)
                     bar = pipe.producer_get_barrier(state)
                     cute.copy(tma_a, _tile(gA, m, kt, l), sA[None, None, state.index], tma_bar_ptr=bar)
@@ -562,7 +568,9 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
             state.advance_by(owner * k_tiles)
             released.advance_by(owner * k_tiles)
         lane = cute.arch.lane_idx()
-        for tile_id in range(first + owner * step, tiles, owners * step):
+        walk = Walk(tiles, k_tiles, first + owner * step, owners * step, first, step, config.stream_k)
+        for u in range(*walk.units()):
+            tile_id, k0, k1 = walk.unit(u)
             m, n, l = _cluster_tile(tile_id, cluster_rows, tiles_n, config.raster_n, cm, rank)
             if cute.const_expr(pingpong):
                 # The main loops take turns: wait until the other warpgroup has consumed the
@@ -572,17 +580,17 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
                     cute.arch.barrier(barrier_id=ORDER_BARRIER + owner, number_of_threads=2 * 128)
             if cute.const_expr(bool(tma_rs) and not pingpong):
                 _load_staged(tma_rs, sRs, gRs, staged_bar, m, n, l, boxes, ctid)
-            for kt in range(k_tiles):
+            for kt in range(k0, k1):
                 pipe.consumer_wait(state)
                 warpgroup.fence()
-                tiled_mma.set(warpgroup.Field.ACCUMULATE, kt > 0)
+                tiled_mma.set(warpgroup.Field.ACCUMULATE, kt > k0)
                 for kb in cute.range_constexpr(bk // tiled_mma.op.shape_mnk[2]):
                     cute.gemm(tiled_mma, acc, tCrA[None, None, kb, state.index], tCrB[None, None, kb, state.index],
                               acc)
                     tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
                 warpgroup.commit_group()
                 warpgroup.wait_group(1)                   # k-tile kt - 1's wgmmas are done
-                if kt > 0:
+                if kt > k0:
                     _release(pipe, released, lane, cm)
                     released.advance()
                 state.advance()
@@ -615,47 +623,58 @@ def gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma
                     cute.arch.mbarrier_wait(staged_bar, owner)
                 else:                                     # one load per tile of this CTA
                     cute.arch.mbarrier_wait(staged_bar, (tile_id - first) // step % 2)
-            # The epilogue: fused math in registers, 16-bit values to shared memory, TMA out.
-            for s in cute.range_constexpr(boxes):
-                # Buffer s % 2 is free once the store issued from it two boxes ago has read it (with
-                # one box per tile, buffer 0 was the last one's: issued a main loop ago).
-                # (A buffer per box: all are free once the last tile's stores have read them.)
-                if cute.const_expr(boxes % 2 == 0 or s == 0):
+            # Stream-K: a piece that ends inside its tile hands its partial accumulators to the
+            # tile's finisher, which adds those of the tile's other pieces (gemm_stream_k.py).
+            finishes = True
+            if cute.const_expr(config.stream_k):
+                finishes = k1 == k_tiles
+                if k1 < k_tiles:
+                    publish_partial(acc, shared, first, ctid, per_tile, EPILOGUE_BARRIER)
+                if k1 == k_tiles and k0 > 0:
+                    gather_partials(acc, shared, walk, tile_id, ctid, per_tile, EPILOGUE_BARRIER)
+            if finishes:
+                # The epilogue: fused math in registers, 16-bit values to shared memory, TMA out.
+                ahead_inputs = list(loaded)             # (grows below: a list of its own in this region)
+                for s in cute.range_constexpr(boxes):
+                    # Buffer s % 2 is free once the store issued from it two boxes ago has read it (with
+                    # one box per tile, buffer 0 was the last one's: issued a main loop ago).
+                    # (A buffer per box: all are free once the last tile's stores have read them.)
+                    if cute.const_expr(boxes % 2 == 0 or s == 0):
+                        if ctid == 0:
+                            cute.arch.cp_async_bulk_wait_group(0 if boxes % 2 else 1, read=True)
+                    cute.arch.barrier(barrier_id=EPILOGUE_BARRIER + owner, number_of_threads=per_tile)
+                    # 16 columns at a time (one stmatrix per 64-row atom): the accumulators already
+                    # stored are dead, so the epilogue's inputs and math reuse the main loop's registers.
+                    for j in cute.range_constexpr(s * box_n // 16, (s + 1) * box_n // 16):
+                        for fm in cute.range_constexpr(frg_m):
+                            q = j * frg_m + fm                # the chunk; its inputs were loaded ahead
+                            if cute.const_expr(q + ahead < chunks):
+                                ahead_inputs.append(_chunk_inputs(xs, coords, q + ahead, values_per_m, frg_m,
+                                                                  input_pairs, staged))
+                            from_smem = _staged_pairs(ldsms, tRsRs, rpieces, j, fm)
+                            for e in cute.range_constexpr(8):
+                                if cute.const_expr(gated):
+                                    i = 8 * (2 * j + e // 4) + e % 4 + acc_per_m * fm
+                                    accs = [acc[i], acc[i + 4]]
+                                else:
+                                    accs = [acc[8 * j + e + acc_per_m * fm]]
+                                elements = [(pairs if pairs is not None else from_smem[i])[e // 2][e % 2]
+                                            for i, pairs in enumerate(ahead_inputs[q])]
+                                values = epilogue_values(epilogues, accs, elements, input_dtypes, out_types)
+                                for piece, value in zip(pieces, values):
+                                    piece[e] = value
+                            for stsm, piece, tSsC in zip(stsms, pieces, tSsCs):
+                                if cute.const_expr(stsm is not None):
+                                    cute.copy(stsm, piece, tSsC[(None, j), fm, None])
+                                else:
+                                    for e in cute.range_constexpr(8):
+                                        tSsC[8 * j + e + values_per_m * fm] = piece[e]
+                    cute.arch.fence_proxy("async.shared", space="cta")    # stmatrix writes -> the TMA stores
+                    cute.arch.barrier(barrier_id=EPILOGUE_BARRIER + owner, number_of_threads=per_tile)
                     if ctid == 0:
-                        cute.arch.cp_async_bulk_wait_group(0 if boxes % 2 else 1, read=True)
-                cute.arch.barrier(barrier_id=EPILOGUE_BARRIER + owner, number_of_threads=per_tile)
-                # 16 columns at a time (one stmatrix per 64-row atom): the accumulators already
-                # stored are dead, so the epilogue's inputs and math reuse the main loop's registers.
-                for j in cute.range_constexpr(s * box_n // 16, (s + 1) * box_n // 16):
-                    for fm in cute.range_constexpr(frg_m):
-                        q = j * frg_m + fm                # the chunk; its inputs were loaded ahead
-                        if cute.const_expr(q + ahead < chunks):
-                            loaded.append(_chunk_inputs(xs, coords, q + ahead, values_per_m, frg_m, input_pairs,
-                                                        staged))
-                        from_smem = _staged_pairs(ldsms, tRsRs, rpieces, j, fm)
-                        for e in cute.range_constexpr(8):
-                            if cute.const_expr(gated):
-                                i = 8 * (2 * j + e // 4) + e % 4 + acc_per_m * fm
-                                accs = [acc[i], acc[i + 4]]
-                            else:
-                                accs = [acc[8 * j + e + acc_per_m * fm]]
-                            elements = [(pairs if pairs is not None else from_smem[i])[e // 2][e % 2]
-                                        for i, pairs in enumerate(loaded[q])]
-                            values = epilogue_values(epilogues, accs, elements, input_dtypes, out_types)
-                            for piece, value in zip(pieces, values):
-                                piece[e] = value
-                        for stsm, piece, tSsC in zip(stsms, pieces, tSsCs):
-                            if cute.const_expr(stsm is not None):
-                                cute.copy(stsm, piece, tSsC[(None, j), fm, None])
-                            else:
-                                for e in cute.range_constexpr(8):
-                                    tSsC[8 * j + e + values_per_m * fm] = piece[e]
-                cute.arch.fence_proxy("async.shared", space="cta")    # stmatrix writes -> the TMA stores
-                cute.arch.barrier(barrier_id=EPILOGUE_BARRIER + owner, number_of_threads=per_tile)
-                if ctid == 0:
-                    for tma_c, sC in zip(tma_cs, sCs):
-                        cute.copy(tma_c, sC[None, None, s % buffers], _tile(gE, m, n * boxes + s, l))
-                    cute.arch.cp_async_bulk_commit_group()
+                        for tma_c, sC in zip(tma_cs, sCs):
+                            cute.copy(tma_c, sC[None, None, s % buffers], _tile(gE, m, n * boxes + s, l))
+                        cute.arch.cp_async_bulk_commit_group()
             if cute.const_expr(pingpong):
                 if tile_id + step < tiles:                # hand the buffers over once the stores read them
                     if ctid == 0:
@@ -670,6 +689,8 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
                input_dtypes: Constexpr, input_pairs: Constexpr, *tensors):
     """a (M, K[, L]), b (N, K[, L]) (views: M/N or K may be the contiguous mode); `tensors` are
     one output per epilogue, (M, N[, L]) with N contiguous, then the epilogues' inputs."""
+    shared = tensors[-2:] if config.stream_k else ()     # the workspace and flags (Walk)
+    tensors = tensors[:-2] if config.stream_k else tensors
     outs, inputs = tensors[:len(epilogues)], tensors[len(epilogues):]
     ab, c = a.element_type, outs[0]
     BM, BN, pingpong = config.tile_m, config.tile_n, config.pingpong
@@ -710,8 +731,8 @@ def _gemm_host(a: cute.Tensor, b: cute.Tensor, sms: cute.Int32, config: Constexp
     if cute.const_expr(len(c.shape) == 3):
         tiles = tiles * cute.size(c, mode=[2])
     grid = cute.math.min(tiles, sms // cm) * cm              # whole clusters (cluster tiles of cm tiles)
-    gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, tiled_mma, out_mma, stsms, ldsms, epilogues,
-                input_dtypes, input_pairs, out_types, k_major,
+    gemm_kernel(tma_a, tma_b, tma_cs, mA, mB, mC, inputs, tma_rs, mRs, shared, tiled_mma, out_mma, stsms, ldsms,
+                epilogues, input_dtypes, input_pairs, out_types, k_major,
                 _stages(widths, BN, pingpong, gated, sum(staged), BM),
                 config, m_major).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1, cluster=(cm, 1, 1) if cm == 2 else None)
@@ -783,7 +804,7 @@ def _check_tma_addressable(name: str, t: torch.Tensor, output: bool = False) -> 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None,
          schedule: str | None = None, raster: str | None = None, tune: bool = False, cluster: bool = False,
-         tile_m: int | None = None):
+         tile_m: int | None = None, stream_k: bool = False):
     """c = epilogue(a @ b) on one Hopper GPU, like torch.mm / torch.bmm (see host_arguments);
     with a tuple of outputs and one epilogue per output, every output from the same GEMM. With
     `tune` (and no explicit variant) the variant is the fastest of a few, timed once per
@@ -796,16 +817,16 @@ def gemm(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: 
             rows_a = None
         if rows_a is not None:
             gemm(rows_a, b, rows if isinstance(c, (tuple, list)) else rows[0], epilogue, tile_n=tile_n,
-                 schedule=schedule, raster=raster, tune=tune, cluster=cluster, tile_m=tile_m)
+                 schedule=schedule, raster=raster, tune=tune, cluster=cluster, tile_m=tile_m, stream_k=stream_k)
             return c
-    if transposes(a, b, outs, epilogue, inputs, (tile_n, schedule, raster, tile_m, cluster)):
+    if transposes(a, b, outs, epilogue, inputs, (tile_n, schedule, raster, tile_m, cluster, stream_k)):
         swapped = tuple(out.t() for out in outs)        # (N, M) views with M contiguous; `tune` times its variants
         gemm(b.t(), a.t(), swapped if isinstance(c, (tuple, list)) else swapped[0], epilogue,
              tuple(x.expand(outs[0].shape).t() for x in inputs), tune=tune)
         return c
     if tune and tile_n is None and schedule is None and raster is None and tile_m is None:
         tile_n, schedule, raster, tile_m = _tuned(a, b, c, epilogue, inputs)
-    _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n, schedule, raster, cluster, tile_m))
+    _gemm_host(*host_arguments(a, b, c, epilogue, inputs, tile_n, schedule, raster, cluster, tile_m, stream_k))
     return c
 
 
@@ -832,7 +853,7 @@ def _tuned(a, b, c, epilogue, inputs):
 
 def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=(), tile_n: int | None = None,
                    schedule: str | None = None, raster: str | None = None, cluster: bool = False,
-                   tile_m: int | None = None) -> tuple:
+                   tile_m: int | None = None, stream_k: bool = False) -> tuple:
     """The arguments of _gemm_host for c = epilogue(a @ b): a (M, K) or (L, M, K), b (K, N) or
     (L, K, N), c (M, N) or (L, M, N) with N contiguous. a and b may each be row- or
     column-major, with any batch strides (no copies: an operand's shared layout and the wgmma's
@@ -853,7 +874,9 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
     "n" (groups of tile columns, for N much larger than M); `cluster` runs clusters of two CTAs
     on vertically adjacent tiles that multicast their shared B tiles (cooperative only);
     `tile_m` is 128 or 64 (ping-pong only, 16-bit operands, no gate: one warpgroup per 64-row
-    tile, any `tile_n`), by default 64 where short_tile_n finds it faster."""
+    tile, any `tile_n`), by default 64 where short_tile_n finds it faster; `stream_k` shares the
+    tiles of a last partial wave among all CTAs by k-tiles (cooperative 128-row tiles without
+    clusters; kernels/gemm_stream_k.py), through a workspace allocated here."""
     outs, epilogues, gated, batched, views, tensors, dtypes = problem(a, b, c, epilogue, inputs, m_major_outputs=True)
     for name, t in (("a", a), ("b", b)):
         _check_tma_addressable(name, t)
@@ -880,6 +903,7 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
         raise ValueError("gemm: 64-row tiles take 16-bit operands, no gate or cluster, and the ping-pong schedule "
                          "(one warpgroup's wgmma row per tile)")
     batches, short_only = shape[0] if batched else 1, tile_m == 64
+    schedule = "cooperative" if stream_k and schedule is None else schedule
     if tile_n is None:
         tile_n = choose_tile_n(shape[-2], b.shape[-1], batches, sms, gated,
                                k_major_b(b) and not cluster and a.element_size() == 2)
@@ -926,6 +950,12 @@ def host_arguments(a: torch.Tensor, b: torch.Tensor, c, epilogue=None, inputs=()
         widths = tuple(out.element_size() for out in outs)
         fits = tile_n in (128, 256) and _stages(widths, tile_n, False, gated, sum(staged)) >= 3
         staged = staged if fits and not (gated or cluster) and a.element_size() == 2 else ()
-    config = Config(tile_n, pingpong, raster == "n", bool(cluster), staged if any(staged) else (), tile_m)
+    if stream_k and (pingpong or cluster):
+        raise ValueError("gemm: stream-K runs the cooperative schedule over 128-row tiles, without clusters")
+    staged = () if stream_k else staged       # (a finisher's epilogue reads its inputs from global memory)
+    config = Config(tile_n, pingpong, raster == "n", bool(cluster), staged if any(staged) else (), tile_m,
+                    bool(stream_k))
+    if stream_k:     # a slot of one tile's Float32 accumulators per CTA, and the CTAs' flags (zeros)
+        dynamic += [cute.from_dlpack(t).mark_layout_dynamic() for t in workspace(a.device, sms, BM * tile_n)]
     return (*dynamic[:2], sms, config, epilogues, dtypes, pairs, *dynamic[2:])
 

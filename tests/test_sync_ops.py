@@ -1,5 +1,5 @@
 """Compile tier: cute.Pointer and the cute.arch synchronization primitives of pipelined kernels
-(mbarriers, named barriers, elect_one, proxy fences, setmaxnreg, clusters) reach PTX for sm_90a
+(mbarriers, named barriers, elect_one, proxy and acquire-release fences, setmaxnreg, clusters) reach PTX for sm_90a
 (ptxas assembles it), and each misuse is a DSLError at the user's line, including an op the
 target lacks. GPU tier: named barriers between warp pairs here; mbarriers, elect_one, proxy
 fences and setmaxnreg run in the pipelined GEMMs (test_tma.py, test_pipeline.py)."""
@@ -31,6 +31,9 @@ def _pipeline_sync(out: cute.Tensor, phase: cute.Int32):
     ready = cute.arch.mbarrier_try_wait(bars.iterator + 3, phase)
     cute.arch.barrier(barrier_id=1, number_of_threads=128)
     cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.fence_acq_rel_cta()
+    cute.arch.fence_acq_rel_cluster()
+    cute.arch.fence_acq_rel_gpu()
     cute.arch.warpgroup_reg_dealloc(40)
     cute.arch.warpgroup_reg_alloc(232)
     rank = cute.arch.block_in_cluster_rank()
@@ -54,6 +57,7 @@ def test_sync_primitives_reach_ptx_for_sm90a():
                         "mbarrier.arrive.expect_tx.shared.b64", "mbarrier.expect_tx.relaxed.cta.shared::cta.b64",
                         "mbarrier.arrive.shared.b64", "mbarrier.try_wait.parity.shared.b64",
                         "mbarrier.try_wait.parity.shared::cta.b64", "bar.sync", "fence.proxy.async.shared::cta",
+                        "fence.acq_rel.cta;", "fence.acq_rel.cluster;", "fence.acq_rel.gpu;",
                         "setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232",
                         "%cluster_ctarank", "%cluster_ctaid.x", "barrier.cluster.arrive.relaxed",
                         "barrier.cluster.wait", "shfl.sync.idx", "mapa.shared::cluster.u32",

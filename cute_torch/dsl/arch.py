@@ -307,7 +307,8 @@ def clock() -> Int64:
 # Barriers, fences, register reallocation and clusters (sync.py), under cute.arch as in CuTe DSL.
 from .sync import (barrier, block_idx_in_cluster, block_in_cluster_rank, cluster_arrive,  # noqa: E402,F401
                    cluster_arrive_relaxed, cluster_dim, cluster_idx, cluster_shape, cluster_wait, elect_one,
-                   barrier_arrive, fence_proxy, make_warp_uniform, mbarrier_arrive, mbarrier_arrive_and_expect_tx,
+                   barrier_arrive, fence_acq_rel_cluster, fence_acq_rel_cta, fence_acq_rel_gpu, fence_proxy,
+                   make_warp_uniform, mbarrier_arrive, mbarrier_arrive_and_expect_tx,
                    mbarrier_expect_tx, mbarrier_init, mbarrier_init_fence, mbarrier_try_wait, mbarrier_wait,
                    warpgroup_reg_alloc, warpgroup_reg_dealloc, store_shared_remote)
 from .nvgpu.cpasync import commit_group as cp_async_bulk_commit_group  # noqa: E402,F401

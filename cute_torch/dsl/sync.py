@@ -173,6 +173,30 @@ def fence_proxy(kind: str = "async.shared", space: str = "cta") -> None:
     b.emit(f"nvvm.fence.proxy {{{attrs}}}")
 
 
+def _fence_acq_rel(scope: str) -> None:
+    b = ir.require("device", f"fence_acq_rel_{scope}")
+    b.emit(f'llvm.inline_asm has_side_effects "fence.acq_rel.{scope};", "~{{memory}}" : () -> ()')
+
+
+def fence_acq_rel_cta() -> None:
+    """fence.acq_rel.cta: this thread's memory accesses before it are ordered before those after
+    it for the threads of its CTA."""
+    _fence_acq_rel("cta")
+
+
+def fence_acq_rel_cluster() -> None:
+    """fence.acq_rel.cluster: fence_acq_rel_cta for the threads of the cluster."""
+    _fence_acq_rel("cluster")
+
+
+def fence_acq_rel_gpu() -> None:
+    """fence.acq_rel.gpu: fence_acq_rel_cta for every thread of the GPU. Before a relaxed atomic
+    that publishes a flag it makes the writes before it (the CTA's too, after a barrier)
+    visible to a thread that sees the flag and fences in turn (CTAs handing partial results to
+    each other within one launch)."""
+    _fence_acq_rel("gpu")
+
+
 def _setmaxnreg(action: str, count: int) -> None:
     b = ir.require("device", f"warpgroup_reg_{'alloc' if action == 'increase' else 'dealloc'}")
     if not isinstance(count, int) or not 24 <= count <= 256 or count % 8:
