@@ -313,13 +313,21 @@ def plain_pingpong(k: int, tile_n: int, outputs: int, inputs: int, fast: bool) -
 # Ping-pong's widest 128-row tile: one warpgroup's 128 x 192 accumulators (192 registers a thread
 # of its 232 under setmaxnreg).
 WIDE_PINGPONG = 192
+# What ping-pong's hidden epilogues save, in percent of a plain tile's time (wide_pingpong's fit).
+PINGPONG_SAVES = 7
 
 
 def wide_pingpong(m: int, n: int, k: int, batches: int, sms: int, tile_n: int) -> bool:
     """Ping-pong over 128 x WIDE_PINGPONG tiles for a plain GEMM (one 16-bit output, no epilogue
     inputs or calls, 16-bit operands) whose choice is 128 x 256 cooperative (or on fast memory
     plain_pingpong's 128 x 128) with more than two waves of those tiles, M and N past 2048, at K
-    <= 2048, or at N >= 8192 with K <= 8192. cuBLAS / ours (TN, NN), choice -> this, 2026-11-27:
+    <= 2048, or at N >= 8192 with K <= 8192, where the narrower tiles' waves (wave_cost), less
+    the PINGPONG_SAVES percent their hidden epilogues save, end before the 256-wide tiles'. The
+    last condition (2026-11-28) keeps 4096 x 4096 at K <= 2048 cooperative: 704 tiles of 128 x
+    192 make 6 waves where 512 of 128 x 256 make 4 (H100, cuBLAS / ours at K = 2048: ping-pong
+    0.883, cooperative 0.935; K = 1024 0.979 / 0.979), and 8192 x 11008 (29 waves against 21:
+    1.001 / 0.998 at K = 4096, H100; 1.01 / 1.00 on 2026-11-27). cuBLAS / ours (TN, NN), choice
+    -> this, 2026-11-27:
 
     | M x N x K | H100 | H200 |
     |---|---|---|
@@ -343,7 +351,10 @@ def wide_pingpong(m: int, n: int, k: int, batches: int, sms: int, tile_n: int) -
     (H100 TN 1.02 -> 1.04 but NN 1.03 -> 1.01, H200 TN 1.01 -> 0.98). On the H200 128 x 176 read
     0.95 / 0.94 at 4096 x 2752 x 1024 / 2048 (TN), and lost on the H100 (0.85 / 0.88)."""
     tiles = -(-m // BM) * -(-n // 256) * batches
-    return tile_n == 256 and tiles > 2 * sms and min(m, n) > 2048 and (k <= 2048 or (n >= 8192 and k <= 8192))
+    pays = (100 - PINGPONG_SAVES) * wave_cost(m, n, batches, sms, WIDE_PINGPONG) < 100 * wave_cost(m, n, batches, sms,
+                                                                                                    256)
+    return tile_n == 256 and tiles > 2 * sms and min(m, n) > 2048 and (k <= 2048 or (n >= 8192 and k <= 8192)) \
+        and pays
 
 
 def _with_even_strides(x):

@@ -318,7 +318,8 @@ def test_plain_gemms_take_wide_pingpong_or_on_fast_memory_pingpong(monkeypatch):
     8192, runs ping-pong over 128 x 192 tiles on any card; else plain_pingpong: on fast memory
     (an H200) at K <= 1024, 128 x 128 ping-pong. Gemm.cpp (cute::gemm_choice with fast_memory)
     and host_arguments agree. Not with an epilogue input (already ping-pong where heavy), two
-    outputs, a Float32 output, a call, where 64-row tiles were chosen, or N = 4096 at K = 4096."""
+    outputs, a Float32 output, a call, where 64-row tiles were chosen, N = 4096 at K = 4096, or
+    where the 192-wide tiles' waves end later (4096 x 4096)."""
     from cute_torch.kernels import gemm_sm90
     monkeypatch.setattr(gemm_sm90, "fast_memory", lambda device: True)
 
@@ -331,7 +332,9 @@ def test_plain_gemms_take_wide_pingpong_or_on_fast_memory_pingpong(monkeypatch):
              ((8192, 12288, 4096), [], 1, None, "192p"), ((8192, 8192, 8192), [], 1, None, "192p"),
              ((8192, 4096, 4096), [], 1, None, "256"), ((8192, 12288, 16384), [], 1, None, "256"),
              ((8192, 2752, 1024), [bias], 1, None, "128p0"), ((8192, 2752, 1024), [], 2, None, "128p"),
-             ((8192, 2752, 1024), [], 1, torch.float32, "128p"), ((4096, 2048, 1024), [], 1, None, "256h")]
+             ((8192, 2752, 1024), [], 1, torch.float32, "128p"), ((4096, 2048, 1024), [], 1, None, "256h"),
+             # 4096 x 4096: 128 x 192 tiles make 6 waves where 128 x 256 make 4, so not wide_pingpong's
+             ((4096, 4096, 2048), [], 1, None, "256"), ((4096, 4096, 1024), [], 1, None, "128p")]
     for shape, inputs, outputs, dtype, want in cases:
         a, b = operands(*shape)
         c = torch.empty(a.shape[0], b.shape[1], dtype=dtype or torch.bfloat16)

@@ -202,6 +202,10 @@ bool isKMajor(const View &v) { return v.strides[1] == 1 || v.sizes[1] == 1; }
 /// TILE_OVERHEAD_COLUMNS, with the measurements behind it).
 constexpr int64_t kTileOverheadColumns = 35;
 
+/// What ping-pong's hidden epilogues save, in percent of a plain tile's time
+/// (kernels/gemm_sm90.py's PINGPONG_SAVES).
+constexpr int64_t kPingpongSaves = 7;
+
 /// The time of an M x N output in 128-row tiles of `width` columns: its waves (rounded up) times
 /// a tile's cost, its columns plus kTileOverheadColumns (kernels/gemm_sm90.py's wave_cost).
 int64_t waveCost(int64_t m, int64_t n, int64_t batches, int64_t sms, int64_t width) {
@@ -572,14 +576,17 @@ std::pair<int64_t, std::string> chooseVariant(const Plan &plan, size_t outputs, 
       return {shortN, chooseSchedule(views, outputs, tileN, calls, gated, fp8, true)};
   // A plain GEMM (one output, no inputs): ping-pong over 128 x 192 tiles where 128 x 256 ones make
   // more than two waves, M and N past 2048, at K <= 2048 or N >= 8192 with K <= 8192, for a 16-bit
-  // output without calls (kernels/gemm_sm90.py's wide_pingpong, with the measurements); else at K
-  // <= 1024 on fast memory over 128 x 128 tiles (plain_pingpong).
+  // output without calls, where the 192-wide tiles' waves less what their hidden epilogues save
+  // end first (kernels/gemm_sm90.py's wide_pingpong, with the measurements); else at K <= 1024 on
+  // fast memory over 128 x 128 tiles (plain_pingpong).
   const int64_t m = views[2].sizes[0], n = views[2].sizes[1], k = views[0].sizes[1];
   const bool plain =
       schedule.empty() && tileN == 256 && outputs == 1 && views.size() == 3 && !gated && !fp8;
   if (plain && !calls && plan.outs[0].element_size() == 2 &&
       (m + 127) / 128 * ((n + 255) / 256) * plan.batches > 2 * sms && std::min(m, n) > 2048 &&
-      (k <= 2048 || (n >= 8192 && k <= 8192)))
+      (k <= 2048 || (n >= 8192 && k <= 8192)) &&
+      (100 - kPingpongSaves) * waveCost(m, n, plan.batches, sms, 192) <
+          100 * waveCost(m, n, plan.batches, sms, 256))
     return {192, "p"};
   if (plain && fastMemory && k <= 1024)
     return {128, "p"};
