@@ -164,6 +164,37 @@ def test_a_compiled_adamw_step_matches_eager(dtype, tmp_path):
     assert "aten.copy.default" not in after and "prims.fma" not in after and "aten._foreach" not in after
 
 
+def test_a_compiled_adamw_step_replays_as_a_cuda_graph():
+    """mode="reduce-overhead" on torch.compile(opt.step): the step mutates only what Dynamo
+    marks static (parameters, gradients, state), so it is recorded, as Inductor records it, and
+    five replayed steps match eager AdamW."""
+    from torch._inductor import cudagraph_trees
+    torch._dynamo.reset()
+    cudagraph_trees.reset_cudagraph_trees()
+    torch._dynamo.utils.counters.clear()
+    g = torch.Generator(device="cuda").manual_seed(21)
+    shapes = [(256, 96), (96,), (1000, 24)]
+    params = [torch.nn.Parameter(torch.randn(*s, device="cuda", generator=g)) for s in shapes]
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    opt, ref = torch.optim.AdamW(params, lr=1e-2), torch.optim.AdamW(twins, lr=1e-2)
+    step = torch.compile(opt.step, backend=lambda gm, inputs: cute_torch.backend.cute_backend(
+        gm, inputs, None, "reduce-overhead"))
+    for p in params:                        # the gradients keep their addresses from step to step
+        p.grad = torch.empty_like(p)
+    for _ in range(5):
+        for p, t in zip(params, twins):
+            p.grad.copy_(torch.randn(p.shape, device="cuda", generator=g))
+            t.grad = p.grad.clone()
+        step()
+        ref.step()
+    assert torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] == 0
+    manager = cudagraph_trees.get_manager(torch.cuda.current_device(), create_if_none_exists=False)
+    assert manager is not None and manager.roots
+    for p, t in zip(params, twins):
+        torch.testing.assert_close(p, t, rtol=1e-5, atol=1e-6)
+    cudagraph_trees.reset_cudagraph_trees()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
                     reason="needs an sm_90 GPU (the library GEMM)")
 def test_the_transformer_block_trains_replayed_as_cuda_graphs(tmp_path):

@@ -6,8 +6,9 @@ inference graph into the CUDA graph trees that Inductor's mode of the same name 
 ops' own host time (10-20 us a call) and the graph's views stop counting once the graph is
 recorded. Which inputs keep their address from call to call (and so are not copied into the
 graph's buffers before each replay) is decided as Inductor decides it: the parameters and
-buffers in the forward, everything but the tangents in the backward. A graph that cannot be
-recorded (a CPU tensor in it, an input it mutates, an op that reads a value back to the host)
+buffers in the forward (and what Dynamo marks static: a compiled optimizer's parameters, gradients
+and state), everything but the tangents in the backward. A graph that cannot be recorded (a CPU
+tensor in it, an input it mutates whose address is not fixed, an op that reads a value back to the host)
 runs as it would without the mode, and torch logs why ("skipping cudagraphs due to ..."); a
 backward whose forward was not recorded is not recorded either.
 
@@ -43,7 +44,7 @@ class CudaGraphs:
         """The boxed callable `make_run()` gives for the rewritten graph `gm` ("forward",
         "backward" or "inference"), recorded and replayed; or that callable itself where the
         graph cannot be recorded. `gm` is read before make_run (which may retarget its nodes)."""
-        from torch._dynamo.backends.cudagraphs import check_for_skip, find_input_mutations, get_device_index
+        from torch._dynamo.backends.cudagraphs import find_input_mutations, get_device_index
         from torch._inductor.compile_fx import get_static_input_idxs
         from torch._inductor.cudagraph_trees import cudagraphify_impl, get_manager
         from torch._inductor.cudagraph_utils import get_placeholder_info, log_cudagraph_skip_and_bump_counter
@@ -58,7 +59,7 @@ class CudaGraphs:
         else:
             fixed = num_fw_fixed_arguments(self.dynamo_inputs, len(example_inputs))
             static = get_static_input_idxs(fixed)         # the parameters and buffers
-        skip = check_for_skip(gm, fixed)
+        skip = _skip_reason(gm, fixed, static)
         if skip:
             log_cudagraph_skip_and_bump_counter(skip)   # "skipping cudagraphs due to ..."
             run = make_run()
@@ -86,6 +87,20 @@ class CudaGraphs:
             mutated_input_idxs=mutated)
         replay._boxed_call = True
         return replay
+
+
+def _skip_reason(gm, fixed: int, static: list):
+    """Why `gm` cannot be recorded, as torch's check_for_skip says, except that the inputs it
+    mutates may be any whose address stays fixed (`static`: parameters and buffers, and what
+    Dynamo marks static, such as a compiled optimizer's parameters, gradients and state), as
+    Inductor's own trees allow: a compiled optimizer step mutates nothing else."""
+    from torch._dynamo import config
+    from torch._dynamo.backends.cudagraphs import check_for_skip, find_input_mutations
+    from torch._inductor.cudagraph_utils import get_mutation_stack_trace, get_placeholder_info
+    with config.patch(cudagraph_backend_support_input_mutation=True):
+        skip = check_for_skip(gm, fixed)
+    mutated = find_input_mutations(gm.graph) - set(static)
+    return skip or (get_mutation_stack_trace(get_placeholder_info(gm.graph), mutated) if mutated else None)
 
 
 def _emptying(run):
