@@ -39,7 +39,9 @@ def run_copies():
 
 def run_gemm():
     import test_gemm_sm90_kernel
+    import test_gemm_stream_k
     test_gemm_sm90_kernel.run_small()
+    test_gemm_stream_k.run_small()
 
 
 def run_pipeline():
