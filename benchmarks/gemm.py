@@ -2,7 +2,8 @@
 tensor-core example GEMMs (examples/gemm_sm80.py, gemm_sm90.py, gemm_sm90_ws.py) against cuBLAS,
 in the same run.
 
-    python benchmarks/gemm.py [--sections square llm fp16 fused tiles gated fp8 ampere clusters competitors]
+    python benchmarks/gemm.py [--sections square llm fp16 fused tiles gated fp8 ampere clusters competitors
+                                          sustained] [--seconds 2]
                               [--sizes 1024 2048 4096 8192]
                               [--only LABEL] [--repeats 30] [--plot gemm.png]
 
@@ -27,12 +28,17 @@ of about one wave: each tile width, 128 and 64 rows, against cuBLAS, and the one
 and against bf16 cuBLAS), `ampere` (kernels/gemm_sm80: tile widths, TN and NN, a fused epilogue),
 `clusters` (2-CTA clusters multicasting B against the same tiles without, square and LLM shapes),
 `competitors` (ours, cuBLAS, Inductor's Triton GEMM templates under max-autotune and quack where
-it imports, on the squares of --sizes and two LLM shapes).
+it imports, on the squares of --sizes and two LLM shapes), `sustained` (cuBLAS and cute::gemm each
+run back to back for --seconds, twice in turn, the SM clock and board power sampled by nvidia-smi:
+the power-capped steady state a training step runs in, where the GPU-time columns above time
+bursts of --repeats calls).
 """
 
 import argparse
 import pathlib
 import runpy
+import statistics
+import subprocess
 import time
 
 import torch
@@ -359,6 +365,55 @@ def clusters(args) -> None:
               f"{'  WRONG' if not err <= 2e-2 else ''} |", flush=True)
 
 
+def _steady(fn, seconds: float) -> tuple:
+    """Per-call ms (CUDA events over 20 calls, median) of `fn` run back to back for `seconds`, and
+    the medians of the SM clock (MHz) and board power (W) that nvidia-smi sampled meanwhile."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    smi = subprocess.Popen(["nvidia-smi", "-i", str(torch.cuda.current_device()), "--query-gpu=clocks.sm,power.draw",
+                            "--format=csv,noheader,nounits", "-lms", "50"], stdout=subprocess.PIPE, text=True)
+    times, end = [], time.time() + seconds
+    while time.time() < end:
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(20):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / 20)
+    smi.terminate()
+    samples = [line.split(",") for line in smi.communicate()[0].strip().splitlines()[5:]]   # (the ramp left out)
+    samples = [(float(c), float(w)) for c, w in samples if c.strip() and w.strip()]
+    return (statistics.median(times), statistics.median(c for c, _ in samples),
+            statistics.median(w for _, w in samples))
+
+
+def sustained(args) -> None:
+    """cuBLAS and cute::gemm (the C++ op: the GPU never waits on the host) run back to back in
+    turn, bf16 TN: call time, clocks, power and energy per call in the power-capped steady state."""
+    import cute_torch.ops  # noqa: F401 - torch.ops.cute
+    print(f"\nsustained: each side {args.seconds:.0f} s back to back, twice in turn (us per call, SM MHz, W, mJ)")
+    print("| M | N | K | cuBLAS us | ours us | cuBLAS / ours | cuBLAS MHz / W / mJ | ours MHz / W / mJ | max err |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    shapes = [(s, s, s) for s in args.sizes] + [(8192, 2048, 2048), (8192, 6144, 2048), (8192, 8192, 2048),
+                                                 (8192, 2048, 8192)]
+    for m, n, k in shapes:
+        a = torch.randn(m, k, device="cuda").bfloat16()
+        w = torch.randn(n, k, device="cuda").bfloat16()
+        cublas_call, reference = _cublas(a, w, torch.bfloat16)
+        err = _error(torch.ops.cute.gemm(a, w.t(), "acc", [], None), reference)
+        runs = {"cuBLAS": [], "ours": []}
+        for _ in range(2):
+            runs["cuBLAS"].append(_steady(cublas_call, args.seconds))
+            runs["ours"].append(_steady(lambda: torch.ops.cute.gemm(a, w.t(), "acc", [], None), args.seconds))
+        best = {side: min(r, key=lambda x: x[0]) for side, r in runs.items()}
+        cells = {side: f"{clock:.0f} / {watts:.0f} / {watts * ms:.1f}" for side, (ms, clock, watts) in best.items()}
+        print(f"| {m} | {n} | {k} | {best['cuBLAS'][0] * 1e3:.1f} | {best['ours'][0] * 1e3:.1f} | "
+              f"{best['cuBLAS'][0] / best['ours'][0]:.3f} | {cells['cuBLAS']} | {cells['ours']} | {err:.1e}"
+              f"{'  WRONG' if not err <= 2e-2 else ''} |", flush=True)
+
+
 def _triton(m, n, k):
     """Inductor's Triton GEMM templates alone (max-autotune-no-cudagraphs, GEMM backends TRITON)
     for x @ w.t() of these sizes: (GPU ms function, seconds the first call took to autotune)."""
@@ -454,6 +509,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--only", default="", help="in the square section, the kernels whose label contains this")
     parser.add_argument("--plot", default="", help="write TFLOP/s against size (square section) to this PNG")
+    parser.add_argument("--seconds", type=float, default=2.0, help="each side's run in the sustained section")
     args = parser.parse_args()
     print(f"{torch.cuda.get_device_name()}, median of {args.repeats}")
     print(HEADER)
@@ -478,6 +534,8 @@ def main() -> None:
         clusters(args)
     if "competitors" in args.sections and _runs_here((9, 0)):
         competitors(args)
+    if "sustained" in args.sections and _runs_here((9, 0)):
+        sustained(args)
     if args.plot:
         plot(rows, args.plot)
 
