@@ -51,7 +51,10 @@ warpgroup: short_tile_n):
     an H200 it is slower on small problems, 1024^3 with 64-wide tiles 0.79x cuBLAS against 0.86x
     without, 2048^3 0.95x against 0.98x, and within noise of it at 4096^3 and 8192^3; so were
     pairs along N sharing A, as cuBLAS's 1x2 clusters do, measured on a branch not kept:
-    benchmarks/RESULTS.md).
+    benchmarks/RESULTS.md);
+  * with `stream_k=True`, the tiles of a partial last wave are shared among all CTAs by k-tiles,
+    the partial accumulators summed through a workspace (kernels/gemm_stream_k.py; opt-in: on an
+    H100 it measured 1-4 % slower than whole tiles).
 Shared memory (one output, 256-wide tiles): 4 x 48 KB of operands + 2 x 16 KB of output buffers +
 barriers = 224 KB.
 """
