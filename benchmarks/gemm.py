@@ -37,12 +37,10 @@ bursts of --repeats calls).
 import argparse
 import pathlib
 import runpy
-import statistics
-import subprocess
 import time
 
 import torch
-from timing import interleaved_ms, kernel_ms, median_ms
+from timing import interleaved_ms, kernel_ms, median_ms, steady
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 LLM_SHAPES = [(4096, 4096), (12288, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336),
@@ -365,30 +363,6 @@ def clusters(args) -> None:
               f"{'  WRONG' if not err <= 2e-2 else ''} |", flush=True)
 
 
-def _steady(fn, seconds: float) -> tuple:
-    """Per-call ms (CUDA events over 20 calls, median) of `fn` run back to back for `seconds`, and
-    the medians of the SM clock (MHz) and board power (W) that nvidia-smi sampled meanwhile."""
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    smi = subprocess.Popen(["nvidia-smi", "-i", str(torch.cuda.current_device()), "--query-gpu=clocks.sm,power.draw",
-                            "--format=csv,noheader,nounits", "-lms", "50"], stdout=subprocess.PIPE, text=True)
-    times, end = [], time.time() + seconds
-    while time.time() < end:
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(20):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / 20)
-    smi.terminate()
-    samples = [line.split(",") for line in smi.communicate()[0].strip().splitlines()[5:]]   # (the ramp left out)
-    samples = [(float(c), float(w)) for c, w in samples if c.strip() and w.strip()]
-    return (statistics.median(times), statistics.median(c for c, _ in samples),
-            statistics.median(w for _, w in samples))
-
-
 def sustained(args) -> None:
     """cuBLAS and cute::gemm (the C++ op: the GPU never waits on the host) run back to back in
     turn, bf16 TN: call time, clocks, power and energy per call in the power-capped steady state."""
@@ -405,8 +379,8 @@ def sustained(args) -> None:
         err = _error(torch.ops.cute.gemm(a, w.t(), "acc", [], None), reference)
         runs = {"cuBLAS": [], "ours": []}
         for _ in range(2):
-            runs["cuBLAS"].append(_steady(cublas_call, args.seconds))
-            runs["ours"].append(_steady(lambda: torch.ops.cute.gemm(a, w.t(), "acc", [], None), args.seconds))
+            runs["cuBLAS"].append(steady(cublas_call, args.seconds))
+            runs["ours"].append(steady(lambda: torch.ops.cute.gemm(a, w.t(), "acc", [], None), args.seconds))
         best = {side: min(r, key=lambda x: x[0]) for side, r in runs.items()}
         cells = {side: f"{clock:.0f} / {watts:.0f} / {watts * ms:.1f}" for side, (ms, clock, watts) in best.items()}
         print(f"| {m} | {n} | {k} | {best['cuBLAS'][0] * 1e3:.1f} | {best['ours'][0] * 1e3:.1f} | "

@@ -1,7 +1,8 @@
 """Shared by the benchmark scripts: GPU time of a call, as METHOD.md asks (median of CUDA-event
-timings after warm-up), and host time per call."""
+timings after warm-up), host time per call, and a call's time in the power-capped steady state."""
 
 import statistics
+import subprocess
 import time
 
 import torch
@@ -76,3 +77,31 @@ def per_call_us(fn, calls: int, repeats: int, sync=torch.cuda.synchronize) -> fl
         sync()
         samples.append((time.perf_counter() - start) / calls * 1e6)
     return statistics.median(samples)
+
+
+def steady(fn, seconds: float) -> tuple:
+    """Per-call ms (CUDA events over 20 calls, median) of `fn` run back to back for `seconds`, and
+    the medians of the SM clock (MHz) and board power (W) that nvidia-smi sampled meanwhile: the
+    power-capped steady state a training step runs in, where kernel_ms times bursts that start
+    from a cooler card (on an H200 the two put cuBLAS / ours 1-3 % apart, RESULTS.md)."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    smi = subprocess.Popen(["nvidia-smi", "-i", str(torch.cuda.current_device()), "--query-gpu=clocks.sm,power.draw",
+                            "--format=csv,noheader,nounits", "-lms", "50"], stdout=subprocess.PIPE, text=True)
+    times, end = [], time.time() + seconds
+    while time.time() < end:
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(20):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / 20)
+    smi.terminate()
+    samples = [line.split(",") for line in smi.communicate()[0].strip().splitlines()[5:]]   # (the ramp left out)
+    samples = [(float(c), float(w)) for c, w in samples if c.strip() and w.strip()]
+    if not samples:                                   # (a run too short for nvidia-smi's first samples)
+        return statistics.median(times), float("nan"), float("nan")
+    return (statistics.median(times), statistics.median(c for c, _ in samples),
+            statistics.median(w for _, w in samples))
