@@ -354,10 +354,9 @@ def wide_pingpong(m: int, n: int, k: int, batches: int, sms: int, tile_n: int) -
     (H100 TN 1.02 -> 1.04 but NN 1.03 -> 1.01, H200 TN 1.01 -> 0.98). On the H200 128 x 176 read
     0.95 / 0.94 at 4096 x 2752 x 1024 / 2048 (TN), and lost on the H100 (0.85 / 0.88)."""
     tiles = -(-m // BM) * -(-n // 256) * batches
-    pays = (100 - PINGPONG_SAVES) * wave_cost(m, n, batches, sms, WIDE_PINGPONG) < 100 * wave_cost(m, n, batches, sms,
-                                                                                                    256)
     return tile_n == 256 and tiles > 2 * sms and min(m, n) > 2048 and (k <= 2048 or (n >= 8192 and k <= 8192)) \
-        and pays
+        and (100 - PINGPONG_SAVES) * wave_cost(m, n, batches, sms, WIDE_PINGPONG) < 100 * wave_cost(m, n, batches,
+                                                                                                     sms, 256)
 
 
 def _with_even_strides(x):

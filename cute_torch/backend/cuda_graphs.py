@@ -59,7 +59,8 @@ class CudaGraphs:
         else:
             fixed = num_fw_fixed_arguments(self.dynamo_inputs, len(example_inputs))
             static = get_static_input_idxs(fixed)         # the parameters and buffers
-        skip = _skip_reason(gm, fixed, static)
+        placeholders, mutated = get_placeholder_info(gm.graph), find_input_mutations(gm.graph)
+        skip = _skip_reason(gm, fixed, static, placeholders, mutated)
         if skip:
             log_cudagraph_skip_and_bump_counter(skip)   # "skipping cudagraphs due to ..."
             run = make_run()
@@ -79,28 +80,26 @@ class CudaGraphs:
         device_index = get_device_index(gm)
         if not backward:
             self.device_index = device_index
-        traces, placeholders = _stack_traces(gm), get_placeholder_info(gm.graph)
-        mutated = find_input_mutations(gm.graph)
         replay = cudagraphify_impl(
             _emptying(make_run()), example_inputs, static, device_index=device_index, is_backward=backward,
-            is_inference=kind == "inference", stack_traces=traces, placeholders=placeholders,
+            is_inference=kind == "inference", stack_traces=_stack_traces(gm), placeholders=placeholders,
             mutated_input_idxs=mutated)
         replay._boxed_call = True
         return replay
 
 
-def _skip_reason(gm, fixed: int, static: list):
+def _skip_reason(gm, fixed: int, static: list, placeholders, mutated: set):
     """Why `gm` cannot be recorded, as torch's check_for_skip says, except that the inputs it
-    mutates may be any whose address stays fixed (`static`: parameters and buffers, and what
-    Dynamo marks static, such as a compiled optimizer's parameters, gradients and state), as
-    Inductor's own trees allow: a compiled optimizer step mutates nothing else."""
+    mutates (`mutated`, by index) may be any whose address stays fixed (`static`: parameters and
+    buffers, and what Dynamo marks static, such as a compiled optimizer's parameters, gradients
+    and state), as Inductor's own trees allow: a compiled optimizer step mutates nothing else."""
     from torch._dynamo import config
-    from torch._dynamo.backends.cudagraphs import check_for_skip, find_input_mutations
-    from torch._inductor.cudagraph_utils import get_mutation_stack_trace, get_placeholder_info
+    from torch._dynamo.backends.cudagraphs import check_for_skip
+    from torch._inductor.cudagraph_utils import get_mutation_stack_trace
     with config.patch(cudagraph_backend_support_input_mutation=True):
         skip = check_for_skip(gm, fixed)
-    mutated = find_input_mutations(gm.graph) - set(static)
-    return skip or (get_mutation_stack_trace(get_placeholder_info(gm.graph), mutated) if mutated else None)
+    moving = mutated - set(static)
+    return skip or (get_mutation_stack_trace(placeholders, moving) if moving else None)
 
 
 def _emptying(run):
