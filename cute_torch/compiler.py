@@ -10,6 +10,7 @@ The DSL front end (dsl/jit.py) compiles through this; tests also call it directl
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any, Iterable
 
 from . import _C
@@ -40,9 +41,11 @@ class HostFunction:
 class CompiledModule:
     """CUBINs, JIT-compiled host entries and metadata of one compiled MLIR module."""
 
-    def __init__(self, artifact: Any, stages: dict[str, bytes] | None = None):
+    def __init__(self, artifact: Any, stages: dict[str, bytes] | None = None, source: bytes | None = None):
         self._artifact = artifact
         self._stages = stages or {}  # stages restored from the disk cache
+        # The input text, zlib-compressed, where "mlir" was not kept: printed when first asked for.
+        self.source = source
         self.metadata: dict = json.loads(artifact.metadata)
         self.functions = {
             fn["name"]: HostFunction(self, fn["name"], fn["args"]) for fn in self.metadata["host_functions"]
@@ -67,7 +70,10 @@ class CompiledModule:
         if name not in STAGES:
             raise ValueError(f"unknown stage {name!r}; stages: {', '.join(STAGES)}")
         found = self._artifact.stage(name)
-        return found if found is not None else self._stages.get(name)
+        found = found if found is not None else self._stages.get(name)
+        if found is None and name == "mlir" and self.source is not None:
+            found = self._stages["mlir"] = print_mlir(zlib.decompress(self.source).decode()).encode()
+        return found
 
     def _text(self, name: str) -> str | None:
         data = self.stage(name)
@@ -99,9 +105,13 @@ def compile_mlir(
     cubin_backend: str | None = None,
     name: str = "module",
     source_name: str = "<mlir>",
+    lazy_mlir: bool = False,
 ) -> CompiledModule:
     """Compile a module of host `func.func`s and `gpu.module`s. Unset options come from the
-    CUTE_TORCH_* knobs (cute_torch.env). Raises CompileError (ToolkitError, PtxasError)."""
+    CUTE_TORCH_* knobs (cute_torch.env). With `lazy_mlir`, the "mlir" stage, unless kept, is
+    printed when first asked for (from the input, held compressed) instead of during the compile:
+    a GEMM's is a megabyte that took each first call 50 ms to print. Raises CompileError
+    (ToolkitError, PtxasError)."""
     k = knobs()
     unknown = [stage for stage in k.keep if stage not in STAGES]
     if unknown:
@@ -130,4 +140,13 @@ def compile_mlir(
     artifact, error = _C.compile(text, json.dumps(options))
     if error is not None:
         raise CompileError.from_json(error)
-    return CompiledModule(artifact)
+    lazy = lazy_mlir and "mlir" not in options["keep"]
+    return CompiledModule(artifact, source=zlib.compress(text.encode(), 1) if lazy else None)
+
+
+def print_mlir(text: str) -> str:
+    """The module `text` parsed and printed again (the "mlir" stage), nothing compiled."""
+    artifact, error = _C.compile(text, json.dumps({"keep": ["mlir"], "parse_only": True}))
+    if error is not None:
+        raise CompileError.from_json(error)
+    return artifact.stage("mlir").decode()

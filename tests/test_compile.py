@@ -104,6 +104,19 @@ def test_keep_from_environment(vector_add_mlir, monkeypatch):
         cute_torch.compile_mlir(vector_add_mlir)
 
 
+def test_lazy_mlir_prints_the_module_only_when_asked(vector_add_mlir):
+    """With lazy_mlir (the DSL's compiles) the "mlir" stage is not printed during the compile but
+    on first use, the same text as a kept one; stages that are not kept stay None."""
+    kept = cute_torch.compile_mlir(vector_add_mlir, keep=["mlir"])
+    lazy = cute_torch.compile_mlir(vector_add_mlir, lazy_mlir=True)
+    assert "mlir" not in lazy.metadata["stages"] and "mlir" in kept.metadata["stages"]
+    assert lazy.__mlir__ == kept.__mlir__ and "gpu.func @vadd" in lazy.__mlir__
+    assert cute_torch.compile_mlir(vector_add_mlir).__mlir__ is None and lazy.stage("nvvm") is None
+    assert cute_torch.compiler.print_mlir(vector_add_mlir) == kept.__mlir__
+    with pytest.raises(cute_torch.CompileError, match="invalid"):
+        cute_torch.compiler.print_mlir("module { bogus }")
+
+
 def test_arch_comes_from_the_environment_when_not_given(vector_add_mlir, monkeypatch):
     monkeypatch.setenv("CUTE_TORCH_ARCH", "sm_86")
     assert cute_torch.compile_mlir(vector_add_mlir).metadata["arch"] == "sm_86"

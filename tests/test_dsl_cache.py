@@ -194,6 +194,7 @@ def host(x, n):
 f = cute.compile(host, torch.zeros(64), 64)
 assert f.__ptx__ and ".entry" in f.__ptx__
 print(len(f.__cubin__))
+print(len(f.__mlir__))          # printed from the traced module: compiled now, or the entry's copy
 """
 
 
@@ -211,11 +212,12 @@ def test_disk_cache_serves_a_fresh_process_without_tracing(tmp_path):
     assert cold.returncode == 0, cold.stderr
     assert "tracing" in cold.stderr
     entries = [os.path.join(d, f) for d, _, files in os.walk(cache_dir) for f in files]
-    assert len(entries) == 1 and not any(".tmp-" in e for e in entries)
+    kernels = [e for e in entries if e.endswith(".bin")]    # beside them the two functions' rewrites
+    assert len(kernels) == 1 and len(entries) == 3 and not any(".tmp-" in e for e in entries)
     warm = _run(tmp_path, cache_dir)
     assert warm.returncode == 0, warm.stderr
     assert "tracing" not in warm.stderr  # loaded: no trace, no compile
-    assert warm.stdout == cold.stdout  # same CUBIN size
+    assert warm.stdout == cold.stdout  # same CUBIN size, same printed module
 
 
 def test_a_rebuilt_compiler_does_not_reuse_entries(tmp_path, monkeypatch):
@@ -238,7 +240,7 @@ def test_a_rebuilt_compiler_does_not_reuse_entries(tmp_path, monkeypatch):
 def test_corrupt_entry_is_recompiled_not_trusted(tmp_path):
     cache_dir = tmp_path / "cache"
     assert _run(tmp_path, cache_dir).returncode == 0
-    [entry] = [os.path.join(d, f) for d, _, files in os.walk(cache_dir) for f in files]
+    [entry] = [os.path.join(d, f) for d, _, files in os.walk(cache_dir) for f in files if f.endswith(".bin")]
     data = bytearray(open(entry, "rb").read())
     data[-10] ^= 0xFF  # flip a byte inside a CUBIN
     open(entry, "wb").write(bytes(data))
@@ -249,8 +251,9 @@ def test_corrupt_entry_is_recompiled_not_trusted(tmp_path):
 
 def test_cache_store_and_load_round_trip(tmp_path):
     digest = cache.digest("x", 1)
-    cache.store(str(tmp_path), digest, b"\x7fELF host", "{}", [("m", b"\x00\x01cubin")], {"ptx": "text"})
-    assert cache.load(str(tmp_path), digest) == (b"\x7fELF host", "{}", [("m", b"\x00\x01cubin")], {"ptx": "text"})
+    cache.store(str(tmp_path), digest, b"\x7fELF host", "{}", [("m", b"\x00\x01cubin")], {"ptx": "text"}, b"src")
+    assert cache.load(str(tmp_path), digest) == (b"\x7fELF host", "{}", [("m", b"\x00\x01cubin")], {"ptx": "text"},
+                                                 b"src")
     with open(cache._path(str(tmp_path), digest), "r+b") as f:
         f.write(b"garbage")
     with warnings.catch_warnings(record=True):
@@ -350,3 +353,44 @@ def test_the_cpp_dispatch_keys_like_the_python_key():
     # compiled for a float and first called with an int would launch the int's bits).
     assert not fast._add((x, args[1], 2), "int for f32", object(), host.address, host.runtime, "ppf", 0)
     assert not fast._add((x, 2.0, 2.0), "float for a pointer", object(), host.address, host.runtime, "ppf", 0)
+
+
+def _clamp_body(x, n):
+    out = 0
+    for i in range(n):
+        if x[i] > 0:
+            out = out + x[i]
+    return out
+
+
+def _code_tree(code):
+    """A code object's instructions, names and constants, nested functions' included."""
+    consts = tuple(_code_tree(c) if hasattr(c, "co_code") else c for c in code.co_consts)
+    return code.co_code, code.co_names, code.co_varnames, code.co_filename, code.co_firstlineno, consts
+
+
+def test_a_rewrite_is_read_back_from_the_disk_cache(tmp_path, monkeypatch):
+    """The preprocessor's rewrite of a function is stored once and read back (no rewrite) while
+    its source and the preprocessor are unchanged; a corrupt entry is rewritten, a moved function
+    is another entry, and with the cache off nothing is read or written."""
+    from cute_torch.dsl import control, preprocess
+    monkeypatch.setenv("CUTE_TORCH_CACHE_DIR", str(tmp_path))
+    rewrites = []
+    real = preprocess._rewrite
+    monkeypatch.setattr(preprocess, "_rewrite", lambda *a: rewrites.append(1) or real(*a))
+    first = preprocess.preprocess(_clamp_body)
+    again = preprocess.preprocess(_clamp_body)
+    assert len(rewrites) == 1
+    [entry] = [os.path.join(d, f) for d, _, files in os.walk(tmp_path) for f in files]
+    # The same rewritten code, read back.
+    assert _code_tree(again.factory.__code__) == _code_tree(first.factory.__code__)
+    assert "__cute_rt.for_loop" in first.source and callable(again.instantiate(control))
+    open(entry, "wb").write(b"not a code object")
+    preprocess.preprocess(_clamp_body)
+    assert len(rewrites) == 2
+    preprocess.preprocess(_clamp_body)
+    assert len(rewrites) == 2                             # the corrupt entry was replaced
+    monkeypatch.setenv("CUTE_TORCH_NO_CACHE", "1")
+    preprocess.preprocess(_clamp_body)
+    assert len(rewrites) == 3
+    assert len([f for _, _, files in os.walk(tmp_path) for f in files]) == 1

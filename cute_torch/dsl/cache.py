@@ -29,9 +29,9 @@ def _path(root: str, digest: str) -> str:
     return os.path.join(root, digest[:2], digest + ".bin")
 
 
-def load(root: str, digest: str) -> tuple[bytes, str, list[tuple[str, bytes]], dict[str, str]] | None:
-    """(host object, metadata JSON, [(module, CUBIN)], {stage: text}) or None on a miss or a
-    corrupt entry."""
+def load(root: str, digest: str) -> tuple[bytes, str, list[tuple[str, bytes]], dict[str, str], bytes] | None:
+    """(host object, metadata JSON, [(module, CUBIN)], {stage: text}, the traced module
+    zlib-compressed or b"") or None on a miss or a corrupt entry."""
     path = _path(root, digest)
     try:
         with open(path, "rb") as f:
@@ -52,7 +52,8 @@ def load(root: str, digest: str) -> tuple[bytes, str, list[tuple[str, bytes]], d
         for name, size in header["cubins"]:
             cubins.append((name, bytes(payload[offset:offset + size])))
             offset += size
-        return host, header["metadata"], cubins, header.get("stages", {})
+        source = bytes(payload[offset:offset + header.get("source", 0)])
+        return host, header["metadata"], cubins, header.get("stages", {}), source
     except (ValueError, KeyError, struct.error, json.JSONDecodeError) as e:
         warnings.warn(f"cute_torch: discarding corrupt cache entry {path} ({e}); recompiling", stacklevel=3)
         try:
@@ -63,10 +64,12 @@ def load(root: str, digest: str) -> tuple[bytes, str, list[tuple[str, bytes]], d
 
 
 def store(root: str, digest: str, host: bytes, metadata: str, cubins: list[tuple[str, bytes]],
-          stages: dict[str, str]) -> None:
-    header = json.dumps({"host": len(host), "metadata": metadata, "stages": stages,
+          stages: dict[str, str], source: bytes = b"") -> None:
+    """`source`: the traced module, zlib-compressed, from which `__mlir__` is printed on a hit
+    (kept as a stage in the JSON header instead, a GEMM's megabyte cost each hit 5 ms to parse)."""
+    header = json.dumps({"host": len(host), "metadata": metadata, "stages": stages, "source": len(source),
                          "cubins": [(name, len(blob)) for name, blob in cubins]}).encode()
-    payload = header + host + b"".join(blob for _, blob in cubins)
+    payload = header + host + b"".join(blob for _, blob in cubins) + source
     data = MAGIC + _HEADER.pack(hashlib.sha256(payload).digest(), len(header)) + payload
     path = _path(root, digest)
     try:

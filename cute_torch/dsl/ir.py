@@ -125,6 +125,7 @@ class ModuleBuilder:
         self.accepted_spills: dict = {}  # kernel symbol -> spill-store bytes its launch accepts
         self.arch: str | None = None  # the target, for checks that depend on it
         self.dynamic_smem_alignment = 0  # the declared alignment of the dynamic shared memory, once used
+        self._type_aliases: dict[str, str] = {}  # type text -> its alias (!name), defined above the module
 
     def fresh(self, prefix: str = "v") -> str:
         self._counter += 1
@@ -137,8 +138,16 @@ class ModuleBuilder:
         self._symbols[base] = n + 1
         return f"{base}_{n}"
 
+    def type_alias(self, type_text: str) -> str:
+        """A short name for a long type, such as a wgmma's struct of 128 results: each of its 128
+        extractvalues would print the whole struct, 38 % of a GEMM's text and of its parse."""
+        if type_text not in self._type_aliases:
+            self._type_aliases[type_text] = f"!cute_t{len(self._type_aliases)}"
+        return self._type_aliases[type_text]
+
     def text(self) -> str:
-        parts = ["module attributes {gpu.container_module} {"]
+        parts = [f"{alias} = {type_text}" for type_text, alias in self._type_aliases.items()]
+        parts.append("module attributes {gpu.container_module} {")
         if self.device_functions or self.device_globals:
             body = self.device_globals + self.device_functions
             parts.append(f"  gpu.module @{self.name}_kernels {{\n{indent(body, '    ')}\n  }}")

@@ -419,18 +419,18 @@ class JitFunction(_DSLFunction):
                                   sorted(compile_options.items()), settings, arch, name)
             found = cache.load(k.cache_dir, digest)
             if found is not None:
-                host, metadata, cubins, stages = found
+                host, metadata, cubins, stages, source = found
                 artifact, _error = _C.load(host, metadata, cubins)
                 if artifact is not None:  # else recompile: the entry is stale for this build
                     stages = {s: text.encode() for s, text in stages.items()}
-                    return Specialization(CompiledModule(artifact, stages), name, key, self.fn)
+                    return Specialization(CompiledModule(artifact, stages, source or None), name, key, self.fn)
         text = self.trace(args, key, name, arch)
         module = _compile_traced(text, arch, name, compile_options)
         _warn_about_spills(module, self.fn, self.accepted_spills)
         if digest is not None:
-            stages = {s: module.stage(s).decode() for s in ("mlir", "ptx", "sass") if module.stage(s) is not None}
+            stages = {s: module.stage(s).decode() for s in ("mlir", "ptx", "sass") if s in module.metadata["stages"]}
             cache.store(k.cache_dir, digest, module.host_object or b"", json.dumps(module.metadata),
-                        list(module.cubins.items()), stages)
+                        list(module.cubins.items()), stages, module.source or b"")
         return Specialization(module, name, key, self.fn)
 
     def trace(self, args: tuple, key: tuple, name: str, arch: str | None = None) -> str:
@@ -508,9 +508,11 @@ def _compile_traced(text: str, arch: str, name: str, options: dict) -> CompiledM
     if unknown:
         raise DSLError(ARGUMENT_MISMATCH, f"unknown compile options {sorted(unknown)}", user_location(),
                        f"options are: arch, {', '.join(sorted(known))}")
-    keep = set(options.get("keep") or knobs().keep) | {"mlir"}
+    keep = set(options.get("keep") or knobs().keep)
+    if options.get("dump_dir") or knobs().dump_dir:
+        keep.add("mlir")                                  # a dump holds the module as traced
     try:
-        return compile_mlir(text, arch=arch, name=name, keep=sorted(keep), source_name=f"<{name}>",
+        return compile_mlir(text, arch=arch, name=name, keep=sorted(keep), source_name=f"<{name}>", lazy_mlir=True,
                             **{k: v for k, v in options.items() if k != "keep"})
     except CompileError as e:
         if isinstance(e, DSLError):

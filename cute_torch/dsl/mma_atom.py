@@ -115,7 +115,8 @@ def _constraint(value: ir.Value) -> str:
 
 def struct_fields(result: ir.Value, count: int, field_type: str) -> list[ir.Value]:
     b = ir.current()
-    return [b.op(f"llvm.extractvalue {result.name}[{i}] : {result.type}", field_type) for i in range(count)]
+    struct_t = b.module.type_alias(result.type) if count > 8 else result.type
+    return [b.op(f"llvm.extractvalue {result.name}[{i}] : {struct_t}", field_type) for i in range(count)]
 
 
 def emit_inline_mma(instruction: str, d, a, b, c, acc_dtype) -> None:
