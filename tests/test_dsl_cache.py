@@ -394,3 +394,15 @@ def test_a_rewrite_is_read_back_from_the_disk_cache(tmp_path, monkeypatch):
     preprocess.preprocess(_clamp_body)
     assert len(rewrites) == 3
     assert len([f for _, _, files in os.walk(tmp_path) for f in files]) == 1
+
+
+def test_the_fingerprint_is_the_same_in_every_process():
+    """The source fingerprint (part of every disk-cache key) may not depend on the process's
+    string hashing: it visited a function's globals in a set's order, so the GEMM's key changed
+    from process to process and its disk-cache entries were never hit."""
+    script = ("import sys; sys.path.insert(0, %r)\n"
+              "from cute_torch.kernels.gemm_sm90 import _gemm_host\n"
+              "print(_gemm_host._source_fingerprint())" % ROOT)
+    prints = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                             env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2, 3)}
+    assert len(prints) == 1 and len(prints.pop().strip()) == 64

@@ -585,11 +585,13 @@ def _fingerprint(fn: Callable) -> str:
         if "site-packages" in code.co_filename:
             return
         if not code.co_filename.startswith("<"):
-            files.add(code.co_filename)
-        try:
-            sources.append(f"{obj.__module__}.{obj.__qualname__}\n{inspect.getsource(obj)}")
-        except (OSError, TypeError, AttributeError):
-            sources.append(repr((code.co_code, code.co_consts, code.co_names)))
+            files.add(code.co_filename)                   # its source: in its file's, hashed below
+            sources.append(f"{obj.__module__}.{obj.__qualname__}")   # (getsource on each cost a GEMM's hit 70 ms)
+        else:
+            try:                                          # a notebook cell's function: linecache has it
+                sources.append(f"{obj.__module__}.{obj.__qualname__}\n{inspect.getsource(obj)}")
+            except (OSError, TypeError, AttributeError):
+                sources.append(repr((code.co_code, code.co_consts, code.co_names)))
         for cell in getattr(obj, "__closure__", None) or ():
             try:
                 value = cell.cell_contents
@@ -608,7 +610,7 @@ def _fingerprint(fn: Callable) -> str:
             c = stack.pop()
             names.update(c.co_names)
             stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-        for n in names:
+        for n in sorted(names):   # (a set's order changes with each process's string hashing)
             target = obj.__globals__.get(n)
             if isinstance(target, (JitFunction, KernelFunction)) or inspect.isfunction(target):
                 visit(target, depth + 1)
