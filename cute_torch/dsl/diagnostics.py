@@ -74,14 +74,48 @@ def is_internal(filename: str) -> bool:
     return filename.startswith(_PACKAGE_DIR) or filename == _CONTEXTLIB
 
 
+_USERS: dict = {}  # code object -> whether it is the user's (not cute_torch's, not "<...>")
+_MLIR_LOCS: dict = {}  # (user code, instruction offset) -> its loc(...) text
+
+
+def _user_frame(frame):
+    """The innermost frame from `frame` out that is not cute_torch's own code (every traced op
+    asks: a dict lookup per frame instead of two string tests)."""
+    users = _USERS
+    while frame is not None:
+        code = frame.f_code
+        mine = users.get(code)
+        if mine is None:
+            name = code.co_filename
+            mine = users[code] = not (is_internal(name) or name.startswith("<"))
+        if mine:
+            return frame
+        frame = frame.f_back
+    return None
+
+
 def user_location(skip: int = 1) -> Location | None:
     """The innermost frame that is not cute_torch's own code."""
-    frame = sys._getframe(skip)
-    while frame is not None and (is_internal(frame.f_code.co_filename) or frame.f_code.co_filename.startswith("<")):
-        frame = frame.f_back
+    frame = _user_frame(sys._getframe(skip))
     if frame is None:
         return None
     return Location(frame.f_code.co_filename, frame.f_lineno, _frame_column(frame))
+
+
+def user_location_mlir(depth: int = 1) -> str:
+    """user_location's `loc(...)` text for an op emitted by the frame `depth` above this one,
+    "loc(unknown)" without one; a call site's text is made once (a trace asks for every op)."""
+    frame = _user_frame(sys._getframe(depth + 1))
+    if frame is None:
+        return "loc(unknown)"
+    key = (frame.f_code, frame.f_lasti)
+    text = _MLIR_LOCS.get(key)
+    if text is None:
+        if len(_MLIR_LOCS) > 1 << 16:                   # (call sites of code since freed: start over)
+            _MLIR_LOCS.clear()
+            _USERS.clear()
+        text = _MLIR_LOCS[key] = Location(frame.f_code.co_filename, frame.f_lineno, _frame_column(frame)).mlir()
+    return text
 
 
 class DSLError(CompileError):

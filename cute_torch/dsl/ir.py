@@ -12,7 +12,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-from .diagnostics import WRONG_CONTEXT, DSLError, Location, user_location
+from .diagnostics import WRONG_CONTEXT, DSLError, Location, user_location_mlir
 
 
 class Value:
@@ -55,18 +55,20 @@ class FunctionBuilder:
         return Value(name, result_type)
 
     def loc(self) -> str:
-        location = user_location()
-        return location.mlir() if location else "loc(unknown)"
+        """The `loc(...)` of the user's line for an op emitted by the caller of the method that
+        calls loc."""
+        return user_location_mlir(2)
 
     def emit(self, text: str, loc: str | None = None) -> None:
         self._blocks[-1].append(f"{text} {loc or self.loc()}")
 
     def op(self, text: str, result_type: str, loc: str | None = None) -> Value:
         name = self.module.fresh()
-        self.emit(f"{name} = {text}", loc)
+        self._blocks[-1].append(f"{name} = {text} {loc or self.loc()}")
         return Value(name, result_type)
 
     def op_results(self, text: str, result_types: list[str], loc: str | None = None) -> list[Value]:
+        loc = loc or self.loc()
         if not result_types:
             self.emit(text, loc)
             return []
