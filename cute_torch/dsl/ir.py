@@ -1,9 +1,10 @@
 """The IR the tracer writes: MLIR text, one op per line, every op with the user's location.
 
 Text is the boundary on purpose: the compiler library takes MLIR text through its C API (no MLIR
-type crosses into Python), parsing costs well under a millisecond, and `__mlir__` is exactly what
-was compiled. Names are unique per module; regions are captured into their own line lists and
-spliced into the op that owns them.
+type crosses into Python), parsing costs well under a millisecond for a small kernel (70 ms for a
+GEMM's megabyte), and `__mlir__` is exactly what was compiled. Names are unique per module;
+regions are captured into their own line lists and spliced into the op that owns them; constants
+are made once, at the top of the body.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class FunctionBuilder:
         self.kind = kind  # "host" or "device"
         self.name = name
         self._blocks: list[list[str]] = [[]]
-        self._entry: list[str] = []  # ops that belong at the top of the body (allocas)
+        self._entry: list[str] = []  # ops that belong at the top of the body (allocas, constants)
+        self._constants: dict[str, Value] = {}  # an arith.constant's text -> its value at the top
         self.uses_dynamic_smem = False
 
     @property
@@ -53,6 +55,16 @@ class FunctionBuilder:
         name = self.module.fresh()
         self._entry.append(f"{name} = {text} {self.loc()}")
         return Value(name, result_type)
+
+    def constant(self, text: str, result_type: str) -> Value:
+        """The value of `arith.constant ...` (`text`), made once at the top of the body, which
+        every region in it sees (a GEMM's trace asked for 2,900 constants, most repeated)."""
+        value = self._constants.get(text)
+        if value is None:
+            name = self.module.fresh()
+            self._entry.append(f"{name} = {text} {self.loc()}")
+            value = self._constants[text] = Value(name, result_type)
+        return value
 
     def loc(self) -> str:
         """The `loc(...)` of the user's line for an op emitted by the caller of the method that

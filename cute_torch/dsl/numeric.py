@@ -271,12 +271,12 @@ def constant(t: type[Numeric], value) -> ir.Value:
     if t.storage_only:
         return convert(Float32._wrap(constant(Float32, value)), t).ir
     if t.is_float:
-        return b.op(f"arith.constant {float_literal(t, value)} : {t.mlir}", t.mlir)
+        return b.constant(f"arith.constant {float_literal(t, value)} : {t.mlir}", t.mlir)
     if t is Boolean:
-        return b.op(f"arith.constant {'true' if value else 'false'}", "i1")
+        return b.constant(f"arith.constant {'true' if value else 'false'}", "i1")
     if not t.signed and value >= 1 << (t.width - 1):
         value -= 1 << t.width
-    return b.op(f"arith.constant {value} : {t.mlir}", t.mlir)
+    return b.constant(f"arith.constant {value} : {t.mlir}", t.mlir)
 
 
 def as_numeric(value, like: type[Numeric] | None = None) -> Numeric:
