@@ -394,6 +394,7 @@ def test_a_rewrite_is_read_back_from_the_disk_cache(tmp_path, monkeypatch):
     preprocess.preprocess(_clamp_body)
     assert len(rewrites) == 3
     assert len([f for _, _, files in os.walk(tmp_path) for f in files]) == 1
+    assert again.source == first.source and len(rewrites) == 4   # read back: rewritten again to be shown
 
 
 def test_the_fingerprint_is_the_same_in_every_process():

@@ -324,14 +324,16 @@ def _split_fstring(node: ast.JoinedStr) -> tuple[str, list[ast.expr]]:
 class Preprocessed:
     """A function's rewritten code; `instantiate()` binds it to the current closure values."""
 
-    def __init__(self, fn: Callable, factory: Callable, fndef: ast.FunctionDef):
+    def __init__(self, fn: Callable, factory: Callable, fndef: ast.FunctionDef | None):
         self.fn = fn
         self.factory = factory
-        self._fndef = fndef
+        self._fndef = fndef  # None where the code came from the disk cache
 
     @property
     def source(self) -> str:
         """The rewritten function as Python (CUTE_TORCH_PRINT_AFTER_PREPROCESS)."""
+        if self._fndef is None:
+            self._fndef = _rewrite(self.fn, *inspect.getsourcelines(self.fn))[1]
         return ast.unparse(self._fndef)
 
     def instantiate(self, runtime: types.ModuleType) -> Callable:
