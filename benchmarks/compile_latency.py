@@ -11,12 +11,17 @@ The DSL rows (issue 3): "dsl cold" traces and compiles the DSL vector add (a new
 object each time, no disk cache; target at most 100 ms), "dsl cold, line info" the same with
 `line_info` (Python lines in PTX and CUBIN); "dsl disk hit" is the first call in a
 fresh process whose disk cache holds the entry (import excluded; target at most 5 ms).
+
+The GEMM rows (issue 16: a cold compile of one GEMM at most 1 s, a disk-cache hit at most 10 ms)
+time `cute.compile` of the Hopper GEMM's host function in fresh processes: with nothing cached,
+with the preprocessor's rewrites cached, and with the kernel's own entry cached.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -111,10 +116,58 @@ def dsl_rows(repeats: int) -> list[tuple[str, float]]:
             ("dsl disk hit", statistics.median(hits))]
 
 
+GEMM_FIRST_CALL = """
+import sys, time, torch
+sys.path.insert(0, {root!r})
+import cute_torch as cute
+from cute_torch.kernels.gemm_sm90 import _gemm_host, host_arguments
+m, n, k, layout = {shape!r}
+device = "cuda" if torch.cuda.is_available() else "cpu"   # CUDA is up, as in a model
+a = torch.empty(m, k, device=device, dtype=torch.bfloat16)
+b = torch.empty(n, k, device=device, dtype=torch.bfloat16).t() if layout == "TN" else \
+    torch.empty(k, n, device=device, dtype=torch.bfloat16)
+c = torch.empty(m, n, device=device, dtype=torch.bfloat16)
+start = time.perf_counter()
+cute.compile(_gemm_host, *host_arguments(a, b, c), options={{"arch": "sm_90a"}})
+print((time.perf_counter() - start) * 1e3)
+"""
+
+# Issue 16's first-call shapes: 128 x 256 cooperative tiles, and 128 x 192 ping-pong (the slowest to assemble).
+GEMM_SHAPES = [(4096, 4096, 4096, "TN"), (8192, 12288, 4096, "NN")]
+
+
+def gemm_rows(runs: int) -> list[tuple[str, float]]:
+    """A GEMM's first call (host_arguments and cute.compile) in a fresh process, medians in ms:
+    nothing cached; the preprocessor's rewrites cached (what a user's second process pays for a
+    new shape); the kernel's entry cached (a disk hit)."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    rows = []
+    for shape in GEMM_SHAPES:
+        script = GEMM_FIRST_CALL.format(root=root, shape=shape)
+        times = {"cold": [], "rewrites cached": [], "disk hit": []}
+        for _ in range(runs):
+            cache = tempfile.mkdtemp(prefix="cute_gemm_")
+            env = dict(os.environ, CUTE_TORCH_CACHE_DIR=cache)
+            env.pop("CUTE_TORCH_NO_CACHE", None)
+            for label in times:
+                if label == "rewrites cached":                # the kernel entry goes, the rewrites stay
+                    for entry in os.listdir(cache):
+                        if entry != "preprocess":
+                            shutil.rmtree(os.path.join(cache, entry))
+                out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                                     check=True)
+                times[label].append(float(out.stdout.strip().splitlines()[-1]))
+            shutil.rmtree(cache, ignore_errors=True)
+        m, n, k, layout = shape
+        rows += [(f"gemm {m}x{n}x{k} {layout} {label}", statistics.median(v)) for label, v in times.items()]
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--arch", default="sm_90a")
+    parser.add_argument("--gemm-runs", type=int, default=3, help="fresh processes per GEMM row")
     args = parser.parse_args()
     text = open(SOURCE).read()
     backends = ["ptxas"] + (["nvjitlink"] if nvjitlink_path() else [])
@@ -129,6 +182,9 @@ def main() -> None:
                   f"{s['ptx']:6.2f} {s['cubin']:7.2f} {s['host']:6.2f}")
     for name, ms in dsl_rows(args.repeats):
         print(f"{name:<19} {ms:8.2f}")
+    print(f"a GEMM's first call in a fresh process (bf16, sm_90a), median of {args.gemm_runs}")
+    for name, ms in gemm_rows(args.gemm_runs):
+        print(f"{name:<42} {ms:9.2f}")
 
 
 if __name__ == "__main__":
