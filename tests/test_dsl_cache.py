@@ -77,6 +77,25 @@ def test_compile_time_values_key_by_type_and_value_inside_containers():
     assert k != key(Opaque()) and k == k
 
 
+def test_the_disk_key_spells_a_compile_time_values_type():
+    """The disk cache's key (a stable spelling of the memory key) names a Constexpr's type, as the
+    memory key does: a tuple and a list, or two dataclasses, with equal contents are different
+    kernels on disk too (their spellings once dropped the outer type and matched)."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Wide:
+        n: int
+
+    @dataclasses.dataclass(frozen=True)
+    class Narrow:
+        n: int
+    args = [torch.zeros(8), torch.zeros(8)]
+    spelled = [scale._stable_key(tuple(_arg_key(v, a) for v, a in zip(args + [c], [None, None, cute.Constexpr])))
+               for c in ((4,), [4], Wide(4), Narrow(4))]
+    assert None not in spelled and len({str(s) for s in spelled}) == 4
+
+
 def test_the_short_paths_keys_are_arg_keys():
     """A jit call without annotations keys Python scalars by type (ints in Int32's range at
     once): the same keys _arg_key gives, edges of the range included."""

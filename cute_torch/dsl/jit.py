@@ -489,11 +489,11 @@ class JitFunction(_DSLFunction):
             elif kk[0] == STREAM:
                 out.append(["stream"])
             else:
-                _, (_type, value) = kk  # (CONSTEXPR, _constexpr_key(value))
+                _, (kind, value) = kk  # (CONSTEXPR, _constexpr_key(value))
                 stable = _stable(value)
                 if stable is None:
                     return None  # an object without a stable spelling: memory cache only
-                out.append(["C", stable])
+                out.append(["C", _stable(kind), stable])   # (a tuple and a list, or two dataclasses, alike inside)
         return out
 
     def _source_fingerprint(self) -> str:
