@@ -40,7 +40,7 @@ import runpy
 import time
 
 import torch
-from timing import interleaved_ms, kernel_ms, median_ms, steady
+from timing import interleaved_ms, interleaved_steady, kernel_ms, median_ms
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 LLM_SHAPES = [(4096, 4096), (12288, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336),
@@ -377,11 +377,9 @@ def sustained(args) -> None:
         w = torch.randn(n, k, device="cuda").bfloat16()
         cublas_call, reference = _cublas(a, w, torch.bfloat16)
         err = _error(torch.ops.cute.gemm(a, w.t(), "acc", [], None), reference)
-        runs = {"cuBLAS": [], "ours": []}
-        for _ in range(2):
-            runs["cuBLAS"].append(steady(cublas_call, args.seconds))
-            runs["ours"].append(steady(lambda: torch.ops.cute.gemm(a, w.t(), "acc", [], None), args.seconds))
-        best = {side: min(r, key=lambda x: x[0]) for side, r in runs.items()}
+        sides = interleaved_steady([cublas_call, lambda: torch.ops.cute.gemm(a, w.t(), "acc", [], None)],
+                                   args.seconds)
+        best = dict(zip(("cuBLAS", "ours"), sides))
         cells = {side: f"{clock:.0f} / {watts:.0f} / {watts * ms:.1f}" for side, (ms, clock, watts) in best.items()}
         print(f"| {m} | {n} | {k} | {best['cuBLAS'][0] * 1e3:.1f} | {best['ours'][0] * 1e3:.1f} | "
               f"{best['cuBLAS'][0] / best['ours'][0]:.3f} | {cells['cuBLAS']} | {cells['ours']} | {err:.1e}"

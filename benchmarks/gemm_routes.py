@@ -24,7 +24,7 @@ import json
 import statistics
 
 import torch
-from timing import interleaved_ms, steady
+from timing import interleaved_ms, interleaved_steady
 
 from cute_torch.backend.gemm_routes import TABLE, layout_of, shape_class
 
@@ -55,11 +55,7 @@ def timed(args, fns) -> list:
         # One median of 10 let classes whose kernels had not changed move by up to 0.2 between two
         # runs on an H200 (2026-11-26): the least of `rounds` medians, the sides in turn.
         return interleaved_ms(fns, args.repeats, args.rounds)
-    best = [float("inf")] * len(fns)
-    for _ in range(2):
-        for i, fn in enumerate(fns):
-            best[i] = min(best[i], steady(fn, args.sustained)[0])
-    return best
+    return [ms for ms, _clock, _watts in interleaved_steady(fns, args.sustained)]
 
 
 def measure(args, dtype) -> list:

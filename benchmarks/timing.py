@@ -105,3 +105,15 @@ def steady(fn, seconds: float) -> tuple:
         return statistics.median(times), float("nan"), float("nan")
     return (statistics.median(times), statistics.median(c for c, _ in samples),
             statistics.median(w for _, w in samples))
+
+
+def interleaved_steady(fns, seconds: float, rounds: int = 2) -> list:
+    """steady() of each of `fns` for `seconds`, the rounds taken in turn (as interleaved_ms does
+    for bursts): each one's fastest (ms, MHz, W)."""
+    best = [None] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            run = steady(fn, seconds)
+            if best[i] is None or run[0] < best[i][0]:
+                best[i] = run
+    return best
