@@ -61,9 +61,7 @@ class FunctionBuilder:
         every region in it sees (a GEMM's trace asked for 2,900 constants, most repeated)."""
         value = self._constants.get(text)
         if value is None:
-            name = self.module.fresh()
-            self._entry.append(f"{name} = {text} {self.loc()}")
-            value = self._constants[text] = Value(name, result_type)
+            value = self._constants[text] = self.entry_op(text, result_type)
         return value
 
     def loc(self) -> str:
